@@ -1,0 +1,31 @@
+"""Softmax as linear attention: the library of the executable course on Boyer & Boursier (arXiv 2512.11784).
+
+Modules, one idea each:
+
+- :mod:`~softmax_as_linear.attention`: softmax and normalised linear attention of a prompt, and
+  their Gaussian infinite-prompt limits (Lemma 2.1).
+- :mod:`~softmax_as_linear.icl`: in-context linear regression, its closed-form risks and reference solutions.
+- :mod:`~softmax_as_linear.models`: the paper's four-matrix attention model and its (U, V) view.
+- :mod:`~softmax_as_linear.figures`: the book's plotly style and figure helpers.
+- :mod:`~softmax_as_linear.devices`: choice of device.
+"""
+from . import attention, devices, figures, icl, models
+from .attention import (
+    gaussian_attention,
+    gaussian_linear_attention,
+    linear_attention,
+    softmax_attention,
+    tilted_gaussian,
+)
+from .icl import (
+    RegressionTask,
+    bayes_risk,
+    block_init,
+    infinite_prompt_risk,
+    kms_covariance,
+    limit_parameters,
+    optimal_linear_risk,
+)
+from .models import AttentionModel
+
+__version__ = "0.1.0"

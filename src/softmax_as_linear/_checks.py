@@ -1,0 +1,84 @@
+"""Argument checks shared by the library: every failure is a ``ValueError`` naming the argument."""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+
+def as_float_tensor(name: str, value, *, like: Tensor | None = None) -> Tensor:
+    """Convert ``value`` to a floating tensor (on ``like``'s device and dtype when given)."""
+    try:
+        tensor = torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise ValueError(f"{name} must be a tensor or array of numbers, got {type(value).__name__}") from error
+    if like is not None:
+        return tensor.to(device=like.device, dtype=like.dtype)
+    if not tensor.is_floating_point():
+        tensor = tensor.to(torch.get_default_dtype())
+    return tensor
+
+
+def finite(name: str, tensor: Tensor) -> Tensor:
+    if not torch.isfinite(tensor).all():
+        raise ValueError(f"{name} contains NaN or infinite values")
+    return tensor
+
+
+def positive_int(name: str, value, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
+        isinstance(value, float) and value.is_integer()
+    ):
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if int(value) < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"{name} must be a number, got {value!r}") from error
+    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
+    return number
+
+
+def vector(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:
+    if tensor.ndim < 1:
+        raise ValueError(f"{name} must have shape (..., D), got a scalar")
+    if dim is not None and tensor.shape[-1] != dim:
+        raise ValueError(f"{name} must have last dimension {dim}, got shape {tuple(tensor.shape)}")
+    return finite(name, tensor)
+
+
+def square(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:
+    if tensor.ndim < 2 or tensor.shape[-1] != tensor.shape[-2]:
+        raise ValueError(f"{name} must have shape (..., D, D), got {tuple(tensor.shape)}")
+    if dim is not None and tensor.shape[-1] != dim:
+        raise ValueError(f"{name} must be {dim} x {dim}, got shape {tuple(tensor.shape)}")
+    return finite(name, tensor)
+
+
+def covariance(name: str, tensor: Tensor, dim: int | None = None, *, definite: bool = True) -> Tensor:
+    """Symmetric and positive definite (or semi-definite when ``definite`` is False)."""
+    square(name, tensor, dim)
+    scale = tensor.abs().amax().clamp_min(1.0)
+    if not torch.allclose(tensor, tensor.transpose(-1, -2), atol=1e-6 * float(scale)):
+        raise ValueError(f"{name} must be symmetric")
+    smallest = torch.linalg.eigvalsh(tensor.double()).amin()
+    tolerance = 1e-10 * float(scale)
+    if definite and smallest <= tolerance:
+        raise ValueError(f"{name} must be positive definite (smallest eigenvalue {float(smallest):.3g})")
+    if not definite and smallest < -1e-8 * float(scale):
+        raise ValueError(f"{name} must be positive semi-definite (smallest eigenvalue {float(smallest):.3g})")
+    return tensor
+
+
+def one_of(name: str, value, choices) -> str:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value

@@ -1,0 +1,206 @@
+"""In-context regression: closed-form risks against Monte Carlo, gradients, reference solutions, bad input."""
+import math
+
+import pytest
+import torch
+
+from softmax_as_linear import icl
+from softmax_as_linear.attention import linear_attention, softmax_attention
+
+from conftest import random_spd
+
+TASKS = {
+    "isotropic": lambda: icl.RegressionTask.isotropic(d=3, task_var=0.5, noise_var=0.2),
+    "kms": lambda: icl.RegressionTask.kms(d=3, rho=0.6, task_var=0.4, noise_var=0.1),
+    "random": lambda: icl.RegressionTask(3, random_spd(3, torch.Generator().manual_seed(99)), 0.7, 0.3),
+}
+
+
+def _random_uv(seed, D=4, scale=0.5):
+    g = torch.Generator().manual_seed(seed)
+    return (scale * torch.randn(D, D, generator=g, dtype=torch.float64),
+            scale * torch.randn(D, D, generator=g, dtype=torch.float64))
+
+
+def _mc_mean(values):
+    return float(values.mean()), float(values.std() / math.sqrt(values.numel()))
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("seed", [21, 22])
+def test_infinite_prompt_risk_monte_carlo(name, seed):
+    # Independent estimate: draw w, x_q, eps_q; the infinite-prompt prediction is v^T Gamma_w U z_q.
+    task = TASKS[name]()
+    U, V = _random_uv(seed)
+    g = torch.Generator().manual_seed(1000 + seed)
+    n = 400_000
+    w = torch.randn(n, 3, generator=g, dtype=torch.float64) * math.sqrt(task.task_var)
+    x = torch.randn(n, 3, generator=g, dtype=torch.float64) @ torch.linalg.cholesky(task.covariance).T
+    y = (x * w).sum(-1) + math.sqrt(task.noise_var) * torch.randn(n, generator=g, dtype=torch.float64)
+    z = torch.cat([x, torch.zeros(n, 1, dtype=torch.float64)], -1)
+    sigma = task.covariance
+    sw = w @ sigma
+    gamma = torch.zeros(n, 4, 4, dtype=torch.float64)
+    gamma[:, :3, :3] = sigma
+    gamma[:, :3, 3] = sw
+    gamma[:, 3, :3] = sw
+    gamma[:, 3, 3] = (sw * w).sum(-1) + task.noise_var
+    pred = torch.einsum("j,njk,kl,nl->n", V[3], gamma, U, z)
+    estimate, se = _mc_mean(0.5 * (pred - y) ** 2)
+    closed = float(icl.infinite_prompt_risk(U, V, task))
+    assert abs(closed - estimate) < 5 * se, (closed, estimate, se)
+
+
+@pytest.mark.parametrize("name", ["isotropic", "kms"])
+def test_infinite_prompt_risk_matches_long_prompts(name):
+    # Finite prompts of 4000 tokens with softmax and linear attention approach R_inf.
+    task = TASKS[name]()
+    U, V = _random_uv(5, scale=0.3)
+    batch = task.sample(3000, 4000, torch.Generator().manual_seed(8), dtype=torch.float64)
+    closed = float(icl.infinite_prompt_risk(U, V, task))
+    for attend in (softmax_attention, linear_attention):
+        pred = attend(batch.tokens, batch.query, U, V)[:, -1]
+        estimate, se = _mc_mean(0.5 * (pred - batch.target) ** 2)
+        assert abs(closed - estimate) < 5 * se + 0.01 * closed, (attend.__name__, closed, estimate, se)
+
+
+def test_token_covariance_matches_samples():
+    task = TASKS["kms"]()
+    g = torch.Generator().manual_seed(31)
+    batch = task.sample(1, 200_000, g, dtype=torch.float64)
+    tokens = batch.tokens[0]
+    empirical = tokens.T @ tokens / tokens.shape[0]
+    assert torch.allclose(empirical, task.token_covariance(batch.w[0]), atol=0.02)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_infinite_prompt_risk_gradient(name):
+    task = TASKS[name]()
+    U, V = _random_uv(7)
+    U.requires_grad_(True)
+    V.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda a, b: icl.infinite_prompt_risk(a, b, task), (U, V))
+
+
+def test_infinite_prompt_risk_batched():
+    task = TASKS["kms"]()
+    U, V = _random_uv(9)
+    stacked = icl.infinite_prompt_risk(torch.stack([U, 2 * U]), torch.stack([V, V]), task)
+    assert stacked.shape == (2,)
+    assert torch.isclose(stacked[1], icl.infinite_prompt_risk(2 * U, V, task))
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("L", [5, 40])
+def test_optimal_linear_risk_monte_carlo(name, L):
+    # The optimum is attained by linear attention at limit_parameters(task, L): check it on sampled prompts.
+    task = TASKS[name]()
+    U, V = icl.limit_parameters(task, L)
+    batch = task.sample(200_000, L, torch.Generator().manual_seed(L), dtype=torch.float64)
+    pred = linear_attention(batch.tokens, batch.query, U, V)[:, -1]
+    estimate, se = _mc_mean(0.5 * (pred - batch.target) ** 2)
+    assert abs(icl.optimal_linear_risk(L, task) - estimate) < 5 * se
+
+
+def test_optimal_linear_risk_is_optimal():
+    # Perturbing the optimum in any direction does not lower the Monte Carlo risk (same prompts).
+    task = TASKS["kms"]()
+    L = 10
+    U, V = icl.limit_parameters(task, L)
+    batch = task.sample(100_000, L, torch.Generator().manual_seed(4), dtype=torch.float64)
+    best = (0.5 * (linear_attention(batch.tokens, batch.query, U, V)[:, -1] - batch.target) ** 2).mean()
+    g = torch.Generator().manual_seed(5)
+    for _ in range(5):
+        dU = 0.05 * torch.randn(4, 4, generator=g, dtype=torch.float64)
+        pred = linear_attention(batch.tokens, batch.query, U + dU, V)[:, -1]
+        assert (0.5 * (pred - batch.target) ** 2).mean() > best
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("L", [2, 10])
+def test_bayes_risk_monte_carlo(name, L):
+    # Independent estimate: run ridge regression with lambda = s^2 / tau^2 on sampled prompts.
+    task = TASKS[name]()
+    estimate, se = icl.bayes_risk(L, task, n_samples=20_000, seed=3)
+    batch = task.sample(100_000, L, torch.Generator().manual_seed(77), dtype=torch.float64)
+    X, y = batch.tokens[..., :3], batch.tokens[..., 3]
+    ridge = torch.linalg.solve(X.transpose(1, 2) @ X + task.noise_var / task.task_var * torch.eye(3, dtype=X.dtype),
+                               (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+    mc, mc_se = _mc_mean(0.5 * ((batch.query[:, :3] * ridge).sum(-1) - batch.target) ** 2)
+    assert abs(estimate - mc) < 5 * math.hypot(se, mc_se)
+    assert estimate <= icl.optimal_linear_risk(L, task) + 5 * se
+
+
+def test_bayes_risk_without_noise_vanishes_once_L_reaches_d():
+    task = icl.RegressionTask.isotropic(d=3, task_var=1.0, noise_var=0.0)
+    assert icl.bayes_risk(3, task, n_samples=2000)[0] == pytest.approx(0.0, abs=1e-9)
+    assert icl.bayes_risk(2, task, n_samples=2000)[0] == pytest.approx(0.5 * 1.0 * 1, rel=0.05)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_limit_parameters_reach_the_noise_floor(name):
+    task = TASKS[name]()
+    U, V = icl.limit_parameters(task)
+    assert float(icl.infinite_prompt_risk(U, V, task)) == pytest.approx(task.noise_var / 2, abs=1e-12)
+    # Balanced: ||U_x||_F equals v_y, as gradient flow from the balanced block initialisation keeps them.
+    assert float(torch.linalg.matrix_norm(U[:3, :3])) == pytest.approx(float(V[3, 3]))
+    U_L, _ = icl.limit_parameters(task, 10**9)
+    assert torch.allclose(U_L, U, atol=1e-6)
+
+
+def test_optimal_linear_risk_decreases_to_the_noise_floor():
+    task = TASKS["kms"]()
+    risks = [icl.optimal_linear_risk(L, task) for L in (1, 10, 100, 1000, 10**6)]
+    assert all(a > b for a, b in zip(risks, risks[1:]))
+    assert risks[-1] == pytest.approx(task.noise_var / 2, abs=1e-5)
+
+
+def test_block_init():
+    task = TASKS["kms"]()
+    U, V = icl.block_init(task, 0.1)
+    assert float(torch.linalg.matrix_norm(U[:3, :3])) == pytest.approx(0.1)
+    assert V[3, 3] == pytest.approx(0.1) and V.abs().sum() == pytest.approx(0.1)
+    theta = torch.tensor([[1.0], [0.0], [0.0]])
+    U, _ = icl.block_init(task, 0.2, theta)
+    assert U[0, 0] == pytest.approx(0.2) and U.abs().sum() == pytest.approx(0.2)
+
+
+def test_sampling_is_reproducible_and_has_the_right_law():
+    task = TASKS["kms"]()
+    a = task.sample(4, 6, torch.Generator().manual_seed(1))
+    b = task.sample(4, 6, torch.Generator().manual_seed(1))
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.query, b.query)
+    assert a.tokens.shape == (4, 6, 4) and a.query.shape == (4, 4) and a.target.shape == (4,)
+    assert torch.all(a.query[:, -1] == 0)
+    big = task.sample(200_000, 1, torch.Generator().manual_seed(2), dtype=torch.float64)
+    x_q = big.query[:, :3]
+    assert torch.allclose(x_q.T @ x_q / 200_000, task.covariance, atol=0.02)
+    residual = big.target - (x_q * big.w).sum(-1)
+    assert residual.var().item() == pytest.approx(task.noise_var, rel=0.03)
+    assert big.w.var(0).mean().item() == pytest.approx(task.task_var, rel=0.03)
+
+
+def test_kms_covariance():
+    sigma = icl.kms_covariance(4, 0.5)
+    assert sigma[0, 3] == pytest.approx(0.125) and torch.equal(sigma, sigma.T)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: icl.kms_covariance(3, 1.0), "rho"),
+    (lambda: icl.kms_covariance(3, -1.5), "rho"),
+    (lambda: icl.RegressionTask(2, torch.tensor([[1.0, 2.0], [2.0, 1.0]])), "covariance"),
+    (lambda: icl.RegressionTask(2, torch.eye(3)), "covariance"),
+    (lambda: icl.RegressionTask(2, torch.tensor([[float("nan"), 0.0], [0.0, 1.0]])), "covariance"),
+    (lambda: icl.RegressionTask(0), "d"),
+    (lambda: icl.RegressionTask(2, task_var=-1.0), "task_var"),
+    (lambda: icl.RegressionTask(2, noise_var=float("nan")), "noise_var"),
+    (lambda: icl.RegressionTask(2).sample(3, 0), "L"),
+    (lambda: icl.optimal_linear_risk(0, icl.RegressionTask(2)), "L"),
+    (lambda: icl.bayes_risk(0, icl.RegressionTask(2)), "L"),
+    (lambda: icl.infinite_prompt_risk(torch.eye(2), torch.eye(3), icl.RegressionTask(2)), "U"),
+    (lambda: icl.block_init(icl.RegressionTask(2), 0.0), "alpha"),
+    (lambda: icl.block_init(icl.RegressionTask(2), 0.1, torch.ones(2, 2)), "theta"),
+])
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
