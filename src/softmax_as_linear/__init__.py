@@ -6,10 +6,10 @@ Modules, one idea each:
   their Gaussian infinite-prompt limits (Lemma 2.1).
 - :mod:`~softmax_as_linear.icl`: in-context linear regression, its closed-form risks and reference solutions.
 - :mod:`~softmax_as_linear.models`: the paper's four-matrix attention model and its (U, V) view.
-- :mod:`~softmax_as_linear.figures`: the book's plotly style and figure helpers.
+- :mod:`~softmax_as_linear.figures` and :mod:`~softmax_as_linear.widgets`: the plotly style and figure helpers, and the live ipywidgets panels.
 - :mod:`~softmax_as_linear.devices`: choice of device.
 """
-from . import attention, devices, figures, icl, models
+from . import attention, devices, figures, icl, models, widgets
 from .attention import (
     gaussian_attention,
     gaussian_linear_attention,
