@@ -29,3 +29,16 @@ def test_every_chapter_in_the_toc_exists_and_every_notebook_is_in_the_toc():
         assert any((ROOT / f"{entry}{ext}").exists() for ext in (".md", ".ipynb")), entry
     for notebook in (ROOT / "notebooks").glob("*.ipynb"):
         assert f"notebooks/{notebook.stem}" in files, f"{notebook.name} is not in _toc.yml"
+
+
+def test_artifacts_round_trip_and_leave_no_temporary_file(tmp_path):
+    import numpy as np
+    import torch
+
+    from softmax_as_linear import artifacts
+
+    artifacts.save_json(tmp_path / "a.json", {"x": torch.arange(3), "y": np.float64(0.5), "nested": {"z": [1, 2]}})
+    assert artifacts.load_json(tmp_path / "a.json") == {"x": [0, 1, 2], "y": 0.5, "nested": {"z": [1, 2]}}
+    artifacts.save_npz(tmp_path / "b.npz", risk=torch.ones(2, 3))
+    assert artifacts.load_npz(tmp_path / "b.npz")["risk"].shape == (2, 3)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.npz"]

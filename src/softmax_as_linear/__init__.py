@@ -9,7 +9,7 @@ Modules, one idea each:
 - :mod:`~softmax_as_linear.figures` and :mod:`~softmax_as_linear.widgets`: the plotly style and figure helpers, and the live ipywidgets panels.
 - :mod:`~softmax_as_linear.devices`: choice of device.
 """
-from . import attention, devices, figures, icl, models, widgets
+from . import artifacts, attention, devices, figures, icl, models, widgets
 from .attention import (
     gaussian_attention,
     gaussian_linear_attention,
