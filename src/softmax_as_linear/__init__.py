@@ -6,10 +6,12 @@ Modules, one idea each:
   their Gaussian infinite-prompt limits (Lemma 2.1).
 - :mod:`~softmax_as_linear.icl`: in-context linear regression, its closed-form risks and reference solutions.
 - :mod:`~softmax_as_linear.models`: the paper's four-matrix attention model and its (U, V) view.
+- :mod:`~softmax_as_linear.measures`: token laws (Gaussian and non-Gaussian) with known moments.
+- :mod:`~softmax_as_linear.artifacts`: result files written atomically.
 - :mod:`~softmax_as_linear.figures` and :mod:`~softmax_as_linear.widgets`: the plotly style and figure helpers, and the live ipywidgets panels.
 - :mod:`~softmax_as_linear.devices`: choice of device.
 """
-from . import artifacts, attention, devices, figures, icl, models, widgets
+from . import artifacts, attention, devices, figures, icl, measures, models, widgets
 from .attention import (
     gaussian_attention,
     gaussian_linear_attention,
@@ -26,6 +28,7 @@ from .icl import (
     limit_parameters,
     optimal_linear_risk,
 )
+from .measures import TokenLaw
 from .models import AttentionModel
 
 __version__ = "0.1.0"
