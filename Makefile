@@ -6,8 +6,11 @@ READY  := $(VENV)/.ready
 # The CPU build of torch; a bare `torch` requirement would fetch a multi-GB CUDA build.
 TORCH  ?= torch==2.13.0
 JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
+# Debian's Chromium checks the built book in a real browser; `make test` installs it when missing.
+CHROMIUM ?= /usr/bin/chromium
+SUDO   := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: setup book test unit nbval book-strict lab notebooks clean
+.PHONY: setup book test unit nbval book-strict browser lab notebooks clean
 
 setup: $(READY)
 
@@ -23,10 +26,10 @@ book: $(READY)
 	$(JB)
 	@echo "The book is at _build/html/index.html"
 
-test: unit nbval book-strict
+test: unit nbval book-strict browser
 
 unit: $(READY)
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q --ignore=tests/test_browser.py
 
 nbval: $(READY)
 	$(PY) -m pytest --nbval notebooks -q -p no:cacheprovider
@@ -34,6 +37,15 @@ nbval: $(READY)
 book-strict: $(READY)
 	rm -rf _build
 	$(JB)
+
+# Every page of the strictly built book in headless Chromium; screenshots land in _build/screenshots/.
+browser: book-strict $(CHROMIUM)
+	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider
+
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
+		chromium fonts-liberation fonts-dejavu-core
 
 lab: $(READY)
 	$(PY) -m pip install --quiet jupyterlab

@@ -7,11 +7,14 @@ Modules, one idea each:
 - :mod:`~softmax_as_linear.icl`: in-context linear regression, its closed-form risks and reference solutions.
 - :mod:`~softmax_as_linear.models`: the paper's four-matrix attention model and its (U, V) view.
 - :mod:`~softmax_as_linear.measures`: token laws (Gaussian and non-Gaussian) with known moments.
+- :mod:`~softmax_as_linear.tilting`: the tilted measure behind softmax attention and the infinite-prompt
+  limit of any token law (closed form, importance sampling, quadrature).
 - :mod:`~softmax_as_linear.artifacts`: result files written atomically.
 - :mod:`~softmax_as_linear.figures` and :mod:`~softmax_as_linear.widgets`: the plotly style and figure helpers, and the live ipywidgets panels.
 - :mod:`~softmax_as_linear.devices`: choice of device.
 """
 from . import artifacts, attention, devices, figures, icl, measures, models, widgets
+from . import tilting
 from .attention import (
     gaussian_attention,
     gaussian_linear_attention,
@@ -30,5 +33,6 @@ from .icl import (
 )
 from .measures import TokenLaw
 from .models import AttentionModel
+from .tilting import infinite_prompt_linear, infinite_prompt_softmax
 
 __version__ = "0.1.0"

@@ -91,11 +91,12 @@ class _PlotlyEncoder(json.JSONEncoder):
 
 def slider_figure(panels: Sequence[tuple[str, Sequence[go.BaseTraceType]]], *, slider_label: str,
                   active: int = 0, title: str = "", xtitle: str = "", ytitle: str = "", logx: bool = False,
-                  logy: bool = False, **layout) -> go.Figure:
+                  logy: bool = False, fixed: Sequence[go.BaseTraceType] = (), **layout) -> go.Figure:
     """A figure with one slider that switches between precomputed panels, no kernel needed.
 
     ``panels`` is a list of ``(label, traces)``; the slider step ``label`` shows that panel's traces
-    and hides the others. Axis ranges stay fixed unless given in ``layout``.
+    and hides the others. Traces in ``fixed`` are drawn under every panel (stored once, not per
+    panel). Axis ranges stay fixed unless given in ``layout``.
     """
     if not panels:
         raise ValueError("panels must hold at least one (label, traces) pair")
@@ -103,13 +104,16 @@ def slider_figure(panels: Sequence[tuple[str, Sequence[go.BaseTraceType]]], *, s
         raise ValueError(f"active must index a panel (0..{len(panels) - 1}), got {active}")
     fig = new_figure(title, xtitle, ytitle, logx=logx, logy=logy, **layout)
     owner = []
+    for trace in fixed:
+        fig.add_trace(trace)
+        owner.append(None)
     for index, (_, traces) in enumerate(panels):
         for trace in traces:
             trace.visible = index == active
             fig.add_trace(trace)
             owner.append(index)
     steps = [dict(method="update", label=str(label),
-                  args=[{"visible": [o == index for o in owner]}])
+                  args=[{"visible": [o is None or o == index for o in owner]}])
              for index, (label, _) in enumerate(panels)]
     fig.update_layout(sliders=[dict(active=active, steps=steps, pad=dict(t=50),
                                     currentvalue=dict(prefix=f"{slider_label} = "))],

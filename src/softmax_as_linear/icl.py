@@ -66,6 +66,7 @@ class RegressionTask:
         self.task_var = _checks.positive_float("task_var", 1.0 / self.d if task_var is None else task_var)
         self.noise_var = _checks.positive_float("noise_var", noise_var, allow_zero=True)
         self._cholesky = torch.linalg.cholesky(self.covariance)
+        self._isotropic = torch.equal(self.covariance, torch.eye(self.d, dtype=torch.float64))
 
     @classmethod
     def isotropic(cls, d: int = 5, task_var: float | None = None, noise_var: float = 0.1) -> "RegressionTask":
@@ -110,14 +111,16 @@ class RegressionTask:
             device = generator.device
         d = self.d
         draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype, device=device)  # noqa: E731
-        chol = self._cholesky.to(device=device, dtype=dtype)
         w = draw(n_prompts, d) * math.sqrt(self.task_var)
-        x = draw(n_prompts, L + 1, d) @ chol.T
-        noise = draw(n_prompts, L + 1) * math.sqrt(self.noise_var)
-        y = (x @ w.unsqueeze(-1)).squeeze(-1) + noise
-        tokens = torch.cat([x[:, :L], y[:, :L, None]], dim=-1)
-        query = torch.cat([x[:, L], torch.zeros(n_prompts, 1, dtype=dtype, device=device)], dim=-1)
-        return Batch(tokens, query, y[:, L], w)
+        z = draw(n_prompts, L + 1, d + 1)  # inputs in the first d entries, label noise in the last
+        if not self._isotropic:
+            z[..., :d] = z[..., :d] @ self._cholesky.to(device=device, dtype=dtype).T
+        x = z[..., :d]
+        y = (x @ w.unsqueeze(-1)).squeeze(-1) + z[..., d] * math.sqrt(self.noise_var)
+        z[..., d] = y
+        query = z[:, L].clone()
+        query[:, d] = 0
+        return Batch(z[:, :L], query, y[:, L].clone(), w)
 
 
 def _block(U: Tensor, V: Tensor, d: int):

@@ -5,6 +5,11 @@ at equal first two moments: the Gaussian one is where Lemma 2.1 makes softmax at
 the others show what is special about it. Non-Gaussian laws are built as :math:`m + C \xi` where
 :math:`C C^\top = \Gamma` and :math:`\xi` has i.i.d. standardised entries (uniform, Laplace), or as a
 symmetric two-component Gaussian mixture with the same mean and covariance.
+
+Besides sampling, each law knows its density, its cumulant generating function
+:math:`K_\mu(u) = \log \mathbb{E}_\mu[e^{u^\top z}]` and the gradient :math:`\nabla K_\mu(u)`, which is
+the mean of the tilted measure :math:`d\nu_u(z) \propto e^{u^\top z} d\mu(z)`; with :math:`u = U z_q`
+this is the infinite-prompt softmax attention of the law (see :mod:`~softmax_as_linear.tilting`).
 """
 from __future__ import annotations
 
@@ -74,3 +79,122 @@ class TokenLaw:
             noise = torch.randn(*full, **kwargs) @ self._inner_chol.to(device=device, dtype=dtype).T
             return self.mean.to(device=device, dtype=dtype) + sign.unsqueeze(-1) * self._shift.to(noise) + noise
         return self.mean.to(device=device, dtype=dtype) + xi @ self._chol.to(device=device, dtype=dtype).T
+
+    # ------------------------------------------------------------------ densities and tilts
+    @property
+    def second_moment(self) -> Tensor:
+        r""":math:`M_2(\mu) = \mathbb{E}_\mu[z z^\top] = \Gamma + m m^\top`, shape ``(D, D)``."""
+        return self.cov + torch.outer(self.mean, self.mean)
+
+    def _whiten(self, points: Tensor) -> Tensor:
+        r""":math:`\xi = C^{-1}(z - m)` with :math:`C C^\top = \Gamma` (Cholesky), shape ``(..., D)``."""
+        centred = (points - self.mean).unsqueeze(-1)
+        return torch.linalg.solve_triangular(self._chol, centred, upper=False).squeeze(-1)
+
+    def _vector(self, name: str, value) -> Tensor:
+        value = _checks.as_float_tensor(name, value).to(torch.float64)
+        return _checks.vector(name, value, self.D)
+
+    def log_density(self, points) -> Tensor:
+        r"""Log density of the law at ``points (..., D)``, shape ``(...)`` (``-inf`` off the support).
+
+        With :math:`\xi = C^{-1}(z - m)`: the density is :math:`p_\xi(\xi) / \det C`, where :math:`p_\xi` is
+        the product of standardised one-dimensional densities (Gaussian; uniform on
+        :math:`[-\sqrt3, \sqrt3]`; Laplace of scale :math:`1/\sqrt2`); the mixture is
+        :math:`\frac12 N(m + \delta, \Gamma_0) + \frac12 N(m - \delta, \Gamma_0)`, :math:`\Gamma_0 = \Gamma - \delta\delta^\top`.
+        """
+        points = self._vector("points", points)
+        log_det = torch.log(torch.diagonal(self._chol)).sum()
+        if self.kind == "mixture":
+            return torch.logsumexp(torch.stack([self._inner_gaussian_log_density(points - self.mean - self._shift),
+                                                self._inner_gaussian_log_density(points - self.mean + self._shift)]),
+                                   dim=0) - math.log(2.0)
+        xi = self._whiten(points)
+        if self.kind == "gaussian":
+            per_coordinate = -0.5 * xi**2 - 0.5 * math.log(2 * math.pi)
+        elif self.kind == "uniform":
+            inside = xi.abs() <= math.sqrt(3.0)
+            per_coordinate = torch.where(inside, torch.full_like(xi, -math.log(2 * math.sqrt(3.0))),
+                                         torch.full_like(xi, -math.inf))
+        else:
+            per_coordinate = -0.5 * math.log(2.0) - math.sqrt(2.0) * xi.abs()
+        return per_coordinate.sum(-1) - log_det
+
+    def _inner_gaussian_log_density(self, centred: Tensor) -> Tensor:
+        xi = torch.linalg.solve_triangular(self._inner_chol, centred.unsqueeze(-1), upper=False).squeeze(-1)
+        log_det = torch.log(torch.diagonal(self._inner_chol)).sum()
+        return -0.5 * (xi**2).sum(-1) - 0.5 * self.D * math.log(2 * math.pi) - log_det
+
+    def log_mgf(self, u) -> Tensor:
+        r"""Cumulant generating function :math:`K_\mu(u) = \log \mathbb{E}_\mu[e^{u^\top z}]`, ``(..., D) -> (...)``.
+
+        With :math:`b = C^\top u` and :math:`a = \sqrt3`:
+
+        - Gaussian: :math:`m^\top u + \frac12 u^\top \Gamma u`;
+        - uniform: :math:`m^\top u + \sum_j \log \frac{\sinh(a b_j)}{a b_j}`;
+        - Laplace: :math:`m^\top u - \sum_j \log(1 - b_j^2 / 2)`, and :math:`+\infty` unless every
+          :math:`|b_j| < \sqrt2` (the tilt is not integrable there);
+        - mixture: :math:`m^\top u + \frac12 u^\top \Gamma_0 u + \log\cosh(\delta^\top u)`.
+        """
+        u = self._vector("u", u)
+        linear = u @ self.mean
+        if self.kind == "mixture":
+            return linear + 0.5 * (u @ self._inner_chol).pow(2).sum(-1) + _log_cosh(u @ self._shift)
+        b = u @ self._chol
+        if self.kind == "gaussian":
+            return linear + 0.5 * (b**2).sum(-1)
+        if self.kind == "uniform":
+            return linear + _log_sinhc(math.sqrt(3.0) * b).sum(-1)
+        inside = (b.abs() < math.sqrt(2.0)).all(-1)
+        safe = torch.where(b.abs() < math.sqrt(2.0), b, torch.zeros_like(b))
+        value = linear - torch.log1p(-0.5 * safe**2).sum(-1)
+        return torch.where(inside, value, torch.full_like(value, math.inf))
+
+    def tilted_mean(self, u) -> Tensor:
+        r"""Mean of the tilted law :math:`d\nu_u(z) \propto e^{u^\top z} d\mu(z)`, i.e. :math:`\nabla K_\mu(u)`, ``(..., D)``.
+
+        Infinite-prompt softmax attention is :math:`T[\mu](z_q) = V \nabla K_\mu(U z_q)`. With
+        :math:`b = C^\top u` and :math:`a = \sqrt3`:
+
+        - Gaussian: :math:`m + \Gamma u` (Lemma 2.1);
+        - uniform: :math:`m + C g(b)`, :math:`g(b)_j = a \coth(a b_j) - 1/b_j` (bounded by :math:`a`);
+        - Laplace: :math:`m + C h(b)`, :math:`h(b)_j = b_j / (1 - b_j^2/2)`, defined only for
+          :math:`|b_j| < \sqrt2` (``ValueError`` otherwise);
+        - mixture: :math:`m + \Gamma_0 u + \tanh(\delta^\top u)\, \delta`.
+        """
+        u = self._vector("u", u)
+        if self.kind == "mixture":
+            return (self.mean + u @ self._inner_chol @ self._inner_chol.T
+                    + torch.tanh(u @ self._shift).unsqueeze(-1) * self._shift)
+        b = u @ self._chol
+        if self.kind == "gaussian":
+            shape = b
+        elif self.kind == "uniform":
+            shape = math.sqrt(3.0) * _langevin(math.sqrt(3.0) * b)
+        else:
+            largest = float(b.abs().max()) if b.numel() else 0.0
+            if largest >= math.sqrt(2.0):
+                raise ValueError(
+                    "u lies outside the domain of the Laplace law's tilt: e^{u^T z} is not integrable unless "
+                    f"every |(C^T u)_j| < sqrt(2), got {largest:.3g}; use a smaller U or query")
+            shape = b / (1 - 0.5 * b**2)
+        return self.mean + shape @ self._chol.T
+
+
+def _log_cosh(x: Tensor) -> Tensor:
+    return x.abs() + torch.log1p(torch.exp(-2 * x.abs())) - math.log(2.0)
+
+
+def _log_sinhc(x: Tensor) -> Tensor:
+    r""":math:`\log(\sinh(x) / x)`, stable for small and large :math:`|x|`."""
+    small = x.abs() < 1e-3
+    big = x.abs().clamp_min(1e-3)
+    exact = big - torch.log(2 * big) + torch.log1p(-torch.exp(-2 * big))
+    return torch.where(small, x**2 / 6 - x**4 / 180, exact)
+
+
+def _langevin(x: Tensor) -> Tensor:
+    r"""Langevin function :math:`\coth(x) - 1/x`, stable near 0."""
+    small = x.abs() < 1e-3
+    safe = torch.where(small, torch.ones_like(x), x)
+    return torch.where(small, x / 3 - x**3 / 45, 1 / torch.tanh(safe) - 1 / safe)

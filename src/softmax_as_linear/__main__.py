@@ -1,0 +1,89 @@
+"""Command line: reproduce the paper's figures.
+
+    python -m softmax_as_linear reproduce {fig1,fig2,fig3,fig4,fig6,fig7,fig8,all} \\
+        [--preset {paper,lecture}] [--device {auto,cpu,cuda}] [--out results/]
+
+Figures 2-4 share one isotropic sweep and figures 6-8 one anisotropic sweep: the sweep is trained
+once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
+saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``figN_<preset>.json``.
+"""
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+from .devices import DEVICE_CHOICES, resolve_device
+from .experiments import FIGURES, figure_data, load_sweep, save_sweep
+from .presets import PRESET_NAMES, sweep_config
+
+FIGURE_CHOICES = ("fig1", *FIGURES, "all")
+
+
+def _sweep(covariance: str, preset: str, device, out: pathlib.Path):
+    from .train import train
+
+    config = sweep_config(preset, covariance)
+    path = out / f"sweep_{covariance}_{preset}.npz"
+    if path.exists():
+        result = load_sweep(path)
+        if result.config == config and result.complete:
+            print(f"{path}: up to date")
+            return result
+    checkpoint = out / "checkpoints" / f"sweep_{covariance}_{preset}.pt"
+    print(f"training the {covariance} sweep ({preset} preset) on {device}; checkpoint {checkpoint}", flush=True)
+    result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=2000)
+    save_sweep(path, result)
+    print(f"{path}: {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
+    return result
+
+
+def reproduce(figure: str, preset: str = "lecture", device: str = "auto", out="results") -> list[pathlib.Path]:
+    """Compute and save the artifacts of ``figure`` (or ``"all"``); returns the files written."""
+    from .artifacts import save_json
+
+    if figure not in FIGURE_CHOICES:
+        raise ValueError(f"figure must be one of {', '.join(FIGURE_CHOICES)}; got {figure!r}")
+    if preset not in PRESET_NAMES:
+        raise ValueError(f"preset must be one of {', '.join(PRESET_NAMES)}; got {preset!r}")
+    device = resolve_device(device)
+    out = pathlib.Path(out)
+    names = [f for f in FIGURE_CHOICES if f != "all"] if figure == "all" else [figure]
+    written, sweeps = [], {}
+    for name in names:
+        if name == "fig1":
+            from .concentration import figure1
+
+            data = figure1(preset, device=device, progress=True)
+        else:
+            covariance = FIGURES[name][0]
+            if covariance not in sweeps:
+                sweeps[covariance] = _sweep(covariance, preset, device, out)
+            data = figure_data(name, sweeps[covariance])
+        written.append(save_json(out / f"{name}_{preset}.json", data))
+        print(f"wrote {written[-1]}", flush=True)
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m softmax_as_linear",
+                                     description="Reproduce the figures of Boyer & Boursier (arXiv 2512.11784).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    rep = commands.add_parser("reproduce", help="compute the artifacts of a paper figure")
+    rep.add_argument("figure", choices=FIGURE_CHOICES)
+    rep.add_argument("--preset", choices=PRESET_NAMES, default="lecture")
+    rep.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
+    rep.add_argument("--out", default="results", help="folder for the artifacts (default: results/)")
+    args = parser.parse_args(argv)
+    try:
+        reproduce(args.figure, args.preset, args.device, args.out)
+    except ValueError as error:
+        parser.error(str(error))
+    except KeyboardInterrupt:
+        print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

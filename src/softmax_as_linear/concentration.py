@@ -1,0 +1,658 @@
+r"""Concentration of attention around its infinite-prompt limit (paper, Section 3, and Figure 1).
+
+With prompt tokens :math:`z_1, \dots, z_L` i.i.d. from :math:`\mu` and a fresh query :math:`z \sim \nu`,
+Proposition 3.1 bounds the output gap
+
+.. math:: E_L = \mathbb{E}_{z_{1:L} \sim \mu^{\otimes L}} \mathbb{E}_{z \sim \nu}
+    \big\| T[\hat\mu_L](z) - T[\mu](z) \big\|^2 ,
+
+and Proposition 3.4 the same gap for the gradients with respect to :math:`U` and :math:`V`. This
+module estimates both, with confidence intervals, for softmax and normalised linear attention, with
+or without the query inside the measure (Remark 3.2).
+
+Everything is computed from a few moments of the prompt seen from each query, accumulated over
+chunks of tokens with a running maximum of the scores (a streaming logsumexp), so that memory does
+not grow with :math:`L`: with weights :math:`w_i = e^{z_i^\top U z}` and
+:math:`a_i = w_i / \sum_j w_j`,
+
+- softmax attention is :math:`T[\hat\mu_L](z) = V \bar z` with the tilted mean :math:`\bar z = \sum_i a_i z_i`;
+- its Jacobian in :math:`U` involves the tilted covariance :math:`C = \sum_i a_i z_i z_i^\top - \bar z \bar z^\top`:
+  for a loss :math:`\ell` of the output with gradient :math:`g`,
+  :math:`\nabla_U \ell = C V^\top g\, z^\top` and :math:`\nabla_V \ell = g\, \bar z^\top`;
+- normalised linear attention is :math:`V \hat M U z` with :math:`\hat M = \frac1L \sum_i z_i z_i^\top`,
+  and the same formulas hold with :math:`(\bar z, C)` replaced by :math:`(\hat M U z, \hat M)`.
+
+The infinite-prompt limits replace the empirical moments by those of the tilted law
+:math:`d\nu_z \propto e^{z'^\top U z} d\mu(z')`, which :func:`tilted_moments` gives in closed form for
+every :class:`~softmax_as_linear.measures.TokenLaw` (Lemma 2.1 for the Gaussian one). The closed forms
+carry no Monte Carlo error; the tests check them against prompts of a million tokens.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import torch
+from scipy import stats
+from torch import Tensor
+
+from . import _checks, devices, figures
+from .attention import tilted_gaussian
+from .icl import RegressionTask
+from .measures import TokenLaw
+from .models import AttentionModel
+
+ACTIVATIONS = ("softmax", "linear")
+_CHUNK_ELEMENTS = 2**21  # entries of the largest temporary per chunk: 16 MB in float64
+_CHUNK_FLOAT32 = 2048  # at most this many tokens per float32 chunk
+
+Draw = Callable[[int], Tensor]
+"""A source of prompt tokens: ``draw(k)`` returns the next ``k`` tokens of every prompt, ``(P, k, D)``."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Streaming moments of a prompt
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PromptMoments:
+    r"""Moments of ``P`` prompts seen from ``Q`` queries each (``n_tokens`` tokens per measure).
+
+    tilted_mean ``(P, Q, D)``: :math:`\bar z = \sum_i a_i z_i`;
+    tilted_cov ``(P, Q, D, D)`` or None: :math:`\sum_i a_i z_i z_i^\top - \bar z \bar z^\top`;
+    score_mean ``(P, Q, D)``: :math:`\frac1n \sum_i (z_i^\top U z) z_i = \hat M U z`;
+    second_moment ``(P, Q, D, D)`` or None: :math:`\hat M = \frac1n \sum_i z_i z_i^\top`;
+    ess ``(P, Q)``: effective sample size :math:`(\sum_i w_i)^2 / \sum_i w_i^2` of the softmax weights.
+    """
+
+    tilted_mean: Tensor
+    tilted_cov: Tensor | None
+    score_mean: Tensor
+    second_moment: Tensor | None
+    ess: Tensor
+    n_tokens: int
+
+    def softmax_output(self, V: Tensor) -> Tensor:
+        r""":math:`T[\hat\mu](z) = V \bar z`, shape ``(P, Q, D)``."""
+        return self.tilted_mean @ V.transpose(-1, -2)
+
+    def linear_output(self, V: Tensor) -> Tensor:
+        r""":math:`T_{\mathrm{lin}}[\hat\mu](z) = V \hat M U z`, shape ``(P, Q, D)``."""
+        return self.score_mean @ V.transpose(-1, -2)
+
+
+def stream_moments(draw: Draw, L: int, queries: Tensor, U: Tensor, *, include_query: bool = False,
+                   second_order: bool = False, chunk: int | None = None) -> PromptMoments:
+    r"""Accumulate :class:`PromptMoments` of ``L`` tokens per prompt, ``chunk`` tokens at a time.
+
+    The softmax sums are kept relative to the running maximum of the scores
+    :math:`s_i = z_i^\top U z`, so no weight overflows however heavy its tail, and memory is
+    ``O(P Q D^2 + P chunk max(Q, D^2))`` whatever ``L``. Chunks are computed in the dtype of the
+    tokens and ``queries`` (float32 is about twice as fast on a CPU); the sums over chunks are float64.
+
+    Args:
+        draw: ``draw(k) -> (P, k, D)`` the next ``k`` tokens of each of the ``P`` prompts.
+        L: prompt length.
+        queries: ``(P, Q, D)`` the queries of each prompt.
+        U: ``(D, D)``.
+        include_query: put each query in its own measure, :math:`\frac{1}{L+1}(\sum_i \delta_{z_i} + \delta_z)`
+            (Remark 3.2).
+        second_order: also accumulate the second moments needed by the gradients.
+        chunk: tokens per chunk (default: temporaries of about 16 MB, and at most 2048 tokens in float32).
+    """
+    L = _checks.positive_int("L", L)
+    if queries.ndim != 3:
+        raise ValueError(f"queries must have shape (P, Q, D), got {tuple(queries.shape)}")
+    P, Q, D = queries.shape
+    if chunk is None:
+        chunk = max(1, _CHUNK_ELEMENTS // (P * max(Q, D * D if second_order else D)))
+        if queries.dtype != torch.float64:  # short float32 sums keep their rounding error near 1e-6
+            chunk = min(chunk, _CHUNK_FLOAT32)
+    chunk = _checks.positive_int("chunk", chunk)
+    u = queries @ U.to(queries).transpose(-1, -2)  # (P, Q, D), u = U z: the score of z' is z'^T u
+    acc = _SoftmaxSums(P, Q, D, second_order, queries.device)
+    score_sum = torch.zeros(P, Q, D, dtype=torch.float64, device=queries.device)  # sum_i s_i z_i
+    second = torch.zeros(P, D, D, dtype=torch.float64, device=queries.device) if second_order else None
+    done = 0
+    while done < L:
+        k = min(chunk, L - done)
+        tokens = draw(k)
+        if tokens.shape != (P, k, D):
+            raise ValueError(f"draw({k}) must return tokens of shape {(P, k, D)}, got {tuple(tokens.shape)}")
+        s = u @ tokens.transpose(-1, -2)  # (P, Q, k)
+        acc.add_chunk(s, tokens)
+        score_sum += s @ tokens
+        if second_order:
+            second += tokens.transpose(-1, -2) @ tokens
+        done += k
+    n = L
+    if second_order:
+        second = second.unsqueeze(1).expand(P, Q, D, D)
+    if include_query:
+        s_q = (queries * u).sum(-1)  # (P, Q)
+        acc.add_own_query(s_q, queries)
+        score_sum = score_sum + s_q.unsqueeze(-1) * queries
+        if second_order:
+            second = second + queries.unsqueeze(-1) * queries.unsqueeze(-2)
+        n += 1
+    mean, cov = acc.mean_and_cov()
+    return PromptMoments(mean, cov, score_sum / n, None if second is None else second / n, acc.ess(), n)
+
+
+class _SoftmaxSums:
+    """Sums of w, w^2, w z (and w z z^T) relative to the running maximum score ``top`` of each (prompt, query)."""
+
+    def __init__(self, P, Q, D, second_order, device):
+        zeros = lambda *shape: torch.zeros(*shape, dtype=torch.float64, device=device)  # noqa: E731
+        self.top = torch.full((P, Q), -math.inf, dtype=torch.float64, device=device)
+        self.w, self.w2, self.wz = zeros(P, Q), zeros(P, Q), zeros(P, Q, D)
+        self.wzz = zeros(P, Q, D * D) if second_order else None
+
+    def _merge(self, top, w, w2, wz, wzz):
+        new_top = torch.maximum(self.top, top)
+        old, fresh = torch.exp(self.top - new_top), torch.exp(top - new_top)
+        self.w = self.w * old + w * fresh
+        self.w2 = self.w2 * old**2 + w2 * fresh**2
+        self.wz = self.wz * old.unsqueeze(-1) + wz * fresh.unsqueeze(-1)
+        if self.wzz is not None:
+            self.wzz = self.wzz * old.unsqueeze(-1) + wzz * fresh.unsqueeze(-1)
+        self.top = new_top
+
+    def add_chunk(self, s: Tensor, tokens: Tensor):
+        """Scores ``s (P, Q, k)`` of tokens ``(P, k, D)``."""
+        top = s.amax(-1)
+        e = torch.exp(s - top.unsqueeze(-1))
+        wzz = None
+        if self.wzz is not None:  # sum_i e_iq z_i z_i^T as one matrix product over the chunk
+            P, k, D = tokens.shape
+            wzz = e @ (tokens.unsqueeze(-1) * tokens.unsqueeze(-2)).reshape(P, k, D * D)  # (P, Q, D D)
+        self._merge(top, e.sum(-1), e.square().sum(-1), e @ tokens, wzz)
+
+    def add_own_query(self, s_q: Tensor, queries: Tensor):
+        """Each query ``(P, Q, D)`` joins its own measure with score ``s_q (P, Q)``."""
+        one = torch.ones_like(s_q)
+        wzz = None
+        if self.wzz is not None:
+            wzz = (queries.unsqueeze(-1) * queries.unsqueeze(-2)).flatten(-2)
+        self._merge(s_q, one, one, queries, wzz)
+
+    def mean_and_cov(self):
+        mean = self.wz / self.w.unsqueeze(-1)
+        if self.wzz is None:
+            return mean, None
+        P, Q, D = mean.shape
+        cov = self.wzz.reshape(P, Q, D, D) / self.w[..., None, None] - mean.unsqueeze(-1) * mean.unsqueeze(-2)
+        return mean, cov
+
+    def ess(self):
+        return self.w**2 / self.w2
+
+
+def effective_sample_size(weights, dim: int = -1) -> Tensor:
+    r"""Effective sample size :math:`(\sum_i w_i)^2 / \sum_i w_i^2` of non-negative weights along ``dim``.
+
+    It is :math:`L` for :math:`L` equal weights and tends to 1 when one weight dominates. For
+    i.i.d. weights, :math:`\mathrm{ESS}/L \to (\mathbb{E} w)^2 / \mathbb{E} w^2`, which is
+    :math:`e^{-\lambda^2}` for log-normal weights :math:`w = e^{s}`, :math:`s \sim N(0, \lambda^2)`.
+    Scale invariant, so softmax weights and unnormalised weights give the same value.
+    """
+    weights = _checks.finite("weights", _checks.as_float_tensor("weights", weights))
+    if weights.ndim == 0:
+        raise ValueError("weights must have at least one dimension")
+    if (weights < 0).any():
+        raise ValueError("weights must be non-negative")
+    total = weights.sum(dim)
+    if (total <= 0).any():
+        raise ValueError("weights must not all be zero")
+    scaled = weights / weights.amax(dim, keepdim=True)  # avoids overflow of the squares
+    return scaled.sum(dim) ** 2 / (scaled**2).sum(dim)
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources of tokens
+# ---------------------------------------------------------------------------------------------
+
+def law_draw(law: TokenLaw, n_prompts: int, generator: torch.Generator | None = None,
+             dtype=torch.float64) -> Draw:
+    """Tokens i.i.d. from ``law`` for ``n_prompts`` independent prompts, drawn chunk by chunk."""
+    return lambda k: law.sample((n_prompts, k), generator, dtype)
+
+
+def tensor_draw(tokens: Tensor) -> Draw:
+    """Hand out the tokens ``(P, L, D)`` of given prompts in consecutive chunks (for checks against direct code)."""
+    position = [0]
+
+    def draw(k: int) -> Tensor:
+        start = position[0]
+        position[0] += k
+        return tokens[:, start:start + k]
+
+    return draw
+
+
+def regression_draw(task: RegressionTask, w: Tensor, generator: torch.Generator | None = None,
+                    dtype=torch.float64) -> Draw:
+    r"""Regression tokens :math:`z_i = (x_i, w^\top x_i + \varepsilon_i)` of prompts with tasks ``w (P, d)``.
+
+    Same law as :meth:`~softmax_as_linear.icl.RegressionTask.sample`, drawn chunk by chunk.
+    """
+    chol = torch.linalg.cholesky(task.covariance).to(device=w.device, dtype=dtype)
+    noise_sd = math.sqrt(task.noise_var)
+    device = w.device
+
+    def draw(k: int) -> Tensor:
+        z = torch.randn(w.shape[0], k, task.d + 1, generator=generator, dtype=dtype, device=device)
+        x = z[..., :-1] @ chol.T
+        z[..., -1] = (x @ w.unsqueeze(-1)).squeeze(-1) + noise_sd * z[..., -1]
+        z[..., :-1] = x
+        return z
+
+    return draw
+
+
+# ---------------------------------------------------------------------------------------------
+# The infinite-prompt limit
+# ---------------------------------------------------------------------------------------------
+
+def tilted_moments(law: TokenLaw, queries: Tensor, U: Tensor) -> tuple[Tensor, Tensor]:
+    r"""Mean and covariance of the tilted law :math:`d\nu_z(z') \propto e^{z'^\top U z} d\mu(z')`.
+
+    Softmax attention of the whole measure is :math:`T[\mu](z) = V\, \mathbb{E}_{\nu_z}[z']`, and its
+    Jacobian in :math:`U` uses :math:`\operatorname{Cov}_{\nu_z}`. With :math:`u = U z`:
+
+    - Gaussian :math:`N(m, \Gamma)`: :math:`\nu_z = N(m + \Gamma u, \Gamma)` (Lemma 2.1);
+    - :math:`z' = m + C\xi` with i.i.d. standardised entries :math:`\xi_j` of cumulant generating function
+      :math:`\kappa` (uniform: :math:`\kappa(t) = \log\frac{\sinh(\sqrt3 t)}{\sqrt3 t}`; Laplace:
+      :math:`\kappa(t) = -\log(1 - t^2/2)`, finite only for :math:`|t| < \sqrt2`): with
+      :math:`b = C^\top u`, mean :math:`m + C \kappa'(b)` and covariance :math:`C \operatorname{diag}(\kappa''(b)) C^\top`;
+    - mixture :math:`\frac12 N(m + \delta, \Gamma') + \frac12 N(m - \delta, \Gamma')`: mean
+      :math:`m + \Gamma' u + \tanh(u^\top\delta)\,\delta`, covariance
+      :math:`\Gamma' + (1 - \tanh^2(u^\top\delta))\,\delta\delta^\top`.
+
+    queries ``(..., D)``, U ``(D, D)`` -> (mean ``(..., D)``, covariance ``(..., D, D)``), in the
+    dtype of ``queries``. For Laplace tokens the limit does not exist when some
+    :math:`|b_j| \ge \sqrt 2` (the weights have infinite mean): that raises a ``ValueError``.
+    """
+    if not isinstance(law, TokenLaw):
+        raise ValueError(f"law must be a TokenLaw, got {type(law).__name__}")
+    like = dict(dtype=queries.dtype, device=queries.device)
+    mean, cov = law.mean.to(**like), law.cov.to(**like)
+    u = queries @ U.transpose(-1, -2)
+    if law.kind == "gaussian":
+        return tilted_gaussian(mean, cov, queries, U)
+    if law.kind == "mixture":
+        delta = law._shift.to(**like)  # the law's component offset
+        inner = cov - torch.outer(delta, delta)
+        t = torch.tanh(u @ delta).unsqueeze(-1)
+        tilted_mean = mean + u @ inner + t * delta
+        outer = torch.outer(delta, delta)
+        return tilted_mean, inner + (1 - t.unsqueeze(-1) ** 2) * outer
+    chol = law._chol.to(**like)  # the law's factor C with z' = m + C xi
+    b = u @ chol
+    if law.kind == "uniform":
+        d1, d2 = _uniform_cumulants(b)
+    else:
+        outside = (b.abs() >= math.sqrt(2)).any(-1)
+        if outside.any():
+            raise ValueError(
+                f"law: for Laplace tokens E[exp(z'^T U z)] is infinite for {int(outside.sum())} of the "
+                f"{outside.numel()} queries (it needs |C^T U z| < sqrt(2) in every coordinate), so softmax "
+                "attention has no infinite-prompt limit there; Proposition 3.1 assumes sub-Gaussian tokens")
+        d1 = b / (1 - b**2 / 2)
+        d2 = (1 + b**2 / 2) / (1 - b**2 / 2) ** 2
+    return mean + d1 @ chol.T, (chol * d2.unsqueeze(-2)) @ chol.T
+
+
+def _uniform_cumulants(t: Tensor) -> tuple[Tensor, Tensor]:
+    r""":math:`\kappa'` and :math:`\kappa''` of the uniform law on :math:`[-\sqrt3, \sqrt3]` (series near 0)."""
+    a = math.sqrt(3.0)
+    small = t.abs() < 1e-3
+    safe = torch.where(small, torch.ones_like(t), t)
+    d1 = torch.where(small, t - t**3 / 5, a / torch.tanh(a * safe) - 1 / safe)
+    d2 = torch.where(small, 1 - 3 * t**2 / 5, 1 / safe**2 - a**2 / torch.sinh(a * safe) ** 2)
+    return d1, d2
+
+
+def limit_moments(law: TokenLaw, queries: Tensor, U: Tensor, activation: str = "softmax",
+                  second_order: bool = False) -> tuple[Tensor, Tensor | None]:
+    r"""The infinite-prompt counterparts of the moments that :func:`gap_moments` compares.
+
+    Softmax: (:math:`\mathbb{E}_{\nu_z} z'`, :math:`\operatorname{Cov}_{\nu_z}`); linear:
+    (:math:`M_2 U z`, :math:`M_2`) with :math:`M_2 = \Gamma + m m^\top`. Shapes ``(..., D)`` and ``(..., D, D)``
+    (the second is None unless ``second_order``). Including the query in the measure (Remark 3.2)
+    does not change the limit.
+    """
+    _checks.one_of("activation", activation, ACTIVATIONS)
+    if activation == "softmax":
+        mean, cov = tilted_moments(law, queries, U)
+        return mean, (cov if second_order else None)
+    like = dict(dtype=queries.dtype, device=queries.device)
+    m = law.mean.to(**like)
+    M2 = law.cov.to(**like) + torch.outer(m, m)
+    first = queries @ (M2 @ U).transpose(-1, -2)
+    return first, (M2.expand(*queries.shape, queries.shape[-1]) if second_order else None)
+
+
+def gap_moments(moments: PromptMoments, activation: str) -> tuple[Tensor, Tensor | None]:
+    r"""The finite-prompt moments :math:`(\bar z, C)` (softmax) or :math:`(\hat M U z, \hat M)` (linear)."""
+    if activation == "softmax":
+        return moments.tilted_mean, moments.tilted_cov
+    return moments.score_mean, moments.second_moment
+
+
+# ---------------------------------------------------------------------------------------------
+# Gaps and their estimates
+# ---------------------------------------------------------------------------------------------
+
+def squared_gaps(first: Tensor, second: Tensor | None, first_inf: Tensor, second_inf: Tensor | None,
+                 queries: Tensor, V: Tensor, loss: Callable[[Tensor], Tensor] | None = None) -> dict[str, Tensor]:
+    r"""Squared gaps between finite- and infinite-prompt attention for each query, shape ``(...)``.
+
+    ``output``: :math:`\|V(f - f_\infty)\|^2` where :math:`f` is the first moment of :func:`gap_moments`.
+    With ``second`` given, also the gradient gaps in :math:`U` and :math:`V` (squared Frobenius norms),
+    of a loss :math:`\ell` of the output with gradient :math:`g`
+    (:math:`\nabla_U \ell = S V^\top g\, z^\top`, :math:`\nabla_V \ell = g f^\top`, :math:`S` the second
+    moment), or, when ``loss`` is None, of the Jacobian of the output itself (every output coordinate
+    in turn, Proposition 3.4): :math:`\|V(S - S_\infty)\|_F^2 \|z\|^2` and :math:`D\,\|f - f_\infty\|^2`.
+
+    first, first_inf, queries ``(..., D)``; second, second_inf ``(..., D, D)``; V ``(D, D)``;
+    ``loss(output (..., D)) -> (...)`` differentiable.
+    """
+    Vt = V.transpose(-1, -2)
+    gaps = {"output": ((first - first_inf) @ Vt).square().sum(-1)}
+    if second is None:
+        return gaps
+    if loss is None:  # the Jacobian: the sum over g = e_1, ..., e_D of the gradient gaps
+        gaps["grad_U"] = ((second - second_inf) @ Vt).square().sum((-1, -2)) * queries.square().sum(-1)
+        gaps["grad_V"] = V.shape[-1] * (first - first_inf).square().sum(-1)
+        return gaps
+    g, g_inf = _loss_gradient(loss, first @ Vt), _loss_gradient(loss, first_inf @ Vt)
+    left = (second @ (g @ V).unsqueeze(-1)).squeeze(-1) - (second_inf @ (g_inf @ V).unsqueeze(-1)).squeeze(-1)
+    gaps["grad_U"] = left.square().sum(-1) * queries.square().sum(-1)
+    outer = g.unsqueeze(-1) * first.unsqueeze(-2) - g_inf.unsqueeze(-1) * first_inf.unsqueeze(-2)
+    gaps["grad_V"] = outer.square().sum((-1, -2))
+    return gaps
+
+
+def _loss_gradient(loss, output: Tensor) -> Tensor:
+    with torch.enable_grad():
+        output = output.detach().requires_grad_(True)
+        value = loss(output)
+        if not isinstance(value, Tensor) or value.shape != output.shape[:-1]:
+            raise ValueError(f"loss must map outputs (..., D) to one value per output (...), got "
+                             f"{getattr(value, 'shape', type(value).__name__)}")
+        (grad,) = torch.autograd.grad(value.sum(), output)
+    return grad
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """Means over independent prompts with a two-sided confidence interval, one entry per prompt length."""
+
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    level: float
+
+    def as_dict(self) -> dict:
+        return {"mean": self.mean.tolist(), "low": self.low.tolist(), "high": self.high.tolist(), "level": self.level}
+
+
+def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
+    r"""Mean of i.i.d. ``samples`` ``(n,)`` and its Student-t interval :math:`\bar x \pm t_{n-1} s / \sqrt n`.
+
+    The interval leans on the central limit theorem: squared gaps are skewed, and with heavy-tailed
+    softmax weights very much so, and then it covers less often than ``level`` unless ``n`` is large
+    (about 85% instead of 90% for 100 linear-attention prompts at L = 20; see the tests).
+    """
+    x = np.asarray(samples, dtype=float)
+    if x.ndim != 1 or x.size < 2:
+        raise ValueError(f"samples must be a vector of at least 2 values, got shape {x.shape}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    mean = float(x.mean())
+    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
+    return mean, mean - half, mean + half
+
+
+def _estimate(rows: list, level: float) -> Estimate:
+    mean, low, high = np.array([mean_interval(r, level) for r in rows]).T
+    return Estimate(mean, low, high, level)
+
+
+@dataclass(frozen=True)
+class GapCurve:
+    r"""Estimated gaps against the prompt length.
+
+    ``output`` estimates :math:`E_L`; ``grad_U`` and ``grad_V`` the mean squared gradient gaps (None
+    unless asked for); ``ess`` the mean effective sample size of the softmax weights.
+    """
+
+    lengths: np.ndarray
+    output: Estimate
+    grad_U: Estimate | None
+    grad_V: Estimate | None
+    ess: Estimate
+    settings: dict
+
+    def slope(self, which: str = "output", min_length: int = 1) -> tuple[float, float]:
+        """Least-squares log-log slope of the mean of ``which`` over lengths ``>= min_length``, and its standard error."""
+        _checks.one_of("which", which, ("output", "grad_U", "grad_V", "ess"))
+        estimate = getattr(self, which)
+        if estimate is None:
+            raise ValueError(f"which={which!r} was not computed (pass gradients=True)")
+        keep = self.lengths >= min_length
+        if keep.sum() < 3:
+            raise ValueError(f"min_length leaves {int(keep.sum())} lengths; the fit needs at least 3")
+        return figures.loglog_slope(self.lengths[keep], estimate.mean[keep])
+
+    def as_dict(self) -> dict:
+        out = {"lengths": self.lengths.tolist(), "settings": self.settings}
+        for name in ("output", "grad_U", "grad_V", "ess"):
+            estimate = getattr(self, name)
+            if estimate is not None:
+                out[name] = estimate.as_dict()
+        return out
+
+
+def _length_seed(seed: int, L: int) -> int:
+    """The data of one prompt length depends on (seed, L) only, not on the rest of the grid."""
+    return (int(seed) * 1_000_003 + int(L)) % (2**63)
+
+
+def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", include_query: bool = False,
+              gradients: bool = False, loss: Callable[[Tensor], Tensor] | None = None, n_prompts: int = 64,
+              n_queries: int = 16, query_law: TokenLaw | None = None, level: float = 0.95, seed: int = 0,
+              chunk: int | None = None, device="cpu", dtype=torch.float64) -> GapCurve:
+    r"""Estimate :math:`E_L` (and the gradient gaps) for every ``L`` in ``lengths``.
+
+    For each ``L``, ``n_prompts`` independent prompts of ``L`` tokens from ``law`` each meet
+    ``n_queries`` independent queries from ``query_law`` (default :math:`N(0, I_D)`); the squared gaps
+    are averaged over the queries of a prompt, and the interval at ``level`` is the Student-t interval
+    over the ``n_prompts`` independent prompt averages. The limit is exact (:func:`limit_moments`).
+
+    Args:
+        law: token law :math:`\mu` of dimension ``D``.
+        U, V: ``(D, D)`` attention parameters.
+        lengths: prompt lengths, integers >= 1.
+        activation: ``"softmax"`` or ``"linear"`` (each compared with its own limit).
+        include_query: the query joins the measure (Remark 3.2).
+        gradients: also estimate the gradient gaps in U and V (see :func:`squared_gaps`).
+        loss: a loss of the output for the gradient gaps; None means the Jacobian of the output.
+        seed: data of length ``L`` come from a generator seeded by ``(seed, L)``.
+        device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
+        dtype: of the tokens and the per-chunk arithmetic (``torch.float32`` is two to four times
+            faster on a CPU, and leaves relative errors below 1e-3 on the gaps, far below their Monte
+            Carlo error); sums over chunks, limits and gaps are float64.
+    """
+    if not isinstance(law, TokenLaw):
+        raise ValueError(f"law must be a TokenLaw, got {type(law).__name__}")
+    _checks.one_of("activation", activation, ACTIVATIONS)
+    if loss is not None and not callable(loss):
+        raise ValueError("loss must be callable or None")
+    query_law = TokenLaw.standard("gaussian", law.D) if query_law is None else query_law
+    if not isinstance(query_law, TokenLaw) or query_law.D != law.D:
+        raise ValueError(f"query_law must be a TokenLaw of dimension {law.D}")
+    lengths = _lengths(lengths)
+    P = _checks.positive_int("n_prompts", n_prompts, minimum=2)
+    Q = _checks.positive_int("n_queries", n_queries)
+    if not 0 < level < 1:
+        raise ValueError(f"level must lie in (0, 1), got {level!r}")
+    dev = devices.resolve_device(device)
+    U = _checks.square("U", _checks.as_float_tensor("U", U).to(device=dev, dtype=torch.float64), law.D)
+    V = _checks.square("V", _checks.as_float_tensor("V", V).to(device=dev, dtype=torch.float64), law.D)
+    if dtype not in (torch.float32, torch.float64):
+        raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
+    rows = {"output": [], "grad_U": [], "grad_V": [], "ess": []}
+    for L in lengths:
+        g = torch.Generator(dev).manual_seed(_length_seed(seed, L))
+        queries = query_law.sample((P, Q), g, dtype)
+        moments = stream_moments(law_draw(law, P, g, dtype), L, queries, U, include_query=include_query,
+                                 second_order=gradients, chunk=chunk)
+        queries = queries.double()
+        first, second = gap_moments(moments, activation)
+        first_inf, second_inf = limit_moments(law, queries, U, activation, second_order=gradients)
+        gaps = squared_gaps(first, second, first_inf, second_inf, queries, V, loss)
+        gaps["ess"] = moments.ess
+        for name, value in gaps.items():
+            rows[name].append(value.mean(-1).cpu().numpy())  # average over the queries of each prompt
+    settings = dict(law=law.kind, D=law.D, activation=activation, include_query=include_query,
+                    gradients=gradients, loss="jacobian" if loss is None else getattr(loss, "__name__", "custom"),
+                    n_prompts=P, n_queries=Q, level=level, seed=seed, dtype=str(dtype).replace("torch.", ""))
+    return GapCurve(np.array(lengths), _estimate(rows["output"], level),
+                    _estimate(rows["grad_U"], level) if gradients else None,
+                    _estimate(rows["grad_V"], level) if gradients else None,
+                    _estimate(rows["ess"], level), settings)
+
+
+def _lengths(lengths) -> list[int]:
+    try:
+        values = list(lengths)
+    except TypeError as error:
+        raise ValueError(f"lengths must be a sequence of integers >= 1, got {lengths!r}") from error
+    if not values:
+        raise ValueError("lengths must hold at least one prompt length")
+    return [_checks.positive_int("lengths", L) for L in values]
+
+
+# ---------------------------------------------------------------------------------------------
+# Figure 1 of the paper: softmax vs linear attention at the training initialisation
+# ---------------------------------------------------------------------------------------------
+
+PAPER_LENGTHS = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
+FIGURE1_PRESETS = {
+    # seconds on a laptop CPU: lengths of the paper's grid and two beyond it, 8 batches of 128 prompts
+    "lecture": dict(lengths=[10, 20, 50, 100, 200, 500, 1000, 2000, 5000], batch=128, n_batches=8),
+    # the paper's grid and beyond it, 32 batches of 128 prompts (4096 prompts per length)
+    "paper": dict(lengths=PAPER_LENGTHS + [2000, 5000, 10_000, 20_000, 50_000, 100_000], batch=128, n_batches=32),
+}
+FIGURE1_SEED = 327
+
+
+def icl_batch_gaps(model: AttentionModel, task: RegressionTask, L: int, batch: int,
+                   generator: torch.Generator | None = None, draw: Draw | None = None,
+                   queries: Tensor | None = None, targets: Tensor | None = None) -> dict[str, Tensor]:
+    r"""Softmax against normalised linear attention on one batch of regression prompts, at shared weights.
+
+    Both models have the weights of ``model``; each sees the same ``batch`` prompts of length ``L``.
+    Returns per prompt the squared prediction gap :math:`(\hat y_{\mathrm{soft}} - \hat y_{\mathrm{lin}})^2`
+    ``(batch,)``, and for the batch the squared norms of the gradient gap of the batch MSE
+    :math:`\frac1B \sum_b (\hat y_b - y_b)^2` (torch's ``MSELoss``, i.e. :math:`2\hat R`) with respect to the
+    four matrices (``grad_weights``) and to :math:`(U, V)` (``grad_uv``), the squared norm of the linear
+    model's four-matrix gradient (``grad_norm_linear``), and the ESS of the softmax weights ``(batch,)``.
+
+    Prompts come from ``task`` with ``generator`` unless ``draw``, ``queries (batch, D)`` and
+    ``targets (batch,)`` are given (for checks against direct code).
+    """
+    weights = list(model.weights().values())
+    U, V = model.uv()
+    Ud, Vd = U.detach().double(), V.detach().double()
+    D = task.D
+    if draw is None:
+        w, queries, targets = _regression_queries(task, batch, generator)
+        draw = regression_draw(task, w, generator)
+    z = queries.double().unsqueeze(1)  # (B, 1, D)
+    moments = stream_moments(draw, L, z, Ud, second_order=True)
+    v = Vd[D - 1]  # only the last row of V reaches the prediction
+    grads = {}
+    predictions = {}
+    for activation in ACTIVATIONS:
+        first, second = gap_moments(moments, activation)
+        first, second = first[:, 0], second[:, 0]  # (B, D), (B, D, D)
+        y_hat = first @ v
+        residual = 2 * (y_hat - targets.double()) / batch  # d MSE / d y_hat
+        grad_U = ((residual.unsqueeze(-1) * (second @ v)).unsqueeze(-1) * z[:, 0].unsqueeze(-2)).sum(0)
+        grad_V = torch.zeros_like(Vd)
+        grad_V[D - 1] = (residual.unsqueeze(-1) * first).sum(0)
+        grads[activation], predictions[activation] = (grad_U, grad_V), y_hat
+    dU, dV = (a - b for a, b in zip(grads["softmax"], grads["linear"]))
+    with torch.enable_grad():
+        gap_weights = torch.autograd.grad((U, V), weights, grad_outputs=(dU.to(U), dV.to(V)), retain_graph=True)
+        linear_weights = torch.autograd.grad((U, V), weights, grad_outputs=tuple(g.to(U) for g in grads["linear"]))
+    sq = lambda tensors: sum(t.double().square().sum() for t in tensors).reshape(1)  # noqa: E731
+    return {"output": (predictions["softmax"] - predictions["linear"]).square(),
+            "grad_weights": sq(gap_weights), "grad_uv": sq((dU, dV)), "grad_norm_linear": sq(linear_weights),
+            "ess": moments.ess[:, 0]}
+
+
+def _regression_queries(task: RegressionTask, n: int, generator: torch.Generator | None):
+    """Tasks ``w (n, d)``, queries :math:`(x_q, 0)` ``(n, D)`` and targets :math:`w^\top x_q + \varepsilon_q` ``(n,)``."""
+    like = dict(generator=generator, dtype=torch.float64, device=generator.device if generator is not None else None)
+    w = torch.randn(n, task.d, **like) * math.sqrt(task.task_var)
+    x_q = torch.randn(n, task.d, **like) @ torch.linalg.cholesky(task.covariance).to(w).T
+    targets = (x_q * w).sum(-1) + torch.randn(n, **like) * math.sqrt(task.noise_var)
+    return w, torch.cat([x_q, torch.zeros_like(x_q[:, :1])], dim=-1), targets
+
+
+def figure1(preset: str = "lecture", device="auto", progress: bool = False) -> dict:
+    r"""Figure 1 of the paper: softmax vs normalised linear attention at the random initialisation.
+
+    Setting of Section 6: ``AttentionModel(6, activation, seed=327)`` (PyTorch's default
+    initialisation, the same weights for both activations), isotropic regression task with
+    :math:`d = 5`, :math:`\tau^2 = 1/d`, :math:`s^2 = 0.1`. For every prompt length, ``n_batches`` batches of
+    ``batch`` fresh prompts (data seeded by (327, L)) give
+
+    - ``output``: the mean over prompts of :math:`(\hat y_{\mathrm{soft}} - \hat y_{\mathrm{lin}})^2`;
+    - ``grad_weights`` / ``grad_uv``: the mean over batches of the squared norm of the difference of the
+      batch-MSE gradients (torch's ``MSELoss`` = :math:`2\hat R`) with respect to the four matrices
+      :math:`(W_Q, W_K, W_V, W_O)` / to :math:`(U, V)`;
+    - ``grad_norm_linear``: the mean squared norm of the linear model's four-matrix gradient, for scale;
+    - ``ess``: the mean effective sample size of the softmax weights;
+
+    each as ``{"mean", "low", "high", "level"}`` lists (95% Student-t intervals over prompts or batches).
+
+    Presets: ``"lecture"`` (a few seconds on a laptop CPU) and ``"paper"`` (the paper's grid
+    :math:`\{10, \dots, 100, 200, \dots, 1000\}` plus lengths up to :math:`10^5`, 32 batches of 128 prompts).
+    Returns a JSON-serialisable dict with the settings used.
+    """
+    _checks.one_of("preset", preset, tuple(FIGURE1_PRESETS))
+    config = FIGURE1_PRESETS[preset]
+    dev = devices.resolve_device(device)
+    task = RegressionTask.isotropic(5)
+    model = AttentionModel(task.D, "softmax", seed=FIGURE1_SEED).to(device=dev, dtype=torch.float64)
+    names = ("output", "grad_weights", "grad_uv", "grad_norm_linear", "ess")
+    rows = {name: [] for name in names}
+    lengths = config["lengths"]
+    if progress:
+        from tqdm.auto import tqdm
+        lengths = tqdm(lengths, desc=f"figure 1 ({preset})")
+    for L in lengths:
+        g = torch.Generator(dev).manual_seed(_length_seed(FIGURE1_SEED, L))
+        per_batch = [icl_batch_gaps(model, task, L, config["batch"], g) for _ in range(config["n_batches"])]
+        for name in names:
+            rows[name].append(torch.cat([b[name].reshape(-1) for b in per_batch]).cpu().numpy())
+    U, V = model.uv()
+    result = {name: _estimate(rows[name], 0.95).as_dict() for name in names}
+    result.update(
+        figure="fig1", preset=preset, lengths=list(config["lengths"]),
+        settings=dict(d=task.d, D=task.D, task_var=task.task_var, noise_var=task.noise_var, covariance="identity",
+                      model="AttentionModel(6, activation, seed=327), PyTorch default init", seed=FIGURE1_SEED,
+                      data_seed="generator seeded by (327, L) for each length", batch=config["batch"],
+                      n_batches=config["n_batches"], n_prompts=config["batch"] * config["n_batches"],
+                      loss="batch MSE (torch MSELoss) = 2 x the theory's risk R",
+                      gradients="four matrices (W_Q, W_K, W_V, W_O) and (U, V) with U = W_K^T W_Q / sqrt(D)",
+                      norm_U=float(torch.linalg.matrix_norm(U.detach(), ord=2)), device=str(dev),
+                      dtype="float64"))
+    return result

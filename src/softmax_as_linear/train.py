@@ -1,0 +1,600 @@
+r"""Training core: every run of an experiment trained together, in one batched computation per step.
+
+A *sweep* trains single-head attention on in-context linear regression (MATH.md §5-6) for every
+combination of prompt length ``L``, activation (``"softmax"``, ``"linear"``) and seed. All runs live
+in stacked tensors of shape ``(S, nL, nA, ...)`` (seeds, lengths, activations) and one step updates
+them all:
+
+* **Paired runs.** Runs of one seed start from the same weights, whatever their ``L`` and
+  activation, and see the same batches, as in the paper (seed fixed for both activations).
+* **Prefix-shared prompts.** At each step every seed draws one batch of prompts of ``L_max`` tokens;
+  the run of length ``L`` reads the first ``L`` tokens. Each run therefore sees exactly the i.i.d.
+  prompts of its own length; runs of different ``L`` are positively correlated (common random
+  numbers), which makes the *differences* between lengths less noisy, not biased.
+* **Cheap linear attention.** Normalised linear attention only needs the prefix second moments
+  :math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` (one cumulative sum per batch, shared by all
+  lengths): :math:`\hat y = v^\top M_L U z_q`.
+* **Softmax by length buckets.** Scores of all softmax runs of similar length are one batched matrix
+  product over the bucket's longest prefix, with the positions past each run's ``L`` masked.
+
+The objective is the paper's: mean squared error of the prediction (``MSE = 2R``). What is *recorded*
+is the theory's risk :math:`R = \tfrac12 \mathrm{MSE}`, on the training batch and on a fixed held-out
+set of prompts. With SGD at learning rate ``lr`` on the MSE, step ``k`` is gradient-flow time
+:math:`t = 2\,\mathrm{lr}\,k` on :math:`R` (see :func:`infinite_prompt_flow`).
+
+A run whose risk becomes NaN, infinite or larger than ``blowup`` times the risk of predicting zero is
+*diverged*: it stops updating, its later records are NaN, and :attr:`TrainResult.diverged` says so.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import pathlib
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import _checks
+from .devices import resolve_device
+from .icl import RegressionTask, block_init, infinite_prompt_risk_unchecked
+from .models import AttentionModel
+
+ACTIVATIONS = ("softmax", "linear")
+PARAMETRISATIONS = ("four_matrix", "uv")
+INITS = ("pytorch", "block", "given")
+OPTIMIZERS = ("sgd", "adam")
+COVARIANCES = ("isotropic", "kms")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a sweep. Invalid fields raise ``ValueError`` naming the field.
+
+    Attributes:
+        d: input dimension (tokens have ``D = d + 1`` entries).
+        covariance: ``"isotropic"`` (:math:`\\Sigma = I`) or ``"kms"`` (:math:`\\rho^{|i-j|}`).
+        rho: KMS parameter, used when ``covariance == "kms"``.
+        task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
+        lengths: prompt lengths ``L``, increasing. activations: subset of ``("softmax", "linear")``.
+        seeds: one independent replicate (initialisation and data stream) per seed.
+        steps: optimisation steps. batch_size: fresh prompts per step and seed.
+        lr: learning rate. optimizer: ``"sgd"`` (the paper) or ``"adam"``.
+        parametrisation: ``"four_matrix"`` (W_Q, W_K, W_V, W_O; the experiments) or ``"uv"`` (the theory).
+        init: ``"pytorch"`` (default ``nn.Linear`` draws from the seed; the paper), ``"block"``
+            (Assumption 5.1 with ``alpha``; ``"uv"`` only) or ``"given"`` (weights passed to :func:`train`).
+        init_scale: multiplies the PyTorch initialisation (a small value gives a near-zero start).
+        alpha: scale of the block initialisation.
+        record_every: record risks and parameters every this many steps (and at 0 and the end).
+        eval_prompts: size of the fixed held-out set, per seed.
+        blowup: divergence threshold, in units of the risk of the zero predictor.
+        dtype: ``"float32"`` or ``"float64"``.
+    """
+
+    d: int = 5
+    covariance: str = "isotropic"
+    rho: float = 0.5
+    task_var: float | None = None
+    noise_var: float = 0.1
+    lengths: tuple[int, ...] = (10, 100)
+    activations: tuple[str, ...] = ACTIVATIONS
+    seeds: tuple[int, ...] = (327,)
+    steps: int = 1000
+    batch_size: int = 128
+    lr: float = 1e-3
+    optimizer: str = "sgd"
+    parametrisation: str = "four_matrix"
+    init: str = "pytorch"
+    init_scale: float = 1.0
+    alpha: float = 0.1
+    record_every: int = 100
+    eval_prompts: int = 1024
+    blowup: float = 1e3
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        _checks.positive_int("d", self.d)
+        _checks.one_of("covariance", self.covariance, COVARIANCES)
+        if not -1 < float(self.rho) < 1:
+            raise ValueError(f"rho must lie in (-1, 1), got {self.rho!r}")
+        if self.task_var is not None:
+            _checks.positive_float("task_var", self.task_var)
+        _checks.positive_float("noise_var", self.noise_var, allow_zero=True)
+        lengths = tuple(_checks.positive_int("lengths", L) for L in self.lengths)
+        if not lengths or list(lengths) != sorted(set(lengths)):
+            raise ValueError(f"lengths must be a non-empty increasing sequence of integers >= 1, got {self.lengths!r}")
+        object.__setattr__(self, "lengths", lengths)
+        activations = tuple(self.activations)
+        if not activations or len(set(activations)) != len(activations):
+            raise ValueError(f"activations must be distinct names among {ACTIVATIONS}, got {self.activations!r}")
+        for a in activations:
+            _checks.one_of("activations", a, ACTIVATIONS)
+        object.__setattr__(self, "activations", activations)
+        seeds = tuple(int(s) for s in self.seeds)
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ValueError(f"seeds must be distinct non-negative integers, got {self.seeds!r}")
+        object.__setattr__(self, "seeds", seeds)
+        _checks.positive_int("steps", self.steps, minimum=0)
+        _checks.positive_int("batch_size", self.batch_size)
+        _checks.positive_float("lr", self.lr)
+        _checks.one_of("optimizer", self.optimizer, OPTIMIZERS)
+        _checks.one_of("parametrisation", self.parametrisation, PARAMETRISATIONS)
+        _checks.one_of("init", self.init, INITS)
+        if self.init == "block" and self.parametrisation != "uv":
+            raise ValueError("init 'block' (Assumption 5.1) needs parametrisation 'uv'")
+        _checks.positive_float("init_scale", self.init_scale)
+        _checks.positive_float("alpha", self.alpha)
+        _checks.positive_int("record_every", self.record_every)
+        _checks.positive_int("eval_prompts", self.eval_prompts)
+        _checks.positive_float("blowup", self.blowup)
+        _checks.one_of("dtype", self.dtype, ("float32", "float64"))
+
+    def replace(self, **changes) -> "TrainConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def D(self) -> int:
+        return self.d + 1
+
+    def task(self) -> RegressionTask:
+        if self.covariance == "isotropic":
+            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var)
+        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var)
+
+    def record_steps(self) -> list[int]:
+        return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
+
+
+@dataclass
+class TrainResult:
+    """Trajectories of a sweep. Axes: seed ``S``, length ``nL``, activation ``nA``, record ``T``.
+
+    Attributes:
+        config: the :class:`TrainConfig`.
+        steps: ``(T,)`` steps at which records were taken; ``times`` the matching gradient-flow times.
+        train_risk: ``(S, nL, nA, T)`` risk R on the training batch of that step (NaN after divergence).
+        eval_risk: ``(S, nL, nA, T)`` risk R on the fixed held-out prompts.
+        params: name -> ``(S, nL, nA, T, ...)`` parameters (four matrices, or ``U`` and ``V``).
+        diverged_at: ``(S, nL, nA)`` step at which a run diverged, -1 if it did not.
+        seconds: wall time spent training (this process, resumed parts included).
+    """
+
+    config: TrainConfig
+    steps: np.ndarray
+    train_risk: np.ndarray
+    eval_risk: np.ndarray
+    params: dict[str, np.ndarray]
+    diverged_at: np.ndarray
+    seconds: float = 0.0
+    complete: bool = True
+
+    @property
+    def times(self) -> np.ndarray:
+        """Gradient-flow time of each record, :math:`t = 2\\,\\mathrm{lr}\\,k` (SGD on the MSE)."""
+        return 2 * self.config.lr * self.steps
+
+    @property
+    def diverged(self) -> np.ndarray:
+        """``(S, nL, nA)`` True where the run diverged."""
+        return self.diverged_at >= 0
+
+    def index(self, activation: str, L: int, seed: int | None = None) -> tuple[int, int, int]:
+        cfg = self.config
+        if L not in cfg.lengths:
+            raise ValueError(f"L={L} is not among the sweep's lengths {cfg.lengths}")
+        _checks.one_of("activation", activation, cfg.activations)
+        seed = cfg.seeds[0] if seed is None else seed
+        if seed not in cfg.seeds:
+            raise ValueError(f"seed={seed} is not among the sweep's seeds {cfg.seeds}")
+        return cfg.seeds.index(seed), cfg.lengths.index(L), cfg.activations.index(activation)
+
+    def parameter_gap(self) -> np.ndarray:
+        """``(S, nL, T)`` squared distance :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` over all parameters."""
+        cfg = self.config
+        if set(cfg.activations) != set(ACTIVATIONS):
+            raise ValueError("parameter_gap needs both activations in the sweep")
+        s, lin = cfg.activations.index("softmax"), cfg.activations.index("linear")
+        total = 0.0
+        for value in self.params.values():
+            diff = value[:, :, s] - value[:, :, lin]
+            total = total + (diff**2).reshape(*diff.shape[:3], -1).sum(-1)
+        return total
+
+    def uv(self) -> tuple[np.ndarray, np.ndarray]:
+        """The (U, V) view of the recorded parameters, each ``(S, nL, nA, T, D, D)``."""
+        if "U" in self.params:
+            return self.params["U"], self.params["V"]
+        p = {k: torch.from_numpy(v) for k, v in self.params.items()}
+        U = p["W_K"].transpose(-1, -2) @ p["W_Q"] / math.sqrt(self.config.D)
+        V = torch.cat([torch.zeros_like(p["W_V"][..., :-1, :]), p["W_O"] @ p["W_V"]], dim=-2)
+        return U.numpy(), V.numpy()
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Flat arrays for :func:`softmax_as_linear.artifacts.save_npz`."""
+        out = {"steps": self.steps, "train_risk": self.train_risk, "eval_risk": self.eval_risk,
+               "diverged_at": self.diverged_at, "seconds": np.array(self.seconds),
+               "complete": np.array(self.complete)}
+        out.update({f"param_{k}": v for k, v in self.params.items()})
+        return out
+
+    @classmethod
+    def from_arrays(cls, config: TrainConfig, arrays: dict[str, np.ndarray]) -> "TrainResult":
+        params = {k[len("param_"):]: v for k, v in arrays.items() if k.startswith("param_")}
+        return cls(config, arrays["steps"], arrays["train_risk"], arrays["eval_risk"], params,
+                   arrays["diverged_at"], float(arrays["seconds"]), bool(arrays["complete"]))
+
+
+class SoftmaxPrediction(torch.autograd.Function):
+    r"""Softmax-attention predictions of many runs on shared prompts, with a hand-written backward.
+
+    For run ``j`` of prompt ``b``: :math:`\hat y = \sum_i a_i c_i` with :math:`a = \operatorname{softmax}(z_i^\top u + m_i)`
+    and :math:`c_i = v^\top z_i`; its gradients are :math:`\partial \hat y / \partial u = \sum_i a_i (c_i - \hat y) z_i`
+    and :math:`\partial \hat y / \partial v = \sum_i a_i z_i`. Scores and values come from one matrix product
+    over the tokens and both gradients from one more, half the passes over the prompt that autograd makes.
+
+    tokens ``(N, L, D)``, u and v ``(N, D, n)``, mask ``(L, n)`` (0 or -inf) -> predictions ``(N, n)``.
+    """
+
+    @staticmethod
+    def forward(ctx, tokens, u, v, mask):
+        n = u.shape[-1]
+        both = tokens @ torch.cat([u, v], dim=-1)  # (N, L, 2n): scores and values
+        weights = torch.softmax(both[..., :n] + mask, dim=1)
+        values = both[..., n:]
+        pred = (weights * values).sum(1)
+        ctx.save_for_backward(tokens, weights, values, pred)
+        return pred
+
+    @staticmethod
+    def backward(ctx, grad):
+        tokens, weights, values, pred = ctx.saved_tensors
+        n = weights.shape[-1]
+        coefficients = torch.cat([weights * (values - pred.unsqueeze(1)), weights], dim=-1)  # (N, L, 2n)
+        sums = (coefficients.transpose(1, 2) @ tokens) * torch.cat([grad, grad], dim=-1).unsqueeze(-1)  # (N, 2n, D)
+        return None, sums[:, :n].transpose(1, 2), sums[:, n:].transpose(1, 2), None
+
+
+class _Sweep:
+    """The batched model: stacked parameters and the forward pass of every run at once."""
+
+    def __init__(self, cfg: TrainConfig, device: torch.device, init_weights: dict | None):
+        self.cfg, self.device = cfg, device
+        self.dtype = getattr(torch, cfg.dtype)
+        self.task = cfg.task()
+        S, nL, nA, D = len(cfg.seeds), len(cfg.lengths), len(cfg.activations), cfg.D
+        self.shape = (S, nL, nA)
+        self.params = self._initial_params(init_weights)
+        lengths = torch.tensor(cfg.lengths, device=device)
+        self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
+        self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
+        self.buckets = [(idx, max(cfg.lengths[i] for i in idx)) for idx in _length_buckets(cfg.lengths)]
+        self.masks = [torch.where(torch.arange(Lb, device=device)[:, None] < lengths[idx][None, :], 0.0,
+                                  float("-inf")).to(self.dtype) for idx, Lb in self.buckets]
+        self.zero_risk = 0.5 * self.task.task_var * float(torch.trace(self.task.covariance)) + 0.5 * self.task.noise_var
+
+    def _initial_params(self, init_weights):
+        cfg, S, D = self.cfg, len(self.cfg.seeds), self.cfg.D
+        if cfg.init == "given":
+            if not init_weights:
+                raise ValueError("init_weights must be given when init == 'given'")
+            names = ("U", "V") if cfg.parametrisation == "uv" else ("W_Q", "W_K", "W_V", "W_O")
+            missing = [n for n in names if n not in init_weights]
+            if missing:
+                raise ValueError(f"init_weights lacks {missing} for parametrisation {cfg.parametrisation!r}")
+            per_seed = {n: _checks.finite(f"init_weights[{n!r}]", torch.as_tensor(init_weights[n], dtype=torch.float64))
+                        for n in names}
+            for n, w in per_seed.items():
+                expected = (1, D) if n == "W_O" else (D, D)
+                if tuple(w.shape[-2:]) != expected:
+                    raise ValueError(f"init_weights[{n!r}] must have shape {expected}, got {tuple(w.shape)}")
+            per_seed = {n: w.expand(S, *w.shape[-2:]) if w.ndim == 2 else w for n, w in per_seed.items()}
+        elif cfg.init == "block":
+            U, V = block_init(self.task, cfg.alpha)
+            per_seed = {"U": U.expand(S, D, D), "V": V.expand(S, D, D)}
+        else:
+            models = [AttentionModel(D, seed=seed) for seed in cfg.seeds]
+            weights = {n: torch.stack([m.weights()[n].detach().double() for m in models]) * cfg.init_scale
+                       for n in ("W_Q", "W_K", "W_V", "W_O")}
+            if cfg.parametrisation == "uv":
+                U = weights["W_K"].transpose(-1, -2) @ weights["W_Q"] / math.sqrt(D)
+                V = torch.cat([torch.zeros_like(weights["W_V"][:, :-1]), weights["W_O"] @ weights["W_V"]], dim=1)
+                per_seed = {"U": U, "V": V}
+            else:
+                per_seed = weights
+        S_, nL, nA = S, len(cfg.lengths), len(cfg.activations)
+        return {n: w[:, None, None].expand(S_, nL, nA, *w.shape[1:]).to(self.device, self.dtype).clone()
+                .requires_grad_(True) for n, w in per_seed.items()}
+
+    def uv(self) -> tuple[Tensor, Tensor]:
+        """U ``(S, nL, nA, D, D)`` and the prediction row v ``(S, nL, nA, D)``."""
+        p = self.params
+        if "U" in p:
+            return p["U"], p["V"][..., -1, :]
+        U = p["W_K"].transpose(-1, -2) @ p["W_Q"] / math.sqrt(self.cfg.D)
+        return U, (p["W_O"] @ p["W_V"]).squeeze(-2)
+
+    def predict(self, tokens: Tensor, query: Tensor) -> Tensor:
+        """tokens ``(S, B, L_max, D)``, query ``(S, B, D)`` -> predictions ``(S, nL, nA, B)``."""
+        U, v = self.uv()
+        S, nL, nA = self.shape
+        B, D = tokens.shape[1], tokens.shape[-1]
+        u = torch.einsum("slaij,sbj->slabi", U, query)  # U z_q for every run and prompt
+        out = tokens.new_zeros(S, nL, nA, B)
+        columns = []
+        if self.soft is not None:
+            for (idx, Lb), mask in zip(self.buckets, self.masks):
+                n = len(idx)
+                u_b = u[:, idx, self.soft].permute(0, 2, 3, 1).reshape(S * B, D, n)
+                v_b = v[:, idx, self.soft].transpose(1, 2)[:, None].expand(S, B, D, n).reshape(S * B, D, n)
+                prefix = tokens[:, :, :Lb].reshape(S * B, Lb, D)
+                pred = SoftmaxPrediction.apply(prefix, u_b, v_b, mask)  # (S*B, n)
+                columns.append((idx, self.soft, pred.reshape(S, B, n).transpose(1, 2)))
+        if self.lin is not None:
+            moments = _prefix_moments(tokens, self.cfg.lengths)  # (S, B, nL, D, D)
+            pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
+            columns.append((list(range(nL)), self.lin, pred))
+        for idx, a, pred in columns:
+            mask = torch.zeros(nL, nA, dtype=torch.bool, device=tokens.device)
+            mask[idx, a] = True
+            full = torch.zeros(S, nL, nA, B, dtype=tokens.dtype, device=tokens.device)
+            full[:, idx, a] = pred
+            out = out + full
+        return out
+
+    def risk(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+        """Risk R = 1/2 MSE of every run, ``(S, nL, nA)``."""
+        return 0.5 * ((self.predict(tokens, query) - target[:, None, None, :]) ** 2).mean(-1)
+
+
+def _prefix_moments(tokens: Tensor, lengths: tuple[int, ...]) -> Tensor:
+    r""":math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` for every ``L``: tokens ``(S, B, L_max, D)`` -> ``(S, B, nL, D, D)``.
+
+    One matrix product per segment between consecutive lengths, then a cumulative sum over segments.
+    """
+    S, B, _, D = tokens.shape
+    flat = tokens.reshape(S * B, -1, D)
+    segments, start = [], 0
+    for L in lengths:
+        piece = flat[:, start:L]
+        segments.append(piece.transpose(1, 2) @ piece)
+        start = L
+    sums = torch.stack(segments, dim=1).cumsum(1)  # (S*B, nL, D, D)
+    scale = torch.tensor(lengths, dtype=tokens.dtype, device=tokens.device)[:, None, None]
+    return (sums / scale).reshape(S, B, len(lengths), D, D)
+
+
+def _length_buckets(lengths: tuple[int, ...], waste: float = 1.25) -> list[list[int]]:
+    """Group consecutive lengths while padding every group to its longest costs at most ``waste`` x."""
+    buckets, current = [], []
+    for i, L in enumerate(lengths):
+        trial = current + [i]
+        if current and L * len(trial) > waste * sum(lengths[j] for j in trial):
+            buckets.append(current)
+            trial = [i]
+        current = trial
+    buckets.append(current)
+    return buckets
+
+
+class _Data:
+    """Per-seed generators for training batches and the fixed held-out prompts."""
+
+    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype):
+        self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
+        self.L_max = max(cfg.lengths)
+        self.generators = [torch.Generator(device=device).manual_seed(10_000 + seed) for seed in cfg.seeds]
+        held_out = [torch.Generator(device=device).manual_seed(20_000 + seed) for seed in cfg.seeds]
+        self.eval = self._stack([task.sample(cfg.eval_prompts, self.L_max, g, dtype) for g in held_out])
+
+    @staticmethod
+    def _stack(batches):
+        return (torch.stack([b.tokens for b in batches]), torch.stack([b.query for b in batches]),
+                torch.stack([b.target for b in batches]))
+
+    def batch(self):
+        return self._stack([self.task.sample(self.cfg.batch_size, self.L_max, g, self.dtype) for g in self.generators])
+
+    def state(self):
+        return [g.get_state() for g in self.generators]
+
+    def load_state(self, states):
+        for g, s in zip(self.generators, states):
+            g.set_state(s)
+
+
+def train(config: TrainConfig, *, init_weights: dict | None = None, device: str | torch.device = "auto",
+          progress: bool = False, checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000,
+          should_stop: Callable[[], bool] | None = None) -> TrainResult:
+    """Train every run of ``config`` together and return their trajectories.
+
+    Args:
+        config: the sweep (see :class:`TrainConfig`).
+        init_weights: with ``config.init == "given"``, a dict of ``(D, D)`` tensors (``W_O`` is ``(1, D)``),
+            or ``(S, D, D)`` for one per seed: ``W_Q, W_K, W_V, W_O`` or ``U, V``.
+        device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
+        progress: show a progress bar.
+        checkpoint: file to resume from and to save to every ``checkpoint_every`` steps (atomically),
+            and when interrupted. A finished run leaves its final state there.
+        should_stop: called at every record step; returning True ends training early (the result is
+            then marked incomplete).
+    """
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
+    checkpoint_every = _checks.positive_int("checkpoint_every", checkpoint_every)
+    device = resolve_device(device)
+    cfg = config
+    sweep = _Sweep(cfg, device, init_weights)
+    data = _Data(cfg, sweep.task, device, sweep.dtype)
+    params = list(sweep.params.values())
+    optimizer = (torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd"
+                 else torch.optim.Adam(params, lr=cfg.lr))
+    records = cfg.record_steps()
+    T = len(records)
+    shape = sweep.shape
+    train_risk = np.full((*shape, T), np.nan)
+    eval_risk = np.full((*shape, T), np.nan)
+    history = {n: np.full((*shape, T, *p.shape[3:]), np.nan) for n, p in sweep.params.items()}
+    alive = torch.ones(shape, dtype=torch.bool, device=device)
+    diverged_at = torch.full(shape, -1, dtype=torch.long, device=device)
+    start_step, seconds = 0, 0.0
+
+    path = pathlib.Path(checkpoint) if checkpoint is not None else None
+    if path is not None and path.exists():
+        state = torch.load(path, map_location=device, weights_only=False)
+        if state["config"] != cfg.as_dict():
+            raise ValueError(f"checkpoint {path} was written for a different configuration")
+        with torch.no_grad():
+            for n, p in sweep.params.items():
+                p.copy_(state["params"][n])
+        optimizer.load_state_dict(state["optimizer"])
+        data.load_state([s.cpu() if device.type == "cpu" else s for s in state["generators"]])
+        alive.copy_(state["alive"])
+        diverged_at.copy_(state["diverged_at"])
+        train_risk, eval_risk, history = state["train_risk"], state["eval_risk"], state["history"]
+        start_step, seconds = state["step"], state["seconds"]
+
+    def save(step: int):
+        if path is None:
+            return
+        state = {"config": cfg.as_dict(), "step": step, "seconds": seconds,
+                 "params": {n: p.detach() for n, p in sweep.params.items()}, "optimizer": optimizer.state_dict(),
+                 "generators": data.state(), "alive": alive, "diverged_at": diverged_at,
+                 "train_risk": train_risk, "eval_risk": eval_risk, "history": history}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(handle)
+        torch.save(state, tmp)
+        os.replace(tmp, path)
+
+    def record(step: int, batch_risk: Tensor | None):
+        k = records.index(step)
+        dead = ~alive
+        with torch.no_grad():
+            if batch_risk is not None:
+                train_risk[..., k] = batch_risk.masked_fill(dead, float("nan")).double().cpu().numpy()
+            eval_risk[..., k] = _chunked_risk(sweep, data.eval).masked_fill(dead, float("nan")).double().cpu().numpy()
+            for n, p in sweep.params.items():
+                value = p.detach().double().cpu().numpy().copy()
+                value[dead.cpu().numpy()] = np.nan
+                history[n][..., k, :, :] = value
+
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+        bar = tqdm(total=cfg.steps, initial=start_step, desc=f"training {int(np.prod(shape))} runs", unit="step")
+    complete = True
+    step = start_step
+    clock = time.perf_counter()
+    try:
+        if step == 0 and 0 in records:
+            tokens, query, target = data.batch()
+            with torch.no_grad():
+                first = sweep.risk(tokens, query, target)
+            record(0, first)
+            data.load_state(data.state())  # the first training batch is a fresh draw below
+        while step < cfg.steps:
+            tokens, query, target = data.batch()
+            risk = sweep.risk(tokens, query, target)
+            bad = ~torch.isfinite(risk) | (risk > cfg.blowup * sweep.zero_risk)
+            newly = bad & alive
+            diverged_at.masked_fill_(newly, step)
+            alive &= ~bad
+            loss = torch.where(alive, 2 * risk, torch.zeros_like(risk)).sum()  # MSE per run, summed over runs
+            optimizer.zero_grad(set_to_none=False)
+            loss.backward()
+            with torch.no_grad():
+                for p in params:
+                    p.grad.masked_fill_(~alive.view(*shape, *([1] * (p.ndim - 3))), 0.0)
+                    p.grad.nan_to_num_(0.0)
+            optimizer.step()
+            step += 1
+            if bar is not None:
+                bar.update(1)
+            if step in records:
+                with torch.no_grad():
+                    record(step, sweep.risk(tokens, query, target))
+                if bar is not None:
+                    bar.set_postfix(diverged=int((~alive).sum()))
+                if should_stop is not None and step < cfg.steps and should_stop():
+                    complete = False
+                    break
+            if step % checkpoint_every == 0 and step < cfg.steps:
+                seconds += time.perf_counter() - clock
+                clock = time.perf_counter()
+                save(step)
+    except KeyboardInterrupt:
+        seconds += time.perf_counter() - clock
+        save(step)
+        raise
+    finally:
+        if bar is not None:
+            bar.close()
+    seconds += time.perf_counter() - clock
+    save(step)
+    kept = [k for k, s in enumerate(records) if s <= step]
+    return TrainResult(cfg, np.array(records)[kept], train_risk[..., kept], eval_risk[..., kept],
+                       {n: h[..., kept, :, :] for n, h in history.items()},
+                       diverged_at.cpu().numpy(), seconds, complete)
+
+
+def _chunked_risk(sweep: _Sweep, held_out, chunk: int = 512) -> Tensor:
+    tokens, query, target = held_out
+    total = 0.0
+    for start in range(0, tokens.shape[1], chunk):
+        sl = slice(start, start + chunk)
+        total = total + sweep.risk(tokens[:, sl], query[:, sl], target[:, sl]) * tokens[:, sl].shape[1]
+    return total / tokens.shape[1]
+
+
+def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float = 0.01) -> dict[str, np.ndarray]:
+    r"""Gradient flow :math:`\dot\theta = -\nabla R_\infty(\theta)` from ``(U0, V0)`` (Theorem 4.3's reference dynamics).
+
+    Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``) on the closed form
+    :func:`~softmax_as_linear.icl.infinite_prompt_risk`, with autograd gradients, in float64.
+
+    Args:
+        U0, V0: ``(D, D)`` initial parameters (or batched ``(..., D, D)``).
+        times: increasing non-negative times at which to report the state.
+    Returns:
+        ``{"times": (T,), "U": (T, ..., D, D), "V": (T, ..., D, D), "risk": (T, ...)}``.
+    """
+    U = _checks.square("U0", _checks.as_float_tensor("U0", U0).double(), task.D).clone()
+    V = _checks.square("V0", _checks.as_float_tensor("V0", V0).double(), task.D).clone()
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) < 0) or times[0] < 0:
+        raise ValueError("times must be a non-empty increasing sequence of non-negative numbers")
+    max_dt = _checks.positive_float("max_dt", max_dt)
+
+    def grad(U, V):
+        U = U.detach().requires_grad_(True)
+        V = V.detach().requires_grad_(True)
+        gU, gV = torch.autograd.grad(infinite_prompt_risk_unchecked(U, V, task).sum(), (U, V))
+        return gU, gV
+
+    out_U, out_V, out_risk = [], [], []
+    t = 0.0
+    for target in times:
+        while t < target - 1e-12:
+            h = min(max_dt, target - t)
+            k1 = grad(U, V)
+            k2 = grad(U - h / 2 * k1[0], V - h / 2 * k1[1])
+            k3 = grad(U - h / 2 * k2[0], V - h / 2 * k2[1])
+            k4 = grad(U - h * k3[0], V - h * k3[1])
+            U = U - h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+            V = V - h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+            t += h
+        out_U.append(U.clone())
+        out_V.append(V.clone())
+        with torch.no_grad():
+            out_risk.append(infinite_prompt_risk_unchecked(U, V, task))
+    return {"times": times, "U": torch.stack(out_U).numpy(), "V": torch.stack(out_V).numpy(),
+            "risk": torch.stack(out_risk).numpy()}
