@@ -9,10 +9,10 @@ and magics instead of running them.
 from __future__ import annotations
 
 import importlib.metadata
+import pathlib
 import re
 import sys
 import types
-import pathlib
 
 import nbformat
 import pytest
@@ -66,8 +66,9 @@ def test_first_code_cell_is_the_hidden_colab_install_cell(notebook, monkeypatch)
     cells = _code_cells(notebook)
     assert cells, f"{notebook.name} has no code cell"
     cell = cells[0]
-    assert "remove-cell" in cell.metadata.get("tags", []), \
-        f"{notebook.name}: the first code cell must be the Colab install cell, tagged remove-cell"
+    assert "remove-cell" in cell.metadata.get("tags", []), (
+        f"{notebook.name}: the first code cell must be the Colab install cell, tagged remove-cell "
+        "(copy the first code cell of notebooks/00_quick_tour.ipynb)")
 
     calls, added = _run_install_cell(cell.source, monkeypatch, in_colab=False)
     assert calls == [] and added == [], f"{notebook.name}: the install cell must do nothing outside Colab"
@@ -81,6 +82,7 @@ def test_first_code_cell_is_the_hidden_colab_install_cell(notebook, monkeypatch)
     urls = [w for w in words if w.startswith("https://")]
     assert urls == [repository], f"{notebook.name}: clones {urls}, but _config.yml names {repository}"
     assert words[words.index("--branch") + 1] == branch, f"{notebook.name}: clones another branch than {branch}"
+    assert words.index(repository) + 1 < len(words), f"{notebook.name}: clone into a named folder"
     folder = words[words.index(repository) + 1]
     assert ("pip", f"install --quiet -e {folder}") in calls, f"{notebook.name}: does not install the clone"
     assert added == [f"{folder}/src"], f"{notebook.name}: the library must be importable without a restart"

@@ -255,7 +255,7 @@ _MOVED = "([gd, slider, step]) => gd.layout.sliders[slider].active === step"
 _SLIDER_GEOMETRY = """(gd, index) => {
     const slider = gd.querySelectorAll(".slider-group")[index];
     const centre = e => { const b = e.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; };
-    return {steps: [...slider.querySelectorAll(".slider-label-group")].map(e => centre(e)[0]),
+    return {steps: [...slider.querySelectorAll(".slider-tick-rect")].map(e => centre(e)[0]),
             y: centre(slider.querySelector(".slider-rail-rect"))[1]};
 }"""
 

@@ -37,8 +37,10 @@ pio.templates["softmax_as_linear"] = go.layout.Template(
         hovermode="closest",
         legend=dict(bgcolor="rgba(255,255,255,0.8)", borderwidth=0),
         xaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#e6e6e6", zeroline=False,
+                   exponentformat="power",
                    mirror=True),
         yaxis=dict(showline=True, linecolor="#444", ticks="outside", gridcolor="#e6e6e6", zeroline=False,
+                   exponentformat="power",
                    mirror=True),
     )
 )
@@ -125,7 +127,7 @@ def band(x, low, high, color: str, name: str = "", opacity: float = 0.18, showle
     """A filled band between ``low`` and ``high`` (for confidence intervals)."""
     x = np.asarray(x)
     return go.Scatter(x=np.concatenate([x, x[::-1]]), y=np.concatenate([np.asarray(high), np.asarray(low)[::-1]]),
-                      fill="toself", fillcolor=_rgba(color, opacity), line=dict(width=0), hoverinfo="skip",
+                      mode="lines", fill="toself", fillcolor=_rgba(color, opacity), line=dict(width=0), hoverinfo="skip",
                       name=name, showlegend=showlegend)
 
 
