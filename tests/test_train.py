@@ -29,11 +29,12 @@ def test_batched_predictions_equal_per_run_models():
 def test_softmax_prediction_gradient():
     g = torch.Generator().manual_seed(0)
     tokens = torch.randn(4, 9, 3, generator=g, dtype=torch.float64)
-    u = torch.randn(4, 3, 2, generator=g, dtype=torch.float64, requires_grad=True)
-    v = torch.randn(4, 3, 2, generator=g, dtype=torch.float64, requires_grad=True)
-    mask = torch.zeros(9, 2, dtype=torch.float64)
-    mask[4:, 0] = float("-inf")
-    assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens, a, b, mask), (u, v))
+    u = torch.randn(4, 2, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(4, 2, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = torch.zeros(2, 9, dtype=torch.float64)
+    mask[0, 4:] = float("-inf")
+    tokens_t = tokens.transpose(1, 2).contiguous()
+    assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens, tokens_t, a, b, mask), (u, v))
 
 
 def test_paired_runs_share_initialisation_and_batches():

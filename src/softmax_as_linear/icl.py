@@ -112,15 +112,18 @@ class RegressionTask:
         d = self.d
         draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype, device=device)  # noqa: E731
         w = draw(n_prompts, d) * math.sqrt(self.task_var)
-        z = draw(n_prompts, L + 1, d + 1)  # inputs in the first d entries, label noise in the last
+        # One standard normal draw per entry: position 0 is the query, entry d holds the label noise.
+        z = draw(n_prompts, L + 1, d + 1)
+        # y = x^T w + s eps with x = C xi (C C^T = Sigma) is a single product of the raw draw with (C^T w, s).
+        coefficients = torch.cat([w if self._isotropic else w @ self._cholesky.to(w),
+                                  torch.full((n_prompts, 1), math.sqrt(self.noise_var), dtype=dtype, device=device)], 1)
+        y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)
         if not self._isotropic:
-            z[..., :d] = z[..., :d] @ self._cholesky.to(device=device, dtype=dtype).T
-        x = z[..., :d]
-        y = (x @ w.unsqueeze(-1)).squeeze(-1) + z[..., d] * math.sqrt(self.noise_var)
+            z[..., :d] = z[..., :d] @ self._cholesky.to(z).T
         z[..., d] = y
-        query = z[:, L].clone()
+        query = z[:, 0].clone()
         query[:, d] = 0
-        return Batch(z[:, :L], query, y[:, L].clone(), w)
+        return Batch(z[:, 1:], query, y[:, 0].clone(), w)
 
 
 def _block(U: Tensor, V: Tensor, d: int):

@@ -234,33 +234,39 @@ class TrainResult:
 
 
 class SoftmaxPrediction(torch.autograd.Function):
-    r"""Softmax-attention predictions of many runs on shared prompts, with a hand-written backward.
+    r"""Softmax-attention predictions of many runs on shared prompts, with their gradients formed in the forward pass.
 
     For run ``j`` of prompt ``b``: :math:`\hat y = \sum_i a_i c_i` with :math:`a = \operatorname{softmax}(z_i^\top u + m_i)`
-    and :math:`c_i = v^\top z_i`; its gradients are :math:`\partial \hat y / \partial u = \sum_i a_i (c_i - \hat y) z_i`
-    and :math:`\partial \hat y / \partial v = \sum_i a_i z_i`. Scores and values come from one matrix product
-    over the tokens and both gradients from one more, half the passes over the prompt that autograd makes.
+    and :math:`c_i = v^\top z_i`. Its gradients are
+    :math:`\partial \hat y / \partial v = \bar z = \sum_i a_i z_i` and
+    :math:`\partial \hat y / \partial u = \sum_i a_i (c_i - \hat y) z_i = \sum_i a_i c_i z_i - \hat y \bar z`,
+    so two matrix products over the prompt give everything: ``[u; v]`` against the tokens (scores and
+    values), then ``[a; a * c]`` against the tokens. The backward pass touches no token. Token positions
+    are the last axis, so the softmax reduces over contiguous memory.
 
-    tokens ``(N, L, D)``, u and v ``(N, D, n)``, mask ``(L, n)`` (0 or -inf) -> predictions ``(N, n)``.
+    tokens ``(N, L, D)`` and the same tokens transposed ``(N, D, L)``, u and v ``(N, n, D)``,
+    mask ``(n, L)`` (0, or -inf past a run's length) -> predictions ``(N, n)``.
     """
 
     @staticmethod
-    def forward(ctx, tokens, u, v, mask):
-        n = u.shape[-1]
-        both = tokens @ torch.cat([u, v], dim=-1)  # (N, L, 2n): scores and values
-        weights = torch.softmax(both[..., :n] + mask, dim=1)
-        values = both[..., n:]
-        pred = (weights * values).sum(1)
-        ctx.save_for_backward(tokens, weights, values, pred)
+    def forward(ctx, tokens, tokens_t, u, v, mask):
+        n = u.shape[1]
+        both = torch.cat([u, v], dim=1) @ tokens_t  # (N, 2n, L): scores, then values c_i
+        stacked = torch.empty_like(both)  # softmax weights a_i, then a_i c_i
+        torch.softmax(both[:, :n].add_(mask), dim=-1, out=stacked[:, :n])
+        torch.mul(stacked[:, :n], both[:, n:], out=stacked[:, n:])
+        pred = stacked[:, n:].sum(-1)
+        if any(ctx.needs_input_grad):
+            sums = stacked @ tokens  # (N, 2n, D): sum a_i z_i and sum a_i c_i z_i
+            mean_token = sums[:, :n]
+            ctx.save_for_backward(sums[:, n:] - pred.unsqueeze(-1) * mean_token, mean_token)
         return pred
 
     @staticmethod
     def backward(ctx, grad):
-        tokens, weights, values, pred = ctx.saved_tensors
-        n = weights.shape[-1]
-        coefficients = torch.cat([weights * (values - pred.unsqueeze(1)), weights], dim=-1)  # (N, L, 2n)
-        sums = (coefficients.transpose(1, 2) @ tokens) * torch.cat([grad, grad], dim=-1).unsqueeze(-1)  # (N, 2n, D)
-        return None, sums[:, :n].transpose(1, 2), sums[:, n:].transpose(1, 2), None
+        d_u, d_v = ctx.saved_tensors
+        g = grad.unsqueeze(-1)
+        return None, None, d_u * g, d_v * g, None
 
 
 class _Sweep:
@@ -277,7 +283,7 @@ class _Sweep:
         self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
         self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
         self.buckets = [(idx, max(cfg.lengths[i] for i in idx)) for idx in _length_buckets(cfg.lengths)]
-        self.masks = [torch.where(torch.arange(Lb, device=device)[:, None] < lengths[idx][None, :], 0.0,
+        self.masks = [torch.where(torch.arange(Lb, device=device)[None, :] < lengths[idx][:, None], 0.0,
                                   float("-inf")).to(self.dtype) for idx, Lb in self.buckets]
         self.zero_risk = 0.5 * self.task.task_var * float(torch.trace(self.task.covariance)) + 0.5 * self.task.noise_var
 
@@ -330,16 +336,17 @@ class _Sweep:
         u = torch.einsum("slaij,sbj->slabi", U, query)  # U z_q for every run and prompt
         out = tokens.new_zeros(S, nL, nA, B)
         columns = []
+        flat = tokens.reshape(S * B, -1, D)
+        flat_t = flat.transpose(1, 2).contiguous()  # (S*B, D, L_max)
         if self.soft is not None:
             for (idx, Lb), mask in zip(self.buckets, self.masks):
                 n = len(idx)
-                u_b = u[:, idx, self.soft].permute(0, 2, 3, 1).reshape(S * B, D, n)
-                v_b = v[:, idx, self.soft].transpose(1, 2)[:, None].expand(S, B, D, n).reshape(S * B, D, n)
-                prefix = tokens[:, :, :Lb].reshape(S * B, Lb, D)
-                pred = SoftmaxPrediction.apply(prefix, u_b, v_b, mask)  # (S*B, n)
+                u_b = u[:, idx, self.soft].transpose(1, 2).reshape(S * B, n, D)
+                v_b = v[:, None, idx, self.soft].expand(S, B, n, D).reshape(S * B, n, D)
+                pred = SoftmaxPrediction.apply(flat[:, :Lb], flat_t[:, :, :Lb], u_b, v_b, mask)  # (S*B, n)
                 columns.append((idx, self.soft, pred.reshape(S, B, n).transpose(1, 2)))
         if self.lin is not None:
-            moments = _prefix_moments(tokens, self.cfg.lengths)  # (S, B, nL, D, D)
+            moments = _prefix_moments(flat, flat_t, self.cfg.lengths).reshape(S, B, nL, D, D)
             pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
             columns.append((list(range(nL)), self.lin, pred))
         for idx, a, pred in columns:
@@ -355,21 +362,15 @@ class _Sweep:
         return 0.5 * ((self.predict(tokens, query) - target[:, None, None, :]) ** 2).mean(-1)
 
 
-def _prefix_moments(tokens: Tensor, lengths: tuple[int, ...]) -> Tensor:
-    r""":math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` for every ``L``: tokens ``(S, B, L_max, D)`` -> ``(S, B, nL, D, D)``.
+def _prefix_moments(tokens: Tensor, tokens_t: Tensor, lengths: tuple[int, ...]) -> Tensor:
+    r""":math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` for every ``L``.
 
-    One matrix product per segment between consecutive lengths, then a cumulative sum over segments.
+    tokens ``(N, L_max, D)`` and tokens_t ``(N, D, L_max)`` -> ``(N, nL, D, D)``: one matrix product
+    per segment between consecutive lengths, then a cumulative sum over segments.
     """
-    S, B, _, D = tokens.shape
-    flat = tokens.reshape(S * B, -1, D)
-    segments, start = [], 0
-    for L in lengths:
-        piece = flat[:, start:L]
-        segments.append(piece.transpose(1, 2) @ piece)
-        start = L
-    sums = torch.stack(segments, dim=1).cumsum(1)  # (S*B, nL, D, D)
-    scale = torch.tensor(lengths, dtype=tokens.dtype, device=tokens.device)[:, None, None]
-    return (sums / scale).reshape(S, B, len(lengths), D, D)
+    bounds = (0, *lengths)
+    sums = torch.stack([tokens_t[:, :, a:b] @ tokens[:, a:b] for a, b in zip(bounds, bounds[1:])], dim=1).cumsum(1)
+    return sums / torch.tensor(lengths, dtype=tokens.dtype, device=tokens.device)[:, None, None]
 
 
 def _length_buckets(lengths: tuple[int, ...], waste: float = 1.25) -> list[list[int]]:
@@ -401,7 +402,11 @@ class _Data:
                 torch.stack([b.target for b in batches]))
 
     def batch(self):
-        return self._stack([self.task.sample(self.cfg.batch_size, self.L_max, g, self.dtype) for g in self.generators])
+        batches = [self.task.sample(self.cfg.batch_size, self.L_max, g, self.dtype) for g in self.generators]
+        if len(batches) == 1:
+            b = batches[0]
+            return b.tokens.unsqueeze(0), b.query.unsqueeze(0), b.target.unsqueeze(0)
+        return self._stack(batches)
 
     def state(self):
         return [g.get_state() for g in self.generators]

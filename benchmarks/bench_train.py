@@ -1,0 +1,133 @@
+"""Training speed: the per-run loop of the paper's code against the batched core, in one process.
+
+    python benchmarks/bench_train.py [--steps 40] [--device auto]
+
+(a) Per-run loop, as the published code runs: one ``nn.Module`` per (activation, L) run that projects
+    every token by W_K and W_V, one query per prompt, plain SGD, one thread, one run at a time.
+(b) The batched core (:func:`softmax_as_linear.train.train`'s step): every run of the sweep in one
+    computation per step, default threads.
+
+Both use the paper preset (d = 5, batch 128, SGD lr 1e-3) on the same device. Prints run-steps per
+second at L = 10, 100, 1000, the projected wall time of the isotropic Figure-2 sweep (38 runs x
+300,000 steps, held-out evaluations included for (b)) for each, and their ratio.
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import time
+
+import numpy as np
+import torch
+
+from softmax_as_linear.devices import resolve_device
+from softmax_as_linear.models import AttentionModel
+from softmax_as_linear.presets import PAPER_LENGTHS, sweep_config
+from softmax_as_linear.train import _Data, _Sweep, _chunked_risk
+
+PROBE_LENGTHS = (10, 100, 1000)
+SWEEP_STEPS = 300_000
+
+
+def _sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _seconds_per_step(step, steps: int, device, repeats: int = 3) -> float:
+    """Best of ``repeats`` timings of ``steps`` calls (after two warm-up calls)."""
+    step(), step()
+    best = float("inf")
+    for _ in range(repeats):
+        _sync(device)
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        _sync(device)
+        best = min(best, (time.perf_counter() - start) / steps)
+    return best
+
+
+def per_run_loop(L: int, activation: str, steps: int, device) -> float:
+    """Seconds per step of one run trained alone, the way the paper's code does it."""
+    config = sweep_config("paper", lengths=(L,))
+    task = config.task()
+    model = AttentionModel(config.D, activation, seed=327).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=config.lr)
+    generator = torch.Generator(device=device).manual_seed(0)
+    loss_fn = torch.nn.MSELoss()
+
+    def step():
+        batch = task.sample(config.batch_size, L, generator)
+        loss = loss_fn(model(batch.tokens, batch.query), batch.target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return _seconds_per_step(step, steps, device)
+
+
+def batched_core(lengths, steps: int, device) -> tuple[float, float]:
+    """Seconds per step of the batched sweep over ``lengths`` (both activations), and of one evaluation."""
+    config = sweep_config("paper", lengths=tuple(lengths))
+    sweep = _Sweep(config, device, None)
+    data = _Data(config, sweep.task, device, sweep.dtype)
+    optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
+
+    def step():
+        tokens, query, target = data.batch()
+        loss = 2 * sweep.risk(tokens, query, target).sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    def evaluate():
+        with torch.no_grad():
+            _chunked_risk(sweep, data.eval)
+
+    return _seconds_per_step(step, steps, device), _seconds_per_step(evaluate, 1, device, repeats=2)
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per measurement (default 40)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    args = parser.parse_args()
+    device = resolve_device(args.device)
+    threads = torch.get_num_threads()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{platform.processor() or 'CPU'}"
+    print(f"device: {device} ({name}), torch {torch.__version__}, {threads} threads available")
+
+    print("\n(a) per-run loop (one thread, one run at a time)")
+    torch.set_num_threads(1)
+    loop = {}
+    for L in PROBE_LENGTHS:
+        loop[L] = np.mean([per_run_loop(L, a, args.steps, device) for a in ("softmax", "linear")])
+        print(f"  L = {L:4d}: {1 / loop[L]:8.1f} run-steps/s")
+    torch.set_num_threads(threads)
+    # Time per step grows affinely with L: fit it on the probes and sum over the sweep's lengths.
+    slope, intercept = np.polyfit(PROBE_LENGTHS, [loop[L] for L in PROBE_LENGTHS], 1)
+    loop_sweep = sum(2 * SWEEP_STEPS * (intercept + slope * L) for L in PAPER_LENGTHS)
+
+    print(f"\n(b) batched core ({threads} threads)")
+    for L in PROBE_LENGTHS:
+        seconds, _ = batched_core((L,), args.steps, device)
+        print(f"  L = {L:4d}: {2 / seconds:8.1f} run-steps/s (softmax and linear together)")
+    seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device)
+    runs = 2 * len(PAPER_LENGTHS)
+    print(f"  all {runs} runs: {runs / seconds:8.1f} run-steps/s ({1e3 * seconds:.1f} ms per step)")
+    records = SWEEP_STEPS // 1000 + 1
+    batched_sweep = SWEEP_STEPS * seconds + records * evaluation
+
+    print(f"\nprojected isotropic Figure-2 sweep ({runs} runs x {SWEEP_STEPS:,} steps):")
+    print(f"  per-run loop: {_hours(loop_sweep)}")
+    print(f"  batched core: {_hours(batched_sweep)} (of which {records} held-out evaluations: {_hours(records * evaluation)})")
+    print(f"sweep speed-up: {loop_sweep / batched_sweep:.1f}x")
+
+
+if __name__ == "__main__":
+    main()
