@@ -80,3 +80,15 @@ def test_figure_data_checks_the_sweep():
         experiments.figure_data("fig6", result)
     with pytest.raises(ValueError, match="figure"):
         experiments.figure_data("fig5", result)
+
+
+def test_time_boxed_run_writes_partial_artifacts_then_resumes(tmp_path, tiny_presets, monkeypatch):
+    clock = iter([0.0] + [1e9] * 10_000)  # the deadline passes right after the start
+    monkeypatch.setattr(cli.time, "monotonic", lambda: next(clock))
+    cli.main(["reproduce", "fig2", "--out", str(tmp_path), "--device", "cpu", "--max-minutes", "1"])
+    partial = json.loads((tmp_path / "fig2_lecture.json").read_text())
+    assert partial["complete"] is False and partial["steps"] == 10
+    monkeypatch.setattr(cli.time, "monotonic", lambda: 0.0)
+    cli.main(["reproduce", "fig2", "--out", str(tmp_path), "--device", "cpu"])
+    final = json.loads((tmp_path / "fig2_lecture.json").read_text())
+    assert final["complete"] is True and final["steps"] == 30

@@ -1,17 +1,20 @@
 """Command line: reproduce the paper's figures.
 
     python -m softmax_as_linear reproduce {fig1,fig2,fig3,fig4,fig6,fig7,fig8,all} \\
-        [--preset {paper,lecture}] [--device {auto,cpu,cuda}] [--out results/]
+        [--preset {paper,lecture}] [--device {auto,cpu,cuda}] [--out results/] [--max-minutes M]
 
 Figures 2-4 share one isotropic sweep and figures 6-8 one anisotropic sweep: the sweep is trained
 once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
 saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``figN_<preset>.json``.
+With ``--max-minutes``, training stops after about that long and the artifacts are written marked
+``"complete": false`` with the steps reached; the same command later resumes from the checkpoint.
 """
 from __future__ import annotations
 
 import argparse
 import pathlib
 import sys
+import time
 
 from .devices import DEVICE_CHOICES, resolve_device
 from .experiments import FIGURES, figure_data, load_sweep, save_sweep
@@ -20,7 +23,7 @@ from .presets import PRESET_NAMES, sweep_config
 FIGURE_CHOICES = ("fig1", *FIGURES, "all")
 
 
-def _sweep(covariance: str, preset: str, device, out: pathlib.Path):
+def _sweep(covariance: str, preset: str, device, out: pathlib.Path, deadline: float | None = None):
     from .train import train
 
     config = sweep_config(preset, covariance)
@@ -32,20 +35,30 @@ def _sweep(covariance: str, preset: str, device, out: pathlib.Path):
             return result
     checkpoint = out / "checkpoints" / f"sweep_{covariance}_{preset}.pt"
     print(f"training the {covariance} sweep ({preset} preset) on {device}; checkpoint {checkpoint}", flush=True)
-    result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=2000)
+    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
+    result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=2000,
+                   should_stop=stop)
     save_sweep(path, result)
-    print(f"{path}: {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
+    status = "complete" if result.complete else f"stopped at step {int(result.steps[-1])} of {config.steps} (partial)"
+    print(f"{path}: {status}, {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
     return result
 
 
-def reproduce(figure: str, preset: str = "lecture", device: str = "auto", out="results") -> list[pathlib.Path]:
-    """Compute and save the artifacts of ``figure`` (or ``"all"``); returns the files written."""
+def reproduce(figure: str, preset: str = "lecture", device: str = "auto", out="results",
+              max_minutes: float | None = None) -> list[pathlib.Path]:
+    """Compute and save the artifacts of ``figure`` (or ``"all"``); returns the files written.
+
+    ``max_minutes`` bounds the training time of this call (artifacts are then marked partial).
+    """
     from .artifacts import save_json
 
     if figure not in FIGURE_CHOICES:
         raise ValueError(f"figure must be one of {', '.join(FIGURE_CHOICES)}; got {figure!r}")
     if preset not in PRESET_NAMES:
         raise ValueError(f"preset must be one of {', '.join(PRESET_NAMES)}; got {preset!r}")
+    if max_minutes is not None and not max_minutes > 0:
+        raise ValueError(f"max_minutes must be positive, got {max_minutes!r}")
+    deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
     out = pathlib.Path(out)
     names = [f for f in FIGURE_CHOICES if f != "all"] if figure == "all" else [figure]
@@ -58,7 +71,7 @@ def reproduce(figure: str, preset: str = "lecture", device: str = "auto", out="r
         else:
             covariance = FIGURES[name][0]
             if covariance not in sweeps:
-                sweeps[covariance] = _sweep(covariance, preset, device, out)
+                sweeps[covariance] = _sweep(covariance, preset, device, out, deadline)
             data = figure_data(name, sweeps[covariance])
         written.append(save_json(out / f"{name}_{preset}.json", data))
         print(f"wrote {written[-1]}", flush=True)
@@ -74,9 +87,11 @@ def main(argv=None) -> int:
     rep.add_argument("--preset", choices=PRESET_NAMES, default="lecture")
     rep.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     rep.add_argument("--out", default="results", help="folder for the artifacts (default: results/)")
+    rep.add_argument("--max-minutes", type=float, default=None,
+                     help="stop training after about this long and write partial artifacts (resume later)")
     args = parser.parse_args(argv)
     try:
-        reproduce(args.figure, args.preset, args.device, args.out)
+        reproduce(args.figure, args.preset, args.device, args.out, args.max_minutes)
     except ValueError as error:
         parser.error(str(error))
     except KeyboardInterrupt:
