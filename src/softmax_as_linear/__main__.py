@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import signal
 import sys
 import time
 
@@ -78,6 +79,10 @@ def reproduce(figure: str, preset: str = "lecture", device: str = "auto", out="r
     return written
 
 
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m softmax_as_linear",
                                      description="Reproduce the figures of Boyer & Boursier (arXiv 2512.11784).")
@@ -90,6 +95,8 @@ def main(argv=None) -> int:
     rep.add_argument("--max-minutes", type=float, default=None,
                      help="stop training after about this long and write partial artifacts (resume later)")
     args = parser.parse_args(argv)
+    # Ctrl-C, and a polite kill (SIGTERM), both save a checkpoint before leaving.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _interrupt)
     try:
         reproduce(args.figure, args.preset, args.device, args.out, args.max_minutes)
     except ValueError as error:
@@ -97,6 +104,9 @@ def main(argv=None) -> int:
     except KeyboardInterrupt:
         print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
         return 130
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
     return 0
 
 
