@@ -150,3 +150,10 @@ def test_batching_and_dtype(dtype):
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_float32_mean_with_singular_float64_covariance():
+    task = RegressionTask.isotropic(d=2, task_var=1.0, noise_var=0.0)
+    gamma = task.token_covariance(torch.tensor([0.3, -1.2], dtype=torch.float64))
+    out = att.gaussian_attention(torch.zeros(3), gamma, torch.ones(3), torch.eye(3), torch.eye(3))
+    assert out.dtype == torch.float64 and torch.allclose(out, gamma @ torch.ones(3, dtype=torch.float64))

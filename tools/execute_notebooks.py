@@ -20,7 +20,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def execute(path: pathlib.Path) -> float:
     notebook = nbformat.read(path, as_version=4)
     start = time.perf_counter()
-    NotebookClient(notebook, timeout=1800, kernel_name="python3", store_widget_state=False, record_timing=False,
+    # Widget state must be tracked while running (live panels draw into Output widgets); it is
+    # stripped before writing, since the book shows static figures instead.
+    NotebookClient(notebook, timeout=900, kernel_name="python3", store_widget_state=True, record_timing=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     notebook.metadata.pop("widgets", None)
     nbformat.write(notebook, path)

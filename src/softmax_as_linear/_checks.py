@@ -73,7 +73,7 @@ def covariance(name: str, tensor: Tensor, dim: int | None = None, *, definite: b
     tolerance = 1e-10 * float(scale)
     if definite and smallest <= tolerance:
         raise ValueError(f"{name} must be positive definite (smallest eigenvalue {float(smallest):.3g})")
-    if not definite and smallest < -1e-8 * float(scale):
+    if not definite and smallest < -100 * torch.finfo(tensor.dtype).eps * float(scale):
         raise ValueError(f"{name} must be positive semi-definite (smallest eigenvalue {float(smallest):.3g})")
     return tensor
 

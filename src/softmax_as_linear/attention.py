@@ -96,9 +96,11 @@ def linear_attention(tokens, query, U, V, include_query: bool = False) -> Tensor
 
 def _gaussian(mean, cov, query, U, V=None):
     mean = _checks.as_float_tensor("mean", mean)
+    cov = _checks.as_float_tensor("cov", cov)
+    mean = mean.to(torch.promote_types(mean.dtype, cov.dtype))  # never round a covariance down
     _checks.vector("mean", mean)
     D = mean.shape[-1]
-    cov = _checks.covariance("cov", _checks.as_float_tensor("cov", cov, like=mean), D, definite=False)
+    cov = _checks.covariance("cov", cov.to(mean), D, definite=False)
     query = _checks.vector("query", _checks.as_float_tensor("query", query, like=mean), D)
     U = _checks.square("U", _checks.as_float_tensor("U", U, like=mean), D)
     if V is not None:
