@@ -22,10 +22,11 @@ CASES = {
     "baseline": "import torch and the library, nothing computed",
     "grid-output": "E_L on the grid 10..10^6 (11 lengths), 64 prompts x 16 queries, Gaussian tokens, D = 3, float64",
     "grid-output-f32": "the same with float32 chunks (dtype=torch.float32)",
+    "grid-output-f32-q4": "the same with 4 queries per prompt (the chapter's setting), float32",
     "grid-gradients-f32": "the same with the U and V gradient gaps, float32 chunks",
     "single-1e6": "E_L at L = 10^6 alone, 64 prompts x 16 queries, float64",
-    "figure1-lecture": "figure1('lecture'): 9 lengths up to 5000, 1024 prompts, D = 6, float64",
-    "figure1-paper": "figure1('paper'): 25 lengths up to 10^5, 4096 prompts, D = 6, float64",
+    "figure1-lecture": "figure1('lecture'): 6 lengths up to 3000, 1024 prompts, D = 6, float64",
+    "figure1-paper": "figure1('paper'): 24 lengths up to 5 x 10^4, 2048 prompts, D = 6, float64",
 }
 
 
@@ -41,8 +42,9 @@ def run_case(name: str) -> dict:
     law = TokenLaw.standard("gaussian", 3, 1.0)
     start = time.perf_counter()
     if name.startswith("grid"):
-        dtype = torch.float32 if name.endswith("f32") else torch.float64
-        conc.gap_curve(law, U, V, GRID, gradients="gradients" in name, dtype=dtype)
+        dtype = torch.float32 if "f32" in name else torch.float64
+        conc.gap_curve(law, U, V, GRID, gradients="gradients" in name, dtype=dtype,
+                       n_queries=4 if name.endswith("q4") else 16)
     elif name == "single-1e6":
         conc.gap_curve(law, U, V, [1_000_000])
     elif name.startswith("figure1"):

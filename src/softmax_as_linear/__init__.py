@@ -9,12 +9,15 @@ Modules, one idea each:
 - :mod:`~softmax_as_linear.measures`: token laws (Gaussian and non-Gaussian) with known moments.
 - :mod:`~softmax_as_linear.tilting`: the tilted measure behind softmax attention and the infinite-prompt
   limit of any token law (closed form, importance sampling, quadrature).
+- :mod:`~softmax_as_linear.concentration`: finite-prompt attention against its infinite-prompt limit
+  (Propositions 3.1 and 3.4, Figure 1): streaming estimators of the output and gradient gaps.
 - :mod:`~softmax_as_linear.artifacts`: result files written atomically.
 - :mod:`~softmax_as_linear.figures` and :mod:`~softmax_as_linear.widgets`: the plotly style and figure helpers, and the live ipywidgets panels.
 - :mod:`~softmax_as_linear.devices`: choice of device.
 """
 from . import artifacts, attention, devices, figures, icl, measures, models, widgets
 from . import tilting
+from . import concentration
 from .attention import (
     gaussian_attention,
     gaussian_linear_attention,

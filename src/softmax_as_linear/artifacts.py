@@ -25,11 +25,18 @@ def _atomic_write(path: pathlib.Path, write) -> pathlib.Path:
             write(stream)
             stream.flush()
             os.fsync(stream.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are for everyone
         os.replace(tmp, path)
     except BaseException:
         pathlib.Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _jsonable(value):

@@ -172,7 +172,7 @@ class TokenLaw:
         elif self.kind == "uniform":
             shape = math.sqrt(3.0) * _langevin(math.sqrt(3.0) * b)
         else:
-            largest = float(b.abs().max()) if b.numel() else 0.0
+            largest = float(b.detach().abs().max()) if b.numel() else 0.0
             if largest >= math.sqrt(2.0):
                 raise ValueError(
                     "u lies outside the domain of the Laplace law's tilt: e^{u^T z} is not integrable unless "
