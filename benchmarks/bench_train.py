@@ -5,7 +5,7 @@
 (a) Per-run loop, as the published code runs: one ``nn.Module`` per (activation, L) run that projects
     every token by W_K and W_V, one query per prompt, plain SGD, one thread, one run at a time.
 (b) The batched core (:func:`softmax_as_linear.train.train`'s step): every run of the sweep in one
-    computation per step, default threads.
+    computation per step, on one thread (like for like) and on all the threads torch has.
 
 Both use the paper preset (d = 5, batch 128, SGD lr 1e-3) on the same device. Prints run-steps per
 second at L = 10, 100, 1000, the projected wall time of the isotropic Figure-2 sweep (38 runs x
@@ -113,21 +113,27 @@ def main():
     slope, intercept = np.polyfit(PROBE_LENGTHS, [loop[L] for L in PROBE_LENGTHS], 1)
     loop_sweep = sum(2 * SWEEP_STEPS * (intercept + slope * L) for L in PAPER_LENGTHS)
 
-    print(f"\n(b) batched core ({threads} threads)")
-    for L in PROBE_LENGTHS:
-        seconds, _ = batched_core((L,), args.steps, device)
-        print(f"  L = {L:4d}: {2 / seconds:8.1f} run-steps/s (softmax and linear together)")
-    seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device)
     runs = 2 * len(PAPER_LENGTHS)
-    print(f"  all {runs} runs: {runs / seconds:8.1f} run-steps/s ({1e3 * seconds:.1f} ms per step)")
     records = SWEEP_STEPS // 1000 + 1
-    batched_sweep = SWEEP_STEPS * seconds + records * evaluation
+    sweeps = {}
+    for n_threads in sorted({1, threads}):
+        torch.set_num_threads(n_threads)
+        print(f"\n(b) batched core ({n_threads} thread{'s' if n_threads > 1 else ''})")
+        for L in PROBE_LENGTHS:
+            seconds, _ = batched_core((L,), args.steps, device)
+            print(f"  L = {L:4d}: {2 / seconds:8.1f} run-steps/s (softmax and linear together)")
+        seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device)
+        print(f"  all {runs} runs: {runs / seconds:8.1f} run-steps/s ({1e3 * seconds:.1f} ms per step)")
+        sweeps[n_threads] = (SWEEP_STEPS * seconds + records * evaluation, records * evaluation)
+    torch.set_num_threads(threads)
 
     print(f"\nprojected isotropic Figure-2 sweep ({runs} runs x {SWEEP_STEPS:,} steps):")
-    print(f"  per-run loop: {_hours(loop_sweep)}")
-    print(f"  batched core: {_hours(batched_sweep)} (of which {records} held-out evaluations: {_hours(records * evaluation)})")
-    print(f"sweep speed-up: {loop_sweep / batched_sweep:.1f}x")
-
+    print(f"  per-run loop (1 thread): {_hours(loop_sweep)}")
+    for n_threads, (total, evaluations) in sweeps.items():
+        print(f"  batched core ({n_threads} thread{'s' if n_threads > 1 else ''}): {_hours(total)} "
+              f"(of which {records} held-out evaluations: {_hours(evaluations)}); ratio {loop_sweep / total:.1f}x")
+    # Like for like: both sides on one thread (threaded runs collapse when other processes share the cores).
+    print(f"sweep speed-up: {loop_sweep / sweeps[1][0]:.1f}x")
 
 if __name__ == "__main__":
     main()
