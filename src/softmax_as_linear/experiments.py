@@ -7,6 +7,8 @@ command (paper preset, saved under ``results/``). All risks are the theory's R =
 """
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 
 from . import _checks
@@ -100,6 +102,22 @@ def figure_data(name: str, result: TrainResult, n_bayes_samples: int = 20_000) -
     if kind == "gap":
         return parameter_gaps(result)
     return risk_trajectories(result, n_bayes_samples=n_bayes_samples)
+
+
+def reproduce_command(name: str, preset: str = "paper") -> str:
+    """The command line that writes the artifact of figure ``name`` at ``preset`` scale."""
+    _checks.one_of("figure", name, tuple(FIGURES))
+    return f"python -m softmax_as_linear reproduce {name} --preset {preset}"
+
+
+def saved_figure(name: str, preset: str = "paper", folder=None) -> dict | None:
+    """The artifact ``<folder>/<name>_<preset>.json`` written by the reproduction command, or ``None``
+    when it has not been generated yet (``folder`` defaults to the repository's ``results/``)."""
+    from .artifacts import RESULTS, load_json
+
+    _checks.one_of("figure", name, tuple(FIGURES))
+    path = (RESULTS if folder is None else pathlib.Path(folder)) / f"{name}_{preset}.json"
+    return load_json(path) if path.exists() else None
 
 
 def save_sweep(path, result: TrainResult):

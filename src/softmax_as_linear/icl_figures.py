@@ -1,0 +1,279 @@
+"""Plotly figures of the in-context regression chapters, drawn from the dicts of :mod:`~softmax_as_linear.experiments`
+and :mod:`~softmax_as_linear.dynamics`.
+
+The same builders draw the lecture sweep computed live in a chapter and the paper-scale artifacts
+saved by ``python -m softmax_as_linear reproduce figN --preset paper``:
+
+- :func:`final_risk_figure`: paper Figure 2 / 6, final risk against the prompt length ``L``;
+- :func:`parameter_gap_figure`: Figure 3 / 7, :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` along training;
+- :func:`risk_trajectory_figure`: Figure 4 / 8, risk along training, with a slider over ``L``;
+- :func:`flow_figure`: Theorem 4.3, trajectories at finite ``L`` against the infinite-prompt gradient flow.
+
+Every risk is the theory's :math:`R = \\tfrac12 \\mathrm{MSE}`.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from . import figures
+from .experiments import FIGURES, reproduce_command, saved_figure
+
+RISK_AXIS = "risk R = MSE/2 (held-out prompts)"
+ACTIVATION_NAMES = {"softmax": "softmax attention", "linear": "linear attention"}
+
+
+def _values(values) -> np.ndarray:
+    """Floats with None for NaN (a gap in a plotly line)."""
+    array = np.asarray(values, dtype=float)
+    return np.where(np.isnan(array), None, array)
+
+
+def _diverged_note(data: dict, activation: str) -> str:
+    counts = data.get(f"{activation}_diverged")
+    total = int(np.sum(counts)) if counts is not None else 0
+    return f" ({total} diverged run{'s' if total != 1 else ''} left out)" if total else ""
+
+
+def _level(y: float, name: str, color: str, dash: str, x_range) -> go.Scatter:
+    return go.Scatter(x=list(x_range), y=[y, y], mode="lines", name=name, line=dict(color=color, dash=dash, width=1.5))
+
+
+def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
+    """Paper Figure 2 (isotropic) or 6 (anisotropic) from :func:`experiments.final_risks` data.
+
+    Final held-out risk of each activation against ``L`` (log-log), with the three references: the
+    L-Bayes-optimal ridge risk, the best normalised linear attention at that ``L`` and the noise floor
+    :math:`s^2/2`. Diverged runs are left out of the means and counted in the legend.
+    """
+    lengths = data["lengths"]
+    title = title or f"Final risk after {data['steps']:,} steps ({data['covariance']} inputs)"
+    fig = figures.new_figure(title, "prompt length L", RISK_AXIS, logx=True, logy=True)
+    fig.add_trace(_level(data["noise_floor"], "label-noise floor s²/2", figures.COLORS["noise"], "dot",
+                         (lengths[0], lengths[-1])))
+    fig.add_trace(go.Scatter(x=lengths, y=_values(data["bayes"]), mode="lines", name="L-Bayes-optimal (ridge)",
+                             line=dict(color=figures.COLORS["bayes"], width=2)))
+    fig.add_trace(go.Scatter(x=lengths, y=_values(data["optimal_linear"]), mode="lines",
+                             name="best linear attention at L", line=dict(color=figures.COLORS["optimal_linear"],
+                                                                          width=2, dash="dash")))
+    for activation in ("softmax", "linear"):
+        if activation in data:
+            fig.add_trace(go.Scatter(x=lengths, y=_values(data[activation]), mode="lines+markers",
+                                     name=f"trained {ACTIVATION_NAMES[activation]}{_diverged_note(data, activation)}",
+                                     line=dict(color=figures.COLORS[activation], width=2.5), marker=dict(size=8)))
+    return fig
+
+
+def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
+    """Paper Figure 3 / 7 from :func:`experiments.parameter_gaps` data: the squared distance between the
+    paired softmax and linear parameters along training, one line per ``L`` (log scale; step 0, where
+    both start from the same weights, is left out)."""
+    steps = np.asarray(data["steps"])
+    title = title or f"Softmax and linear training paths ({data['covariance']} inputs)"
+    fig = figures.new_figure(title, "training step k", "‖θ_soft(k) − θ_lin(k)‖²", logy=True)
+    keep = steps > 0
+    for index, (L, gap) in enumerate(zip(data["lengths"], data["gap"])):
+        fig.add_trace(go.Scatter(x=steps[keep], y=_values(np.asarray(gap, dtype=float)[keep]), mode="lines",
+                                 name=f"L = {L}", line=dict(color=figures.SEQUENCE[index % len(figures.SEQUENCE)],
+                                                            width=2)))
+    return fig
+
+
+def risk_trajectory_figure(data: dict, title: str | None = None, active: int | None = None) -> go.Figure:
+    """Paper Figure 4 / 8 from :func:`experiments.risk_trajectories` data, with a slider over ``L``.
+
+    Each panel shows the held-out risk of both activations along training at one ``L`` and that
+    ``L``'s references (Bayes, best linear attention, noise floor). Works without a kernel.
+    """
+    steps = data["steps"]
+    span = (steps[0], steps[-1])
+    panels = []
+    for index, L in enumerate(data["lengths"]):
+        traces = [_level(data["bayes"][index], "L-Bayes-optimal (ridge)", figures.COLORS["bayes"], "solid", span),
+                  _level(data["optimal_linear"][index], "best linear attention at L", figures.COLORS["optimal_linear"],
+                         "dash", span)]
+        for activation in ("softmax", "linear"):
+            if activation in data:
+                traces.append(go.Scatter(x=steps, y=_values(data[activation][index]), mode="lines",
+                                         name=ACTIVATION_NAMES[activation],
+                                         line=dict(color=figures.COLORS[activation], width=2)))
+        panels.append((str(L), traces))
+    floor = _level(data["noise_floor"], "label-noise floor s²/2", figures.COLORS["noise"], "dot", span)
+    every = [v for a in ("softmax", "linear") if a in data for row in data[a] for v in row if v is not None]
+    finite = np.asarray(every, dtype=float)
+    finite = finite[np.isfinite(finite) & (finite > 0)]
+    top = float(np.log10(finite.max())) + 0.05 if finite.size else 0.0
+    bottom = float(np.log10(0.9 * data["noise_floor"]))
+    title = title or f"Risk along training ({data['covariance']} inputs)"
+    return figures.slider_figure(panels, slider_label="prompt length L", title=title, xtitle="training step k",
+                                 ytitle=RISK_AXIS, logy=True, fixed=[floor],
+                                 active=len(panels) // 2 if active is None else active,
+                                 yaxis=dict(range=[bottom, top]))
+
+
+def flow_figure(data: dict, title: str = "Finite-L training against the infinite-prompt gradient flow") -> go.Figure:
+    """Theorem 4.3 from :func:`dynamics.flow_gap` data, with a slider over ``L``.
+
+    Each panel shows, along gradient-flow time :math:`t`, the infinite-prompt risk
+    :math:`R_\\infty(\\theta(t))` of the flow and of the runs trained at that ``L`` (all from the same
+    initialisation), so that the curves coincide when the finite-prompt dynamics follow the flow.
+    """
+    times = data["times"]
+    fixed = [go.Scatter(x=times, y=_values(data["flow_risk"]), mode="lines", name="infinite-prompt gradient flow",
+                        line=dict(color=figures.COLORS["flow"], width=5), opacity=0.45)]
+    panels = []
+    for index, L in enumerate(data["lengths"]):
+        traces = [go.Scatter(x=times, y=_values(data["risk"][activation][index]), mode="lines",
+                             name=f"{ACTIVATION_NAMES[activation]}, L = {L}",
+                             line=dict(color=figures.COLORS[activation], width=2))
+                  for activation in data["activations"]]
+        panels.append((str(L), traces))
+    return figures.slider_figure(panels, slider_label="prompt length L", title=title,
+                                 xtitle="gradient-flow time t = 2 · lr · k", ytitle="R∞(U(t), V(t))", logy=True,
+                                 fixed=fixed)
+
+
+def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) -> go.Figure:
+    """Held-out risk along training of every run of one seed of a sweep (the live panels' figure).
+
+    References for each ``L``: best linear attention and the Bayes risk (dashed, dotted), the noise
+    floor. A diverged run's line stops where it diverged, is named as diverged and marked with a cross;
+    a stopped sweep says so in the title.
+    """
+    from .icl import bayes_risk, optimal_linear_risk
+
+    cfg = result.config
+    seed = cfg.seeds[0] if seed is None else seed
+    s = result.index(cfg.activations[0], cfg.lengths[0], seed)[0]
+    task = cfg.task()
+    steps = np.asarray(result.steps)
+    stopped = "" if result.complete else f", stopped at step {int(steps[-1]):,}"
+    fig = figures.new_figure(f"{cfg.covariance} inputs, seed {seed}{stopped}", "training step k", RISK_AXIS, logy=True)
+    span = (0, max(int(steps[-1]), 1))
+    fig.add_trace(_level(task.noise_var / 2, "label-noise floor s²/2", figures.COLORS["noise"], "dot", span))
+    for l, L in enumerate(cfg.lengths):
+        fig.add_trace(_level(optimal_linear_risk(L, task), f"best linear attention, L = {L}",
+                             figures.COLORS["optimal_linear"], "dash", span))
+        fig.add_trace(_level(bayes_risk(L, task, n_samples=n_bayes_samples, seed=L)[0], f"Bayes (ridge), L = {L}",
+                             figures.COLORS["bayes"], "solid", span))
+        for a, activation in enumerate(cfg.activations):
+            risk = result.eval_risk[s, l, a]
+            at = int(result.diverged_at[s, l, a])
+            label = f"{ACTIVATION_NAMES[activation]}, L = {L}" + (f": DIVERGED at step {at:,}" if at >= 0 else "")
+            fig.add_trace(go.Scatter(x=steps, y=_values(risk), mode="lines", name=label,
+                                     line=dict(color=figures.COLORS[activation], width=2,
+                                               dash="solid" if l == 0 else "dashdot")))
+            if at >= 0:
+                alive = risk[np.isfinite(risk)]
+                fig.add_trace(go.Scatter(x=[at], y=[float(alive[-1]) if alive.size else task.noise_var],
+                                         mode="markers", name=f"{activation} diverged", showlegend=False,
+                                         marker=dict(symbol="x", size=14, color=figures.COLORS[activation])))
+    return fig
+
+
+def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient flow from Assumption 5.1") -> go.Figure:
+    """Convergence of infinite-prompt gradient flows to the limit of Remark 5.3 (log scale).
+
+    ``flows`` maps a label to ``(flow, task)``, with ``flow`` the dict of
+    :func:`~softmax_as_linear.train.infinite_prompt_flow`. For each, the excess risk
+    :math:`R_\\infty(t) - s^2/2` (solid) and :math:`\\|U(t) - U^*\\|_F^2 + \\|V(t) - V^*\\|_F^2` (dashed).
+    """
+    from .icl import limit_parameters
+
+    fig = figures.new_figure(title, "gradient-flow time t", "excess risk, squared distance", logy=True)
+    for index, (label, (flow, task)) in enumerate(flows.items()):
+        color = figures.SEQUENCE[index % len(figures.SEQUENCE)]
+        U_star, V_star = (m.numpy() for m in limit_parameters(task))
+        distance = ((flow["U"] - U_star) ** 2).sum((-1, -2)) + ((flow["V"] - V_star) ** 2).sum((-1, -2))
+        excess = np.asarray(flow["risk"]) - task.noise_var / 2
+        floor = 1e-16  # below float64 resolution of these quantities: drawn as a gap
+        fig.add_trace(go.Scatter(x=flow["times"], y=_values(np.where(excess > floor, excess, np.nan)), mode="lines",
+                                 name=f"R∞ − s²/2, {label}", line=dict(color=color, width=2.5)))
+        fig.add_trace(go.Scatter(x=flow["times"], y=_values(np.where(distance > floor, distance, np.nan)),
+                                 mode="lines", name=f"‖θ(t) − θ*‖², {label}", line=dict(color=color, width=2, dash="dash")))
+    return fig
+
+
+def flow_matrices_figure(flow: dict, task, every: int = 1, title: str = "U(t) | V(t) along the flow") -> go.Figure:
+    """Heat maps of :math:`U(t)` (left) and :math:`V(t)` (right) with a slider over the flow's times,
+    then the limit :math:`(U^*, V^*)` of Remark 5.3 as the last slider step."""
+    from .icl import limit_parameters
+
+    U_star, V_star = (m.numpy() for m in limit_parameters(task))
+    D = task.D
+    gap = np.full((D, 1), np.nan)
+
+    def heat(U, V):
+        z = np.round(np.concatenate([U, gap, V], axis=1), 4)
+        return go.Heatmap(z=np.where(np.isnan(z), None, z), zmin=-2, zmax=2, zmid=0, colorscale="RdBu", reversescale=True,
+                          colorbar=dict(title="entry"), hovertemplate="row %{y}, column %{x}: %{z}<extra></extra>")
+
+    panels = [(f"{t:g}", [heat(U, V)]) for t, U, V in list(zip(flow["times"], flow["U"], flow["V"]))[::every]]
+    panels.append(("U*, V*", [heat(U_star, V_star)]))
+    ticks = list(range(D)) + list(range(D + 1, 2 * D + 1))
+    return figures.slider_figure(panels, slider_label="t", title=title, height=470,
+                                 xaxis=dict(tickvals=ticks, ticktext=[str(i + 1) for i in range(D)] * 2, title="column"),
+                                 yaxis=dict(autorange="reversed", tickvals=list(range(D)),
+                                            ticktext=[str(i + 1) for i in range(D)], title="row", scaleanchor="x"))
+
+
+def seed_figure(outcomes: dict, title: str = "Final risk of every seed") -> go.Figure:
+    """Final held-out risk of every seed, for several sweeps (e.g. learning rates), from
+    :func:`dynamics.seed_outcomes` dicts; ``outcomes`` maps a label to one of them (first ``L`` only).
+    A diverged run is drawn as a cross at the top of the axis."""
+    fig = figures.new_figure(title, "seed", RISK_AXIS, logy=True)
+    values = [v for o in outcomes.values() for a in o["final"] for row in o["final"][a] for v in row[:1]]
+    values = np.asarray(values, dtype=float)
+    top = float(np.nanmax(values)) * 1.6 if np.isfinite(values).any() else 1.0
+    symbols = ["circle", "square", "diamond", "triangle-up"]
+    for index, (label, o) in enumerate(outcomes.items()):
+        for activation, rows in o["final"].items():
+            final = np.asarray(rows, dtype=float)[:, 0]
+            seeds = np.asarray(o["seeds"])
+            color, symbol = figures.COLORS[activation], symbols[index % len(symbols)]
+            fig.add_trace(go.Scatter(x=seeds, y=_values(final), mode="markers", name=f"{activation}, {label}",
+                                     marker=dict(color=color, symbol=symbol, size=10, opacity=0.8)))
+            diverged = np.isnan(final)
+            if diverged.any():
+                fig.add_trace(go.Scatter(x=seeds[diverged], y=[top] * int(diverged.sum()), mode="markers",
+                                         name=f"{activation}, {label}: diverged",
+                                         marker=dict(color=color, symbol="x", size=13)))
+    return fig
+
+
+BUILDERS = {"final": final_risk_figure, "gap": parameter_gap_figure, "trajectory": risk_trajectory_figure}
+
+
+def figure_from_data(name: str, data: dict, title: str | None = None) -> go.Figure:
+    """The figure of paper figure ``name`` (``"fig2"`` ... ``"fig8"``) from its data dict."""
+    if name not in FIGURES:
+        raise ValueError(f"name must be one of {', '.join(FIGURES)}; got {name!r}")
+    return BUILDERS[FIGURES[name][1]](data, title)
+
+
+def missing_note(name: str, preset: str = "paper") -> str:
+    """Markdown saying that the artifact of ``name`` has not been generated, and how to generate it."""
+    return (f"**Figure {name[3:]} at {preset} scale has not been generated yet** "
+            f"(no `results/{name}_{preset}.json` in this copy of the course). It is written by\n\n"
+            f"```\n{reproduce_command(name, preset)}\n```")
+
+
+def show_saved(name: str, preset: str = "paper", folder=None) -> bool:
+    """Show figure ``name`` from its saved artifact, or a note with the command that generates it.
+
+    Returns True when the artifact existed. Nothing is ever computed here.
+    """
+    from IPython.display import Markdown, display
+
+    data = saved_figure(name, preset, folder)
+    if data is None:
+        display(Markdown(missing_note(name, preset)))
+        return False
+    partial = "" if data.get("complete", True) else f", partial: training stopped at step {_last_step(data):,}"
+    figures.show(figure_from_data(name, data, title=f"Paper Figure {name[3:]} ({preset} scale{partial})"))
+    return True
+
+
+def _last_step(data: dict) -> int:
+    steps = data["steps"]
+    return int(steps[-1] if isinstance(steps, list) else steps)

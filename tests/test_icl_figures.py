@@ -1,0 +1,150 @@
+"""Figures of the regression chapters: they draw what the data says (values, diverged runs, sliders),
+and the paper-scale artifacts are loaded when present and announced as missing otherwise."""
+import math
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from softmax_as_linear import experiments, icl_figures
+from softmax_as_linear.artifacts import save_json
+from softmax_as_linear.train import TrainConfig, train
+
+TINY = dict(lengths=(5, 20), steps=20, record_every=10, eval_prompts=32, batch_size=16)
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return train(TrainConfig(**TINY))
+
+
+def _trace(fig, name_start):
+    matches = [t for t in fig.data if (t.name or "").startswith(name_start)]
+    assert len(matches) == 1, [t.name for t in fig.data]
+    return matches[0]
+
+
+def test_final_risk_figure_draws_the_data(sweep):
+    data = experiments.final_risks(sweep, n_bayes_samples=200)
+    fig = icl_figures.final_risk_figure(data)
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+    np.testing.assert_allclose(_trace(fig, "trained softmax").y.astype(float), data["softmax"], rtol=1e-5)
+    np.testing.assert_allclose(_trace(fig, "best linear").y.astype(float), data["optimal_linear"], rtol=1e-5)
+    assert list(_trace(fig, "label-noise").y) == [0.05, 0.05]
+
+
+def test_diverged_runs_are_gaps_and_counted():
+    data = {"lengths": [10, 20], "steps": 100, "covariance": "isotropic", "noise_floor": 0.05,
+            "bayes": [0.1, 0.07], "optimal_linear": [0.2, 0.15], "softmax": [0.3, 0.2],
+            "linear": [float("nan"), 0.16], "linear_diverged": [1, 0], "softmax_diverged": [0, 0]}
+    fig = icl_figures.final_risk_figure(data)
+    linear = _trace(fig, "trained linear")
+    assert "1 diverged run" in linear.name and linear.y[0] is None
+    assert "diverged" not in _trace(fig, "trained softmax").name
+
+
+def test_parameter_gap_figure_leaves_out_step_zero(sweep):
+    data = experiments.parameter_gaps(sweep)
+    fig = icl_figures.parameter_gap_figure(data)
+    assert len(fig.data) == len(data["lengths"])
+    assert list(fig.data[0].x) == data["steps"][1:]
+    np.testing.assert_allclose(fig.data[-1].y.astype(float), data["gap"][-1][1:], rtol=1e-5, atol=1e-12)
+
+
+def test_risk_trajectory_figure_has_one_slider_step_per_length(sweep):
+    data = experiments.risk_trajectories(sweep, n_bayes_samples=200)
+    fig = icl_figures.risk_trajectory_figure(data, active=0)
+    steps = fig.layout.sliders[0].steps
+    assert [s.label for s in steps] == [str(L) for L in data["lengths"]]
+    shown = [t for t in fig.data if t.visible is not False]
+    softmax = [t for t in shown if t.name == "softmax attention"]
+    np.testing.assert_allclose(softmax[0].y.astype(float), data["softmax"][0], rtol=1e-5)
+
+
+def test_figure_from_data_dispatches_and_checks_the_name(sweep):
+    data = experiments.parameter_gaps(sweep)
+    assert icl_figures.figure_from_data("fig3", data, title="x").layout.title.text == "x"
+    with pytest.raises(ValueError, match="name"):
+        icl_figures.figure_from_data("fig5", data)
+
+
+def test_run_figure_marks_a_diverged_run():
+    from softmax_as_linear import models
+    import torch
+
+    base = models.AttentionModel(6, seed=0).weights()
+    init = {n: 30 * w.detach() for n, w in base.items()}
+    result = train(TrainConfig(**{**TINY, "lengths": (10,)}, init="given", lr=0.05), init_weights=init)
+    assert result.diverged.all()
+    fig = icl_figures.run_figure(result, n_bayes_samples=200)
+    names = [t.name for t in fig.data]
+    assert any("DIVERGED at step" in n for n in names)
+    assert any(t.marker.symbol == "x" for t in fig.data if t.mode == "markers")
+
+
+def test_saved_figure_loads_when_present_and_says_none_otherwise(tmp_path, sweep):
+    assert experiments.saved_figure("fig2", "paper", tmp_path) is None
+    data = experiments.parameter_gaps(sweep)
+    save_json(tmp_path / "fig3_paper.json", data)
+    loaded = experiments.saved_figure("fig3", "paper", tmp_path)
+    assert loaded["lengths"] == data["lengths"] and math.isclose(loaded["gap"][1][-1], data["gap"][1][-1])
+    with pytest.raises(ValueError, match="figure"):
+        experiments.saved_figure("fig9")
+
+
+def test_missing_note_gives_the_command():
+    note = icl_figures.missing_note("fig6")
+    assert "has not been generated" in note
+    assert "python -m softmax_as_linear reproduce fig6 --preset paper" in note
+    assert experiments.reproduce_command("fig2", "lecture") == "python -m softmax_as_linear reproduce fig2 --preset lecture"
+
+
+def test_show_saved_shows_the_note_or_the_figure(tmp_path, sweep):
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    InteractiveShell.instance()
+    with capture_output() as missing:
+        assert icl_figures.show_saved("fig4", folder=tmp_path) is False
+    assert "reproduce fig4 --preset paper" in missing.outputs[0].data["text/markdown"]
+    data = experiments.risk_trajectories(sweep, n_bayes_samples=100)
+    save_json(tmp_path / "fig4_paper.json", {**data, "complete": False})
+    with capture_output() as present:
+        assert icl_figures.show_saved("fig4", folder=tmp_path) is True
+    assert "application/vnd.plotly.v1+json" in present.outputs[0].data
+    assert "partial: training stopped at step 20" in present.outputs[0].data["text/plain"]
+
+
+def test_flow_figure_overlays_the_flow_under_every_panel():
+    data = {"lengths": [10, 100], "activations": ["softmax"], "times": [0.0, 1.0, 2.0],
+            "flow_risk": [0.5, 0.2, 0.1], "risk": {"softmax": [[0.5, 0.3, 0.2], [0.5, 0.21, 0.11]]}}
+    fig = icl_figures.flow_figure(data)
+    assert fig.data[0].name == "infinite-prompt gradient flow"
+    for step in fig.layout.sliders[0].steps:
+        assert step.args[0]["visible"][0] is True
+    assert isinstance(fig, go.Figure)
+
+
+def test_flow_figures_show_the_flow_and_its_limit():
+    from softmax_as_linear import icl
+    from softmax_as_linear.train import infinite_prompt_flow
+
+    task = icl.RegressionTask.isotropic(3)
+    flow = infinite_prompt_flow(*icl.block_init(task, 0.5), task, [0.0, 1.0, 40.0], max_dt=0.1)
+    fig = icl_figures.flow_convergence_figure({"isotropic": (flow, task)})
+    excess, distance = fig.data
+    assert excess.y[0] == pytest.approx(flow["risk"][0] - task.noise_var / 2)
+    assert distance.y[-1] is None or distance.y[-1] < 1e-10  # converged to (U*, V*)
+    heat = icl_figures.flow_matrices_figure(flow, task)
+    labels = [s.label for s in heat.layout.sliders[0].steps]
+    assert labels == ["0", "1", "40", "U*, V*"]
+    U_star, _ = icl.limit_parameters(task)
+    assert heat.data[-1].z[0][0] == pytest.approx(float(U_star[0, 0]), abs=1e-4)
+    assert heat.data[-1].z[0][task.D] is None  # the column between U and V
+
+
+def test_seed_figure_marks_diverged_seeds():
+    outcome = {"seeds": [0, 1, 2], "final": {"linear": [[0.2], [float("nan")], [0.3]], "softmax": [[0.3], [0.31], [0.4]]}}
+    fig = icl_figures.seed_figure({"lr = 1": outcome})
+    crosses = [t for t in fig.data if t.name.endswith("diverged")]
+    assert len(crosses) == 1 and list(crosses[0].x) == [1] and crosses[0].y[0] > 0.4

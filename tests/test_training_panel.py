@@ -1,0 +1,108 @@
+"""Training from a widget: the background run reports progress, stops when asked, reports errors,
+and the panel turns clicks into runs and figures (or messages), without a browser."""
+import threading
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from softmax_as_linear import training_panel as tp
+from softmax_as_linear.train import TrainConfig
+
+SMALL = dict(lengths=(10,), steps=60, record_every=10, eval_prompts=16, batch_size=16)
+
+
+def test_background_training_reports_every_record_and_finishes():
+    seen, done = [], threading.Event()
+    run = tp.BackgroundTraining(TrainConfig(**SMALL), on_record=seen.append, on_done=lambda r: done.set()).start()
+    assert run.join(120) and done.is_set()
+    assert run.error is None and run.result.complete
+    assert seen == [10, 20, 30, 40, 50]  # every record step before the last
+    assert run.result.steps[-1] == 60
+
+
+def test_background_training_stops_when_asked():
+    proceed = threading.Event()
+    run = tp.BackgroundTraining(TrainConfig(**{**SMALL, "steps": 10_000}), on_record=lambda step: proceed.wait(60))
+    run.start()
+    run.stop()
+    proceed.set()
+    assert run.join(120)
+    assert not run.result.complete and run.result.steps[-1] == 10
+
+
+def test_background_training_keeps_the_error():
+    cfg = TrainConfig(**SMALL, init="given")  # no weights given: the trainer raises ValueError
+    run = tp.BackgroundTraining(cfg).start()
+    assert run.join(60)
+    assert isinstance(run.error, ValueError) and run.result is None
+    with pytest.raises(ValueError, match="config"):
+        tp.BackgroundTraining({"steps": 10})
+
+
+@pytest.mark.parametrize("init, parametrisation, scale", [("pytorch", "four_matrix", 1.0), ("scaled", "four_matrix", 0.01),
+                                                           ("block", "uv", None)])
+def test_regression_config_maps_the_initialisation(init, parametrisation, scale):
+    cfg = tp.regression_config(L=20, covariance="kms", rho=0.3, init=init, alpha=0.2, init_scale=0.01,
+                               activations=("softmax",), seed=4, lr=1e-2, steps=300)
+    assert cfg.parametrisation == parametrisation and cfg.lengths == (20,) and cfg.seeds == (4,)
+    assert cfg.covariance == "kms" and cfg.rho == 0.3 and cfg.record_every == 3
+    if scale is None:
+        assert cfg.init == "block" and cfg.alpha == 0.2
+    else:
+        assert cfg.init == "pytorch" and cfg.init_scale == scale
+
+
+def test_regression_config_rejects_bad_values():
+    values = dict(L=20, covariance="kms", rho=0.3, init="block", alpha=0.2, init_scale=0.01, activations=("softmax",),
+                  seed=4, lr=1e-2, steps=300)
+    with pytest.raises(ValueError, match="init"):
+        tp.regression_config(**{**values, "init": "xavier"})
+    with pytest.raises(ValueError, match="rho"):
+        tp.regression_config(**{**values, "rho": 1.0})
+
+
+@pytest.fixture
+def shell():
+    return InteractiveShell.instance()
+
+
+def _click_and_wait(panel):
+    panel.start()
+    run = panel.state["run"]
+    assert run.join(120)
+    return run
+
+
+def test_panel_trains_on_click_and_shows_a_figure(shell):
+    panel = tp.regression_panel()
+    controls = {c.description: c for row in panel.children[1:-2] for c in row.children}
+    controls["steps"].value = 100
+    controls["prompt length L"].value = 10
+    output = panel.children[-1]
+    assert output.outputs == ()  # nothing trains before the click
+    run = _click_and_wait(panel)
+    assert run.result.complete and run.result.config.steps == 100
+    data = output.outputs[0]["data"]
+    assert "text/html" in data and "application/vnd.plotly.v1+json" in data
+    progress, status = panel.children[-2].children[2:]
+    assert progress.value == 100 and "finished" in status.value
+
+
+def test_panel_shows_a_message_for_a_failing_run(shell):
+    controls = {"steps": tp.widgets.log_slider("steps", 100, 100, 1000, integer=True)}
+    panel = tp.training_panel(controls, lambda steps: TrainConfig(**{**SMALL, "steps": steps}, init="given"),
+                              draw=lambda result: None)
+    _click_and_wait(panel)
+    text = panel.children[-1].outputs[0]["data"]["text/plain"]
+    assert text.startswith("Cannot compute this setting") and "init_weights" in text
+
+
+def test_panel_shows_a_message_for_bad_values(shell):
+    def make_config(steps):
+        raise ValueError("steps must be even")
+
+    panel = tp.training_panel({"steps": tp.widgets.log_slider("steps", 100, 100, 1000, integer=True)}, make_config,
+                              draw=lambda result: None)
+    panel.start()
+    assert panel.state["run"] is None
+    assert "steps must be even" in panel.children[-1].outputs[0]["data"]["text/plain"]
