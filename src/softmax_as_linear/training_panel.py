@@ -186,7 +186,8 @@ def regression_controls(covariance: str = "isotropic") -> dict[str, W.Widget]:
                                   description="activation", style=style),
         "seed": W.BoundedIntText(value=327, min=0, max=10**6, description="seed", style=style),
         "lr": widgets.log_slider("learning rate", 1e-2, 1e-4, 1.0),
-        "steps": widgets.log_slider("steps", 500, 100, 20_000, integer=True),
+        "steps": W.SelectionSlider(options=[100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000], value=500,
+                                   description="steps", continuous_update=False, style=style),
     }
 
 
