@@ -350,11 +350,7 @@ class _Sweep:
             pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
             columns.append((list(range(nL)), self.lin, pred))
         for idx, a, pred in columns:
-            mask = torch.zeros(nL, nA, dtype=torch.bool, device=tokens.device)
-            mask[idx, a] = True
-            full = torch.zeros(S, nL, nA, B, dtype=tokens.dtype, device=tokens.device)
-            full[:, idx, a] = pred
-            out = out + full
+            out[:, idx, a] = pred
         return out
 
     def risk(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
@@ -505,7 +501,6 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
             with torch.no_grad():
                 first = sweep.risk(tokens, query, target)
             record(0, first)
-            data.load_state(data.state())  # the first training batch is a fresh draw below
         while step < cfg.steps:
             tokens, query, target = data.batch()
             risk = sweep.risk(tokens, query, target)
