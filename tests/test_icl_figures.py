@@ -70,7 +70,6 @@ def test_figure_from_data_dispatches_and_checks_the_name(sweep):
 
 def test_run_figure_marks_a_diverged_run():
     from softmax_as_linear import models
-    import torch
 
     base = models.AttentionModel(6, seed=0).weights()
     init = {n: 30 * w.detach() for n, w in base.items()}
@@ -137,10 +136,28 @@ def test_flow_figures_show_the_flow_and_its_limit():
     assert distance.y[-1] is None or distance.y[-1] < 1e-10  # converged to (U*, V*)
     heat = icl_figures.flow_matrices_figure(flow, task)
     labels = [s.label for s in heat.layout.sliders[0].steps]
-    assert labels == ["0", "1", "40", "U*, V*"]
+    assert labels == ["0", "1", "U*, V*"]  # at t = 40 the flow has reached the limit: no repeated picture
     U_star, _ = icl.limit_parameters(task)
     assert heat.data[-1].z[0][0] == pytest.approx(float(U_star[0, 0]), abs=1e-4)
     assert heat.data[-1].z[0][task.D] is None  # the column between U and V
+
+
+def test_flow_matrices_figure_keeps_only_steps_that_move():
+    from softmax_as_linear import icl
+    from softmax_as_linear.train import infinite_prompt_flow
+
+    task = icl.RegressionTask.isotropic(3)
+    flow = infinite_prompt_flow(*icl.block_init(task, 0.5), task, np.linspace(0, 60, 121), max_dt=0.1)
+    heat = icl_figures.flow_matrices_figure(flow, task, min_change=0.05)
+    scale = heat.data[0].zmax  # the colour scale shared by every step
+    pictures = [np.asarray(t.z, dtype=float) for t in heat.data]
+    assert 3 <= len(pictures) < 121
+    for before, after in zip(pictures, pictures[1:]):
+        assert np.nanmax(np.abs(after - before)) >= 0.05 * scale - 1e-4  # z is rounded to 4 decimals
+    with pytest.raises(ValueError, match="every"):
+        icl_figures.flow_matrices_figure(flow, task, every=0)
+    with pytest.raises(ValueError, match="min_change"):
+        icl_figures.flow_matrices_figure(flow, task, min_change=1.5)
 
 
 def test_seed_figure_marks_diverged_seeds():

@@ -11,6 +11,10 @@ Modules, one idea each:
   limit of any token law (closed form, importance sampling, quadrature).
 - :mod:`~softmax_as_linear.concentration`: finite-prompt attention against its infinite-prompt limit
   (Propositions 3.1 and 3.4, Figure 1): streaming estimators of the output and gradient gaps.
+- :mod:`~softmax_as_linear.dynamics`: trained runs read against the theory (distance to the infinite-prompt
+  flow, Theorem 4.3; outcome of every seed). :mod:`~softmax_as_linear.icl_figures`: the figures of the
+  regression chapters (paper Figures 2-4, 6-8). :mod:`~softmax_as_linear.training_panel`: training from a
+  widget, in the background, with progress and a Stop button.
 - :mod:`~softmax_as_linear.artifacts`: result files written atomically.
 - :mod:`~softmax_as_linear.figures` and :mod:`~softmax_as_linear.widgets`: the plotly style and figure helpers, and the live ipywidgets panels.
 - :mod:`~softmax_as_linear.devices`: choice of device.

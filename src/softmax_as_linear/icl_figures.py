@@ -7,7 +7,13 @@ saved by ``python -m softmax_as_linear reproduce figN --preset paper``:
 - :func:`final_risk_figure`: paper Figure 2 / 6, final risk against the prompt length ``L``;
 - :func:`parameter_gap_figure`: Figure 3 / 7, :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` along training;
 - :func:`risk_trajectory_figure`: Figure 4 / 8, risk along training, with a slider over ``L``;
-- :func:`flow_figure`: Theorem 4.3, trajectories at finite ``L`` against the infinite-prompt gradient flow.
+- :func:`show_saved`: one of these figures from its paper-scale artifact, or a note saying how to make it;
+- :func:`flow_figure`: Theorem 4.3, trajectories at finite ``L`` against the infinite-prompt gradient flow;
+- :func:`flow_convergence_figure`, :func:`flow_matrices_figure`: the infinite-prompt flow reaching the
+  limit of Remark 5.3;
+- :func:`run_figure` (the live panels) and :func:`seed_figure` (one point per seed, diverged runs marked).
+
+Sliders switch between precomputed panels, so they work in the rendered book without a kernel.
 
 Every risk is the theory's :math:`R = \\tfrac12 \\mathrm{MSE}`.
 """
@@ -33,6 +39,21 @@ def _diverged_note(data: dict, activation: str) -> str:
     counts = data.get(f"{activation}_diverged")
     total = int(np.sum(counts)) if counts is not None else 0
     return f" ({total} diverged run{'s' if total != 1 else ''} left out)" if total else ""
+
+
+def _inside_legend(fig: go.Figure, corner: str = "top right") -> go.Figure:
+    """Put the legend inside the plotting area (the book's text column is narrow)."""
+    y, x = corner.split()
+    fig.update_layout(legend=dict(x=0.99 if x == "right" else 0.01, xanchor=x, y=0.99 if y == "top" else 0.01,
+                                  yanchor=y, bgcolor="rgba(255,255,255,0.85)", font=dict(size=11)))
+    return fig
+
+
+def _room_for_slider(fig: go.Figure) -> go.Figure:
+    """Move the slider below the x-axis title."""
+    fig.layout.sliders[0].pad = dict(t=65)
+    fig.update_layout(margin=dict(b=125))
+    return fig
 
 
 def _level(y: float, name: str, color: str, dash: str, x_range) -> go.Scatter:
@@ -61,7 +82,7 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
             fig.add_trace(go.Scatter(x=lengths, y=_values(data[activation]), mode="lines+markers",
                                      name=f"trained {ACTIVATION_NAMES[activation]}{_diverged_note(data, activation)}",
                                      line=dict(color=figures.COLORS[activation], width=2.5), marker=dict(size=8)))
-    return fig
+    return _inside_legend(fig)
 
 
 def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
@@ -76,7 +97,7 @@ def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
         fig.add_trace(go.Scatter(x=steps[keep], y=_values(np.asarray(gap, dtype=float)[keep]), mode="lines",
                                  name=f"L = {L}", line=dict(color=figures.SEQUENCE[index % len(figures.SEQUENCE)],
                                                             width=2)))
-    return fig
+    return _inside_legend(fig, "bottom right")
 
 
 def risk_trajectory_figure(data: dict, title: str | None = None, active: int | None = None) -> go.Figure:
@@ -105,10 +126,11 @@ def risk_trajectory_figure(data: dict, title: str | None = None, active: int | N
     top = float(np.log10(finite.max())) + 0.05 if finite.size else 0.0
     bottom = float(np.log10(0.9 * data["noise_floor"]))
     title = title or f"Risk along training ({data['covariance']} inputs)"
-    return figures.slider_figure(panels, slider_label="prompt length L", title=title, xtitle="training step k",
-                                 ytitle=RISK_AXIS, logy=True, fixed=[floor],
-                                 active=len(panels) // 2 if active is None else active,
-                                 yaxis=dict(range=[bottom, top]))
+    fig = figures.slider_figure(panels, slider_label="prompt length L", title=title, xtitle="training step k",
+                                ytitle=RISK_AXIS, logy=True, fixed=[floor],
+                                active=len(panels) // 2 if active is None else active,
+                                yaxis=dict(range=[bottom, top]))
+    return _room_for_slider(_inside_legend(fig))
 
 
 def flow_figure(data: dict, title: str = "Finite-L training against the infinite-prompt gradient flow") -> go.Figure:
@@ -128,9 +150,10 @@ def flow_figure(data: dict, title: str = "Finite-L training against the infinite
                              line=dict(color=figures.COLORS[activation], width=2))
                   for activation in data["activations"]]
         panels.append((str(L), traces))
-    return figures.slider_figure(panels, slider_label="prompt length L", title=title,
-                                 xtitle="gradient-flow time t = 2 · lr · k", ytitle="R∞(U(t), V(t))", logy=True,
-                                 fixed=fixed)
+    fig = figures.slider_figure(panels, slider_label="prompt length L", title=title,
+                                xtitle="gradient-flow time t = 2 · lr · k", ytitle="R∞(U(t), V(t))", logy=True,
+                                fixed=fixed)
+    return _room_for_slider(_inside_legend(fig))
 
 
 def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) -> go.Figure:
@@ -168,7 +191,7 @@ def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) ->
                 fig.add_trace(go.Scatter(x=[at], y=[float(alive[-1]) if alive.size else task.noise_var],
                                          mode="markers", name=f"{activation} diverged", showlegend=False,
                                          marker=dict(symbol="x", size=14, color=figures.COLORS[activation])))
-    return fig
+    return _inside_legend(fig)
 
 
 def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient flow from Assumption 5.1") -> go.Figure:
@@ -191,30 +214,49 @@ def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient 
                                  name=f"R∞ − s²/2, {label}", line=dict(color=color, width=2.5)))
         fig.add_trace(go.Scatter(x=flow["times"], y=_values(np.where(distance > floor, distance, np.nan)),
                                  mode="lines", name=f"‖θ(t) − θ*‖², {label}", line=dict(color=color, width=2, dash="dash")))
-    return fig
+    return _inside_legend(fig)
 
 
-def flow_matrices_figure(flow: dict, task, every: int = 1, title: str = "U(t) | V(t) along the flow") -> go.Figure:
+def flow_matrices_figure(flow: dict, task, every: int = 1, min_change: float = 0.05,
+                         title: str = "U(t) | V(t) along the flow") -> go.Figure:
     """Heat maps of :math:`U(t)` (left) and :math:`V(t)` (right) with a slider over the flow's times,
-    then the limit :math:`(U^*, V^*)` of Remark 5.3 as the last slider step."""
+    then the limit :math:`(U^*, V^*)` of Remark 5.3 as the last slider step.
+
+    Of every ``every``-th recorded time, a step is kept only when some entry moved by at least
+    ``min_change`` times the colour scale since the last kept step, and differs that much from the
+    limit: a slider step that would redraw the same picture is left out.
+    """
     from .icl import limit_parameters
+    if every < 1:
+        raise ValueError(f"every must be a positive integer, got {every}")
+    if not 0 <= min_change < 1:
+        raise ValueError(f"min_change must lie in [0, 1), got {min_change}")
 
     U_star, V_star = (m.numpy() for m in limit_parameters(task))
     D = task.D
     gap = np.full((D, 1), np.nan)
+    scale = float(max(np.abs(flow["U"]).max(), np.abs(flow["V"]).max(), np.abs(U_star).max(), np.abs(V_star).max()))
 
     def heat(U, V):
         z = np.round(np.concatenate([U, gap, V], axis=1), 4)
-        return go.Heatmap(z=np.where(np.isnan(z), None, z), zmin=-2, zmax=2, zmid=0, colorscale="RdBu", reversescale=True,
+        return go.Heatmap(z=np.where(np.isnan(z), None, z), zmin=-scale, zmax=scale, colorscale="RdBu", reversescale=True,
                           colorbar=dict(title="entry"), hovertemplate="row %{y}, column %{x}: %{z}<extra></extra>")
 
-    panels = [(f"{t:g}", [heat(U, V)]) for t, U, V in list(zip(flow["times"], flow["U"], flow["V"]))[::every]]
+    def moved(a, b) -> bool:
+        return max(np.abs(a[0] - b[0]).max(), np.abs(a[1] - b[1]).max()) >= min_change * scale
+
+    kept = []
+    for t, U, V in list(zip(flow["times"], flow["U"], flow["V"]))[::every]:
+        if (not kept or moved((U, V), kept[-1][1:])) and moved((U, V), (U_star, V_star)):
+            kept.append((t, U, V))
+    panels = [(f"{t:g}", [heat(U, V)]) for t, U, V in kept]
     panels.append(("U*, V*", [heat(U_star, V_star)]))
     ticks = list(range(D)) + list(range(D + 1, 2 * D + 1))
-    return figures.slider_figure(panels, slider_label="t", title=title, height=470,
-                                 xaxis=dict(tickvals=ticks, ticktext=[str(i + 1) for i in range(D)] * 2, title="column"),
-                                 yaxis=dict(autorange="reversed", tickvals=list(range(D)),
-                                            ticktext=[str(i + 1) for i in range(D)], title="row", scaleanchor="x"))
+    fig = figures.slider_figure(panels, slider_label="t", title=title, height=470,
+                                xaxis=dict(tickvals=ticks, ticktext=[str(i + 1) for i in range(D)] * 2, title="column"),
+                                yaxis=dict(autorange="reversed", tickvals=list(range(D)),
+                                           ticktext=[str(i + 1) for i in range(D)], title="row", scaleanchor="x"))
+    return _room_for_slider(fig)
 
 
 def seed_figure(outcomes: dict, title: str = "Final risk of every seed") -> go.Figure:
@@ -238,6 +280,7 @@ def seed_figure(outcomes: dict, title: str = "Final risk of every seed") -> go.F
                 fig.add_trace(go.Scatter(x=seeds[diverged], y=[top] * int(diverged.sum()), mode="markers",
                                          name=f"{activation}, {label}: diverged",
                                          marker=dict(color=color, symbol="x", size=13)))
+    fig.update_layout(legend=dict(orientation="h", x=0, y=-0.18, yanchor="top"), margin=dict(b=120))
     return fig
 
 
