@@ -42,6 +42,20 @@ def test_reproduce_reuses_a_finished_sweep(tmp_path, tiny_presets, monkeypatch, 
     assert fig2["bayes"][1] < fig2["optimal_linear"][1]
 
 
+def test_several_figures_share_one_training(tmp_path, tiny_presets, monkeypatch):
+    from softmax_as_linear import train as train_module
+
+    calls = []
+    real = train_module.train
+    monkeypatch.setattr(train_module, "train", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert cli.main(["reproduce", "fig2", "fig3", "fig4", "--out", str(tmp_path), "--device", "cpu"]) == 0
+    assert len(calls) == 1
+    assert sorted(p.name for p in tmp_path.glob("fig*.json")) == ["fig2_lecture.json", "fig3_lecture.json",
+                                                                  "fig4_lecture.json"]
+    with pytest.raises(ValueError, match="at least one"):
+        cli.reproduce([])
+
+
 def test_sweep_round_trip(tmp_path):
     from softmax_as_linear.train import train
 

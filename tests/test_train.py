@@ -33,8 +33,8 @@ def test_softmax_prediction_gradient():
     v = torch.randn(4, 2, 3, generator=g, dtype=torch.float64, requires_grad=True)
     mask = torch.zeros(2, 9, dtype=torch.float64)
     mask[0, 4:] = float("-inf")
-    tokens_t = tokens.transpose(1, 2).contiguous()
-    assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens, tokens_t, a, b, mask), (u, v))
+    tokens_t = torch.cat([tokens.transpose(1, 2), torch.ones(4, 1, 9, dtype=torch.float64)], dim=1)
+    assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens_t, a, b, mask), (u, v))
 
 
 def test_paired_runs_share_initialisation_and_batches():

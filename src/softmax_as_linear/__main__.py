@@ -1,6 +1,6 @@
 """Command line: reproduce the paper's figures.
 
-    python -m softmax_as_linear reproduce {fig1,fig2,fig3,fig4,fig6,fig7,fig8,all} \\
+    python -m softmax_as_linear reproduce {fig1,fig2,fig3,fig4,fig6,fig7,fig8,all} [more figures] \\
         [--preset {paper,lecture}] [--device {auto,cpu,cuda}] [--out results/] [--max-minutes M]
 
 Figures 2-4 share one isotropic sweep and figures 6-8 one anisotropic sweep: the sweep is trained
@@ -45,16 +45,20 @@ def _sweep(covariance: str, preset: str, device, out: pathlib.Path, deadline: fl
     return result
 
 
-def reproduce(figure: str, preset: str = "lecture", device: str = "auto", out="results",
+def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "auto", out="results",
               max_minutes: float | None = None) -> list[pathlib.Path]:
-    """Compute and save the artifacts of ``figure`` (or ``"all"``); returns the files written.
+    """Compute and save the artifacts of ``figure`` (a name, ``"all"``, or a list of them); returns the files written.
 
     ``max_minutes`` bounds the training time of this call (artifacts are then marked partial).
     """
     from .artifacts import save_json
 
-    if figure not in FIGURE_CHOICES:
-        raise ValueError(f"figure must be one of {', '.join(FIGURE_CHOICES)}; got {figure!r}")
+    requested = [figure] if isinstance(figure, str) else list(figure)
+    for name in requested:
+        if name not in FIGURE_CHOICES:
+            raise ValueError(f"figure must be one of {', '.join(FIGURE_CHOICES)}; got {name!r}")
+    if not requested:
+        raise ValueError("figure must name at least one figure")
     if preset not in PRESET_NAMES:
         raise ValueError(f"preset must be one of {', '.join(PRESET_NAMES)}; got {preset!r}")
     if max_minutes is not None and not max_minutes > 0:
@@ -62,7 +66,7 @@ def reproduce(figure: str, preset: str = "lecture", device: str = "auto", out="r
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
     out = pathlib.Path(out)
-    names = [f for f in FIGURE_CHOICES if f != "all"] if figure == "all" else [figure]
+    names = [f for f in FIGURE_CHOICES if f != "all" and ("all" in requested or f in requested)]
     written, sweeps = [], {}
     for name in names:
         if name == "fig1":
@@ -88,7 +92,8 @@ def main(argv=None) -> int:
                                      description="Reproduce the figures of Boyer & Boursier (arXiv 2512.11784).")
     commands = parser.add_subparsers(dest="command", required=True)
     rep = commands.add_parser("reproduce", help="compute the artifacts of a paper figure")
-    rep.add_argument("figure", choices=FIGURE_CHOICES)
+    rep.add_argument("figure", nargs="+", choices=FIGURE_CHOICES,
+                     help="one or more figures; those of one sweep share its training")
     rep.add_argument("--preset", choices=PRESET_NAMES, default="lecture")
     rep.add_argument("--device", choices=DEVICE_CHOICES, default="auto")
     rep.add_argument("--out", default="results", help="folder for the artifacts (default: results/)")

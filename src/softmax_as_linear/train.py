@@ -239,34 +239,40 @@ class SoftmaxPrediction(torch.autograd.Function):
     For run ``j`` of prompt ``b``: :math:`\hat y = \sum_i a_i c_i` with :math:`a = \operatorname{softmax}(z_i^\top u + m_i)`
     and :math:`c_i = v^\top z_i`. Its gradients are
     :math:`\partial \hat y / \partial v = \bar z = \sum_i a_i z_i` and
-    :math:`\partial \hat y / \partial u = \sum_i a_i (c_i - \hat y) z_i = \sum_i a_i c_i z_i - \hat y \bar z`,
-    so two matrix products over the prompt give everything: ``[u; v]`` against the tokens (scores and
-    values), then ``[a; a * c]`` against the tokens. The backward pass touches no token. Token positions
-    are the last axis, so the softmax reduces over contiguous memory.
+    :math:`\partial \hat y / \partial u = \sum_i a_i (c_i - \hat y) z_i = \sum_i a_i c_i z_i - \hat y \bar z`.
+    With :math:`e_i = \exp(z_i^\top u + m_i - \max)`, two matrix products over the prompt give
+    everything: ``[u; v]`` against the tokens (scores, values), then the tokens with a row of ones
+    against ``[e; e * c]`` (:math:`\sum e_i z_i`, :math:`\sum e_i c_i z_i`, and the normalisers
+    :math:`\sum e_i`, :math:`\sum e_i c_i` from the row of ones). The weights are never normalised
+    over the prompt, and the backward pass touches no token.
 
-    tokens ``(N, L, D)`` and the same tokens transposed ``(N, D, L)``, u and v ``(N, n, D)``,
+    Token positions are the last axis (reductions over contiguous memory), and both products read
+    the tokens in that one layout: a batched product with a transposed operand costs nothing extra.
+
+    tokens_t ``(N, D + 1, L)``: the tokens as columns, then a row of ones; u and v ``(N, n, D)``;
     mask ``(n, L)`` (0, or -inf past a run's length) -> predictions ``(N, n)``.
     """
 
     @staticmethod
-    def forward(ctx, tokens, tokens_t, u, v, mask):
-        n = u.shape[1]
-        both = torch.cat([u, v], dim=1) @ tokens_t  # (N, 2n, L): scores, then values c_i
-        stacked = torch.empty_like(both)  # softmax weights a_i, then a_i c_i
-        torch.softmax(both[:, :n].add_(mask), dim=-1, out=stacked[:, :n])
-        torch.mul(stacked[:, :n], both[:, n:], out=stacked[:, n:])
-        pred = stacked[:, n:].sum(-1)
+    def forward(ctx, tokens_t, u, v, mask):
+        n, D = u.shape[1], u.shape[2]
+        both = torch.cat([u, v], dim=1) @ tokens_t[:, :D]  # (N, 2n, L): scores, then values c_i
+        e = both[:, :n].add_(mask)
+        e.sub_(e.amax(-1, keepdim=True)).exp_()
+        both[:, n:].mul_(e)  # e_i c_i
+        sums = (tokens_t @ both.transpose(1, 2)).transpose(1, 2)  # (N, 2n, D + 1)
+        norm = sums[:, :n, D:]  # sum e_i, (N, n, 1)
+        pred = (sums[:, n:, D:] / norm).squeeze(-1)
         if any(ctx.needs_input_grad):
-            sums = stacked @ tokens  # (N, 2n, D): sum a_i z_i and sum a_i c_i z_i
-            mean_token = sums[:, :n]
-            ctx.save_for_backward(sums[:, n:] - pred.unsqueeze(-1) * mean_token, mean_token)
+            mean_token = sums[:, :n, :D] / norm
+            ctx.save_for_backward(sums[:, n:, :D] / norm - pred.unsqueeze(-1) * mean_token, mean_token)
         return pred
 
     @staticmethod
     def backward(ctx, grad):
         d_u, d_v = ctx.saved_tensors
         g = grad.unsqueeze(-1)
-        return None, None, d_u * g, d_v * g, None
+        return None, d_u * g, d_v * g, None
 
 
 class _Sweep:
@@ -336,17 +342,18 @@ class _Sweep:
         u = torch.einsum("slaij,sbj->slabi", U, query)  # U z_q for every run and prompt
         out = tokens.new_zeros(S, nL, nA, B)
         columns = []
-        flat = tokens.reshape(S * B, -1, D)
-        flat_t = flat.transpose(1, 2).contiguous()  # (S*B, D, L_max)
+        flat_t = tokens.new_empty(S * B, D + 1, tokens.shape[2])  # tokens as columns, then a row of ones
+        flat_t[:, :D] = tokens.reshape(S * B, -1, D).transpose(1, 2)
+        flat_t[:, D] = 1.0
         if self.soft is not None:
             for (idx, Lb), mask in zip(self.buckets, self.masks):
                 n = len(idx)
                 u_b = u[:, idx, self.soft].transpose(1, 2).reshape(S * B, n, D)
                 v_b = v[:, None, idx, self.soft].expand(S, B, n, D).reshape(S * B, n, D)
-                pred = SoftmaxPrediction.apply(flat[:, :Lb], flat_t[:, :, :Lb], u_b, v_b, mask)  # (S*B, n)
+                pred = SoftmaxPrediction.apply(flat_t[:, :, :Lb], u_b, v_b, mask)  # (S*B, n)
                 columns.append((idx, self.soft, pred.reshape(S, B, n).transpose(1, 2)))
         if self.lin is not None:
-            moments = _prefix_moments(flat, flat_t, self.cfg.lengths).reshape(S, B, nL, D, D)
+            moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths).reshape(S, B, nL, D, D)
             pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
             columns.append((list(range(nL)), self.lin, pred))
         for idx, a, pred in columns:
@@ -358,15 +365,16 @@ class _Sweep:
         return 0.5 * ((self.predict(tokens, query) - target[:, None, None, :]) ** 2).mean(-1)
 
 
-def _prefix_moments(tokens: Tensor, tokens_t: Tensor, lengths: tuple[int, ...]) -> Tensor:
+def _prefix_moments(tokens_t: Tensor, lengths: tuple[int, ...]) -> Tensor:
     r""":math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` for every ``L``.
 
-    tokens ``(N, L_max, D)`` and tokens_t ``(N, D, L_max)`` -> ``(N, nL, D, D)``: one matrix product
-    per segment between consecutive lengths, then a cumulative sum over segments.
+    tokens_t ``(N, D, L_max)`` -> ``(N, nL, D, D)``: one batched product per segment between
+    consecutive lengths, then a cumulative sum over segments.
     """
     bounds = (0, *lengths)
-    sums = torch.stack([tokens_t[:, :, a:b] @ tokens[:, a:b] for a, b in zip(bounds, bounds[1:])], dim=1).cumsum(1)
-    return sums / torch.tensor(lengths, dtype=tokens.dtype, device=tokens.device)[:, None, None]
+    segments = [tokens_t[:, :, a:b] for a, b in zip(bounds, bounds[1:])]
+    sums = torch.stack([z @ z.transpose(1, 2) for z in segments], dim=1).cumsum(1)
+    return sums / torch.tensor(lengths, dtype=tokens_t.dtype, device=tokens_t.device)[:, None, None]
 
 
 def _length_buckets(lengths: tuple[int, ...], waste: float = 1.25) -> list[list[int]]:
