@@ -172,3 +172,24 @@ def test_bad_calls():
         train(TrainConfig(steps=1), device="tpu")
     with pytest.raises(ValueError, match="times"):
         infinite_prompt_flow(torch.eye(4), torch.eye(4), icl.RegressionTask(3), [1.0, 0.5])
+
+
+def test_prefetched_batches_and_states_match_drawing_in_turn():
+    cfg = TrainConfig(lengths=(3, 7), seeds=(1, 2), batch_size=4, eval_prompts=8)
+    task, cpu = cfg.task(), torch.device("cpu")
+    plain, ahead = _Data(cfg, task, cpu, torch.float32), _Data(cfg, task, cpu, torch.float32, prefetch=True)
+    for step in range(3):
+        expected_state = plain.state()
+        assert all(torch.equal(a, b) for a, b in zip(ahead.state(), expected_state)), step
+        for a, b in zip(ahead.batch(), plain.batch()):
+            assert torch.equal(a, b), step
+    saved = ahead.state()  # two batches drawn ahead of it would be wrong: it must be after 3 batches
+    replay = _Data(cfg, task, cpu, torch.float32)
+    replay.load_state(saved)
+    for a, b in zip(replay.batch(), plain.batch()):
+        assert torch.equal(a, b)
+    ahead.load_state(saved)
+    ahead.batch()
+    ahead.close()
+    for a, b in zip(ahead.batch(), plain.batch()):  # after close: drawing in turn, nothing skipped
+        assert torch.equal(a, b)

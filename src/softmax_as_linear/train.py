@@ -33,6 +33,7 @@ import os
 import pathlib
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -391,33 +392,66 @@ def _length_buckets(lengths: tuple[int, ...], waste: float = 1.25) -> list[list[
 
 
 class _Data:
-    """Per-seed generators for training batches and the fixed held-out prompts."""
+    """Per-seed generators for training batches and the fixed held-out prompts.
 
-    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype):
+    With ``prefetch`` (on a CPU), the next batch is drawn on a second thread while the current
+    step computes; batches and generator states are exactly those of drawing in turn, and
+    :meth:`state` is the state after the batches handed out so far (what a checkpoint needs).
+    """
+
+    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype, prefetch: bool = False):
         self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
         self.L_max = max(cfg.lengths)
         self.generators = [torch.Generator(device=device).manual_seed(10_000 + seed) for seed in cfg.seeds]
         held_out = [torch.Generator(device=device).manual_seed(20_000 + seed) for seed in cfg.seeds]
         self.eval = self._stack([task.sample(cfg.eval_prompts, self.L_max, g, dtype) for g in held_out])
+        self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
+        self._pending = None  # (generator states before the batch, future of the batch)
 
     @staticmethod
     def _stack(batches):
         return (torch.stack([b.tokens for b in batches]), torch.stack([b.query for b in batches]),
                 torch.stack([b.target for b in batches]))
 
-    def batch(self):
+    def _draw(self):
         batches = [self.task.sample(self.cfg.batch_size, self.L_max, g, self.dtype) for g in self.generators]
         if len(batches) == 1:
             b = batches[0]
             return b.tokens.unsqueeze(0), b.query.unsqueeze(0), b.target.unsqueeze(0)
         return self._stack(batches)
 
+    def batch(self):
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step."""
+        if self._pool is None:
+            return self._draw()
+        current = self._draw() if self._pending is None else self._pending[1].result()
+        self._pending = ([g.get_state() for g in self.generators], self._pool.submit(self._draw))
+        return current
+
     def state(self):
+        if self._pending is not None:
+            return self._pending[0]
         return [g.get_state() for g in self.generators]
 
     def load_state(self, states):
+        self._discard_pending()
         for g, s in zip(self.generators, states):
             g.set_state(s)
+
+    def _discard_pending(self):
+        if self._pending is not None:
+            states, future = self._pending
+            future.result()
+            for g, s in zip(self.generators, states):
+                g.set_state(s)
+            self._pending = None
+
+    def close(self):
+        """Stop the prefetching thread; the generators are left as :meth:`state` says."""
+        self._discard_pending()
+        if self._pool is not None:
+            self._pool.shutdown()
+            self._pool = None
 
 
 def train(config: TrainConfig, *, init_weights: dict | None = None, device: str | torch.device = "auto",
@@ -442,7 +476,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     device = resolve_device(device)
     cfg = config
     sweep = _Sweep(cfg, device, init_weights)
-    data = _Data(cfg, sweep.task, device, sweep.dtype)
+    # Drawing the next batch on a second thread overlaps it with the step (a CPU has the cores to spare).
+    data = _Data(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu")
     params = list(sweep.params.values())
     optimizer = (torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd"
                  else torch.optim.Adam(params, lr=cfg.lr))
@@ -544,6 +579,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         save(step)
         raise
     finally:
+        data.close()
         if bar is not None:
             bar.close()
     seconds += time.perf_counter() - clock
