@@ -3,6 +3,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 import softmax_as_linear.__main__ as cli
 from softmax_as_linear import experiments
@@ -45,11 +46,12 @@ def test_reproduce_reuses_a_finished_sweep(tmp_path, tiny_presets, monkeypatch, 
 def test_several_figures_share_one_training(tmp_path, tiny_presets, monkeypatch):
     from softmax_as_linear import train as train_module
 
-    calls = []
+    calls, threads = [], torch.get_num_threads()
     real = train_module.train
     monkeypatch.setattr(train_module, "train", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert cli.main(["reproduce", "fig2", "fig3", "fig4", "--out", str(tmp_path), "--device", "cpu"]) == 0
     assert len(calls) == 1
+    assert torch.get_num_threads() == threads  # the command's --threads does not outlive it
     assert sorted(p.name for p in tmp_path.glob("fig*.json")) == ["fig2_lecture.json", "fig3_lecture.json",
                                                                   "fig4_lecture.json"]
     with pytest.raises(ValueError, match="at least one"):
@@ -71,6 +73,7 @@ def test_sweep_round_trip(tmp_path):
     (["reproduce", "fig5"], "figure"),
     (["reproduce", "fig2", "--preset", "huge"], "preset"),
     (["reproduce", "fig2", "--device", "tpu"], "device"),
+    (["reproduce", "fig2", "--threads", "0"], "threads"),
 ])
 def test_bad_arguments_name_the_argument(argv, name, capsys):
     with pytest.raises(SystemExit) as exit_info:

@@ -1,12 +1,14 @@
 """The batched training core: equivalence with per-run computation, pairing, divergence, resumption,
 the infinite-prompt flow, presets and bad configurations."""
 import math
+import os
 
 import numpy as np
 import pytest
 import torch
 
 from softmax_as_linear import icl, models
+import softmax_as_linear.train as train_module
 from softmax_as_linear.train import (SoftmaxPrediction, TrainConfig, _Data, _Sweep, infinite_prompt_flow, train)
 
 SMALL = dict(lengths=(5, 12, 30), steps=40, record_every=10, eval_prompts=64, batch_size=32)
@@ -193,3 +195,23 @@ def test_prefetched_batches_and_states_match_drawing_in_turn():
     ahead.close()
     for a, b in zip(ahead.batch(), plain.batch()):  # after close: drawing in turn, nothing skipped
         assert torch.equal(a, b)
+
+
+def test_resume_with_the_data_thread_equals_drawing_in_turn(tmp_path, monkeypatch):
+    """With a spare core ``train`` draws batches on a second thread; an interrupted and resumed
+    run must equal one that drew every batch in turn."""
+    cfg = TrainConfig(**SMALL)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # no spare core: batches drawn in turn
+    in_turn = train(cfg)
+    monkeypatch.setattr(os, "cpu_count", lambda: torch.get_num_threads() + 1)
+    made = []
+    monkeypatch.setattr(train_module, "_Data", lambda *a, **k: made.append(k["prefetch"]) or _Data(*a, **k))
+    checkpoint, calls = tmp_path / "run.pt", []
+    partial = train(cfg, checkpoint=checkpoint, checkpoint_every=7,
+                    should_stop=lambda: calls.append(1) or len(calls) == 2)
+    assert not partial.complete
+    resumed = train(cfg, checkpoint=checkpoint)
+    assert made == [True, True]
+    np.testing.assert_allclose(resumed.eval_risk, in_turn.eval_risk, rtol=1e-6)
+    for name in in_turn.params:
+        np.testing.assert_allclose(resumed.params[name], in_turn.params[name], rtol=1e-5, atol=1e-7)

@@ -17,6 +17,8 @@ import signal
 import sys
 import time
 
+import torch
+
 from .devices import DEVICE_CHOICES, resolve_device
 from .experiments import FIGURES, figure_data, load_sweep, save_sweep
 from .presets import PRESET_NAMES, sweep_config
@@ -99,10 +101,17 @@ def main(argv=None) -> int:
     rep.add_argument("--out", default="results", help="folder for the artifacts (default: results/)")
     rep.add_argument("--max-minutes", type=float, default=None,
                      help="stop training after about this long and write partial artifacts (resume later)")
+    rep.add_argument("--threads", type=int, default=1,
+                     help="compute threads on a CPU (default 1: the next batch is drawn on a spare core meanwhile)")
     args = parser.parse_args(argv)
+    if args.threads < 1:
+        parser.error(f"argument --threads: must be a positive integer, got {args.threads}")
+    threads = torch.get_num_threads()
     # Ctrl-C, and a polite kill (SIGTERM), both save a checkpoint before leaving.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _interrupt)
     try:
+        if resolve_device(args.device).type == "cpu":
+            torch.set_num_threads(args.threads)
         reproduce(args.figure, args.preset, args.device, args.out, args.max_minutes)
     except ValueError as error:
         parser.error(str(error))
@@ -110,6 +119,7 @@ def main(argv=None) -> int:
         print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
         return 130
     finally:
+        torch.set_num_threads(threads)
         signal.signal(signal.SIGINT, previous[0])
         signal.signal(signal.SIGTERM, previous[1])
     return 0

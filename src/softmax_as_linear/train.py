@@ -14,6 +14,8 @@ them all:
 * **Cheap linear attention.** Normalised linear attention only needs the prefix second moments
   :math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` (one cumulative sum per batch, shared by all
   lengths): :math:`\hat y = v^\top M_L U z_q`.
+* **Data on a spare core.** On a CPU with fewer compute threads than cores, the next batch is
+  drawn on a second thread while the step computes (the same batches as drawing in turn).
 * **Softmax by length buckets.** Scores of all softmax runs of similar length are one batched matrix
   product over the bucket's longest prefix, with the positions past each run's ``L`` masked.
 
@@ -476,8 +478,10 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     device = resolve_device(device)
     cfg = config
     sweep = _Sweep(cfg, device, init_weights)
-    # Drawing the next batch on a second thread overlaps it with the step (a CPU has the cores to spare).
-    data = _Data(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu")
+    # With a core to spare (fewer compute threads than cores), the next batch is drawn on it during
+    # the step; more threads than cores would slow both down.
+    spare_core = (os.cpu_count() or 1) > torch.get_num_threads()
+    data = _Data(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core)
     params = list(sweep.params.values())
     optimizer = (torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd"
                  else torch.optim.Adam(params, lr=cfg.lr))
