@@ -5,8 +5,9 @@
 (a) Per-run loop, as the published code runs: one ``nn.Module`` per (activation, L) run that projects
     every token by W_K and W_V, one query per prompt, plain SGD, one thread, one run at a time.
 (b) The batched core (:func:`softmax_as_linear.train.train`'s step): every run of the sweep in one
-    computation per step, on one thread (like for like), then as ``train`` runs on a CPU, with the
-    next batch drawn on a second thread, on one compute thread and on all the threads torch has.
+    computation per step, on one thread (like for like), then as ``train`` runs: on a CPU with the
+    next batch drawn on a second thread, on one compute thread and on all the threads torch has;
+    on a GPU with the step captured once as a CUDA graph and replayed.
 
 Both use the paper preset (d = 5, batch 128, SGD lr 1e-3) on the same device. Prints run-steps per
 second at L = 10, 100, 1000, the projected wall time of the isotropic Figure-2 sweep (38 runs x
@@ -24,7 +25,7 @@ import torch
 from softmax_as_linear.devices import resolve_device
 from softmax_as_linear.models import AttentionModel
 from softmax_as_linear.presets import PAPER_LENGTHS, sweep_config
-from softmax_as_linear.train import _Data, _Sweep, _chunked_risk
+from softmax_as_linear.train import _cuda_graphed, _Data, _make_step, _Sweep, _chunked_risk
 
 PROBE_LENGTHS = (10, 100, 1000)
 SWEEP_STEPS = 300_000
@@ -35,9 +36,10 @@ def _sync(device):
         torch.cuda.synchronize()
 
 
-def _seconds_per_step(step, steps: int, device, repeats: int = 3) -> float:
-    """Best of ``repeats`` timings of ``steps`` calls (after two warm-up calls)."""
-    step(), step()
+def _seconds_per_step(step, steps: int, device, repeats: int = 3, warmup: int = 2) -> float:
+    """Best of ``repeats`` timings of ``steps`` calls (after ``warmup`` calls)."""
+    for _ in range(warmup):
+        step()
     best = float("inf")
     for _ in range(repeats):
         _sync(device)
@@ -68,29 +70,28 @@ def per_run_loop(L: int, activation: str, steps: int, device) -> float:
     return _seconds_per_step(step, steps, device)
 
 
-def batched_core(lengths, steps: int, device, prefetch: bool = False) -> tuple[float, float]:
+def batched_core(lengths, steps: int, device, prefetch: bool = False, graph: bool = False) -> tuple[float, float]:
     """Seconds per step of the batched sweep over ``lengths`` (both activations), and of one evaluation.
 
-    ``prefetch``: draw the next batch on a second thread during the step, as :func:`train` does on a CPU.
+    The step is :func:`train`'s own (divergence bookkeeping included). ``prefetch``: draw the next
+    batch on a second thread during the step (a CPU); ``graph``: replay it as a CUDA graph (a GPU).
     """
     config = sweep_config("paper", lengths=tuple(lengths))
     sweep = _Sweep(config, device, None)
     data = _Data(config, sweep.task, device, sweep.dtype, prefetch=prefetch)
     optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
-
-    def step():
-        tokens, query, target = data.batch()
-        loss = 2 * sweep.risk(tokens, query, target).sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
+    step = _make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
+                      torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device))
+    if graph:
+        step = _cuda_graphed(step, data.generators)
 
     def evaluate():
         with torch.no_grad():
             _chunked_risk(sweep, data.eval)
 
     try:
-        return _seconds_per_step(step, steps, device), _seconds_per_step(evaluate, 1, device, repeats=2)
+        return (_seconds_per_step(step, steps, device, warmup=5 if graph else 2),
+                _seconds_per_step(evaluate, 1, device, repeats=2))
     finally:
         data.close()
 
@@ -122,22 +123,23 @@ def main():
 
     runs = 2 * len(PAPER_LENGTHS)
     records = SWEEP_STEPS // 1000 + 1
-    # (compute threads, data thread): one thread like the loop; then as train() runs on a CPU, with the
-    # next batch drawn on a second thread, on one compute thread and on all of them.
-    settings = [(1, False)]
+    # (label, compute threads, data thread, CUDA graph): one thread like the loop; then as train() runs,
+    # on a CPU with the next batch drawn on a second thread (one compute thread, then all of them),
+    # on a GPU with the step replayed as a CUDA graph.
+    settings = [("1 compute thread", 1, False, False)]
     if device.type == "cpu":
-        settings += [(n, True) for n in sorted({1, threads})]
-    elif threads > 1:
-        settings.append((threads, False))
+        settings += [(f"{n} compute thread{'s' if n > 1 else ''} + data thread", n, True, False)
+                     for n in sorted({1, threads})]
+    else:
+        settings.append(("1 compute thread, CUDA graph", 1, False, True))
     sweeps = {}
-    for n_threads, prefetch in settings:
+    for label, n_threads, prefetch, graph in settings:
         torch.set_num_threads(n_threads)
-        label = f"{n_threads} compute thread{'s' if n_threads > 1 else ''}" + (" + data thread" if prefetch else "")
         print(f"\n(b) batched core ({label})")
         for L in PROBE_LENGTHS:
-            seconds, _ = batched_core((L,), args.steps, device, prefetch)
+            seconds, _ = batched_core((L,), args.steps, device, prefetch, graph)
             print(f"  L = {L:4d}: {2 / seconds:8.1f} run-steps/s (softmax and linear together)")
-        seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch)
+        seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch, graph)
         print(f"  all {runs} runs: {runs / seconds:8.1f} run-steps/s ({1e3 * seconds:.1f} ms per step)")
         sweeps[label] = (SWEEP_STEPS * seconds + records * evaluation, records * evaluation)
     torch.set_num_threads(threads)

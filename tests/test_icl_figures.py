@@ -94,8 +94,9 @@ def test_saved_figure_loads_when_present_and_says_none_otherwise(tmp_path, sweep
 def test_missing_note_gives_the_command():
     note = icl_figures.missing_note("fig6")
     assert "has not been generated" in note
-    assert "python -m softmax_as_linear reproduce fig6 --preset paper" in note
-    assert experiments.reproduce_command("fig2", "lecture") == "python -m softmax_as_linear reproduce fig2 --preset lecture"
+    assert "python -m softmax_as_linear reproduce fig6 fig7 fig8 --preset paper" in note
+    assert experiments.reproduce_command("fig3", "lecture") == "python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset lecture"
+    assert experiments.reproduce_command("fig8") == "python -m softmax_as_linear reproduce fig6 fig7 fig8 --preset paper"
 
 
 def test_show_saved_shows_the_note_or_the_figure(tmp_path, sweep):
@@ -105,7 +106,7 @@ def test_show_saved_shows_the_note_or_the_figure(tmp_path, sweep):
     InteractiveShell.instance()
     with capture_output() as missing:
         assert icl_figures.show_saved("fig4", folder=tmp_path) is False
-    assert "reproduce fig4 --preset paper" in missing.outputs[0].data["text/markdown"]
+    assert "reproduce fig2 fig3 fig4 --preset paper" in missing.outputs[0].data["text/markdown"]
     data = experiments.risk_trajectories(sweep, n_bayes_samples=100)
     save_json(tmp_path / "fig4_paper.json", {**data, "complete": False})
     with capture_output() as present:

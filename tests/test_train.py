@@ -2,6 +2,7 @@
 the infinite-prompt flow, presets and bad configurations."""
 import math
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -12,12 +13,15 @@ import softmax_as_linear.train as train_module
 from softmax_as_linear.train import (SoftmaxPrediction, TrainConfig, _Data, _Sweep, infinite_prompt_flow, train)
 
 SMALL = dict(lengths=(5, 12, 30), steps=40, record_every=10, eval_prompts=64, batch_size=32)
+# Every test that takes ``device`` also runs on a GPU when one is present.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))]
 
 
-def test_batched_predictions_equal_per_run_models():
+@pytest.mark.parametrize("device", DEVICES)
+def test_batched_predictions_equal_per_run_models(device):
     cfg = TrainConfig(lengths=(3, 7, 20, 50), seeds=(1, 2), dtype="float64", eval_prompts=4)
-    sweep = _Sweep(cfg, torch.device("cpu"), None)
-    tokens, query, _ = _Data(cfg, sweep.task, torch.device("cpu"), torch.float64).batch()
+    sweep = _Sweep(cfg, torch.device(device), None)
+    tokens, query, _ = _Data(cfg, sweep.task, torch.device(device), torch.float64).batch()
     pred = sweep.predict(tokens, query)
     for s in range(2):
         for l, L in enumerate(cfg.lengths):
@@ -39,40 +43,48 @@ def test_softmax_prediction_gradient():
     assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens_t, a, b, mask), (u, v))
 
 
-def test_paired_runs_share_initialisation_and_batches():
-    both = train(TrainConfig(**SMALL))
+@pytest.mark.parametrize("device", DEVICES)
+def test_paired_runs_share_initialisation_and_batches(device):
+    both = train(TrainConfig(**SMALL), device=device)
     for name, value in both.params.items():
         first = value[..., 0, :, :]
         assert np.array_equal(first[:, :, 0], first[:, :, 1]), name  # softmax vs linear at step 0
         assert np.array_equal(first[:, 0], first[:, -1]), name  # every L starts from the same weights
     # Each activation trained alone sees the same batches as in the pair: identical trajectories.
-    alone = {a: train(TrainConfig(**SMALL, activations=(a,))) for a in ("softmax", "linear")}
+    alone = {a: train(TrainConfig(**SMALL, activations=(a,)), device=device) for a in ("softmax", "linear")}
     for a, name in enumerate(("softmax", "linear")):
         np.testing.assert_allclose(alone[name].eval_risk[:, :, 0], both.eval_risk[:, :, a], rtol=1e-6)
     assert not np.allclose(both.eval_risk[:, :, 0, -1], both.eval_risk[:, :, 1, -1])
 
 
-def test_training_lowers_the_risk():
-    result = train(TrainConfig(lengths=(20,), steps=300, lr=1e-2, record_every=100, eval_prompts=512))
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_lowers_the_risk(device):
+    result = train(TrainConfig(lengths=(20,), steps=300, lr=1e-2, record_every=100, eval_prompts=512), device=device)
     assert np.all(result.eval_risk[..., -1] < result.eval_risk[..., 0])
     assert result.times[-1] == pytest.approx(2 * 1e-2 * 300)
 
 
-def test_divergence_is_caught_per_run():
-    # Seed 1 starts from weights 30 times larger and blows up; seed 2 goes on normally.
+def _one_diverging_seed():
+    """Seed 1 starts from weights 30 times larger and blows up; seed 2 goes on normally."""
     base = models.AttentionModel(6, seed=0).weights()
     init = {n: torch.stack([30 * w.detach(), w.detach()]) for n, w in base.items()}
-    cfg = TrainConfig(**{**SMALL, "lengths": (10,)}, seeds=(1, 2), init="given", lr=0.05)
-    result = train(cfg, init_weights=init)
+    return TrainConfig(**{**SMALL, "lengths": (10,)}, seeds=(1, 2), init="given", lr=0.05), init
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_divergence_is_caught_per_run(device):
+    cfg, init = _one_diverging_seed()
+    result = train(cfg, init_weights=init, device=device)
     assert result.diverged[0].all() and not result.diverged[1].any()
     assert np.isnan(result.eval_risk[0, ..., -1]).all()
     assert np.isfinite(result.eval_risk[1, ..., -1]).all()
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("parametrisation", ["four_matrix", "uv"])
-def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, parametrisation):
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, parametrisation, device):
     cfg = TrainConfig(**SMALL, parametrisation=parametrisation, optimizer="adam", lr=1e-2)
-    full = train(cfg)
+    full = train(cfg, device=device)
     checkpoint = tmp_path / "run.pt"
     calls = []
 
@@ -80,9 +92,9 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, parametrisation)
         calls.append(1)
         return len(calls) == 2  # stop at the second record (step 20)
 
-    partial = train(cfg, checkpoint=checkpoint, checkpoint_every=7, should_stop=stop_once)
+    partial = train(cfg, checkpoint=checkpoint, checkpoint_every=7, should_stop=stop_once, device=device)
     assert not partial.complete and partial.steps[-1] == 20
-    resumed = train(cfg, checkpoint=checkpoint)
+    resumed = train(cfg, checkpoint=checkpoint, device=device)
     assert resumed.complete
     np.testing.assert_array_equal(resumed.steps, full.steps)
     np.testing.assert_allclose(resumed.eval_risk, full.eval_risk, rtol=1e-6)
@@ -143,11 +155,12 @@ def test_block_structure_is_preserved_by_the_flow():
     assert np.abs(U[-1, :3, :3] - U[0, :3, :3]).max() > 0.1  # while the blocks themselves move
 
 
-def test_lecture_preset_linear_attention_reaches_the_best_linear_risk():
+@pytest.mark.parametrize("device", DEVICES)
+def test_lecture_preset_linear_attention_reaches_the_best_linear_risk(device):
     from softmax_as_linear.presets import sweep_config
 
     cfg = sweep_config("lecture", lengths=(200,), activations=("linear",), record_every=500)
-    result = train(cfg)
+    result = train(cfg, device=device)
     final = float(np.mean(result.eval_risk[0, 0, 0, -3:]))
     best = icl.optimal_linear_risk(200, cfg.task())
     # Within 2% of the optimum (held-out error of 2048 prompts and SGD jitter included).
@@ -215,3 +228,23 @@ def test_resume_with_the_data_thread_equals_drawing_in_turn(tmp_path, monkeypatc
     np.testing.assert_allclose(resumed.eval_risk, in_turn.eval_risk, rtol=1e-6)
     for name in in_turn.params:
         np.testing.assert_allclose(resumed.params[name], in_turn.params[name], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("covariance", ["isotropic", "kms"])
+def test_cuda_graph_replays_the_step_op_by_op(covariance):
+    # The captured step computes what the step run op by op computes, random batches included,
+    # and a run that diverges inside the graph is caught at the same step.
+    cfg, init = _one_diverging_seed()
+    cfg = cfg.replace(lengths=(10, 40, 200), covariance=covariance)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graphed = train(cfg, init_weights=init, device="cuda")
+    assert not [w for w in caught if "CUDA graph" in str(w.message)]  # captured, not fallen back to op by op
+    eager = train(cfg, init_weights=init, device="cuda", cuda_graph=False)
+    np.testing.assert_array_equal(graphed.diverged_at, eager.diverged_at)
+    assert graphed.diverged[0].all() and not graphed.diverged[1].any()
+    np.testing.assert_allclose(graphed.eval_risk, eager.eval_risk, rtol=1e-5)
+    np.testing.assert_allclose(graphed.train_risk, eager.train_risk, rtol=1e-5)
+    for name in eager.params:
+        np.testing.assert_allclose(graphed.params[name], eager.params[name], rtol=1e-5, atol=1e-6)

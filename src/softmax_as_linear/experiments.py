@@ -105,9 +105,11 @@ def figure_data(name: str, result: TrainResult, n_bayes_samples: int = 20_000) -
 
 
 def reproduce_command(name: str, preset: str = "paper") -> str:
-    """The command line that writes the artifact of figure ``name`` at ``preset`` scale."""
+    """The command line that writes the artifact of figure ``name`` at ``preset`` scale, with the
+    other figures of its sweep (one training serves them all)."""
     _checks.one_of("figure", name, tuple(FIGURES))
-    return f"python -m softmax_as_linear reproduce {name} --preset {preset}"
+    siblings = " ".join(f for f, (covariance, _) in FIGURES.items() if covariance == FIGURES[name][0])
+    return f"python -m softmax_as_linear reproduce {siblings} --preset {preset}"
 
 
 def saved_figure(name: str, preset: str = "paper", folder=None) -> dict | None:

@@ -66,6 +66,7 @@ class RegressionTask:
         self.task_var = _checks.positive_float("task_var", 1.0 / self.d if task_var is None else task_var)
         self.noise_var = _checks.positive_float("noise_var", noise_var, allow_zero=True)
         self._cholesky = torch.linalg.cholesky(self.covariance)
+        self._cholesky_on = {}  # (device, dtype) -> copy, so that sampling copies nothing to the device
         self._isotropic = torch.equal(self.covariance, torch.eye(self.d, dtype=torch.float64))
 
     @classmethod
@@ -110,16 +111,20 @@ class RegressionTask:
         if generator is not None:
             device = generator.device
         d = self.d
+        key = (torch.device(device) if device is not None else torch.device("cpu"), dtype)
+        if key not in self._cholesky_on:
+            self._cholesky_on[key] = self._cholesky.to(*key)
+        cholesky = self._cholesky_on[key]
         draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype, device=device)  # noqa: E731
         w = draw(n_prompts, d) * math.sqrt(self.task_var)
         # One standard normal draw per entry: position 0 is the query, entry d holds the label noise.
         z = draw(n_prompts, L + 1, d + 1)
         # y = x^T w + s eps with x = C xi (C C^T = Sigma) is a single product of the raw draw with (C^T w, s).
-        coefficients = torch.cat([w if self._isotropic else w @ self._cholesky.to(w),
+        coefficients = torch.cat([w if self._isotropic else w @ cholesky,
                                   torch.full((n_prompts, 1), math.sqrt(self.noise_var), dtype=dtype, device=device)], 1)
         y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)
         if not self._isotropic:
-            z[..., :d] = z[..., :d] @ self._cholesky.to(z).T
+            z[..., :d] = z[..., :d] @ cholesky.T
         z[..., d] = y
         query = z[:, 0].clone()
         query[:, d] = 0

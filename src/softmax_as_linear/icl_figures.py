@@ -297,7 +297,8 @@ def figure_from_data(name: str, data: dict, title: str | None = None) -> go.Figu
 def missing_note(name: str, preset: str = "paper") -> str:
     """Markdown saying that the artifact of ``name`` has not been generated, and how to generate it."""
     return (f"**Figure {name[3:]} at {preset} scale has not been generated yet** "
-            f"(no `results/{name}_{preset}.json` in this copy of the course). It is written by\n\n"
+            f"(no `results/{name}_{preset}.json` in this copy of the course). It is written, with the other "
+            f"figures of its sweep, by\n\n"
             f"```\n{reproduce_command(name, preset)}\n```")
 
 

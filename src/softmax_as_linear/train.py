@@ -17,7 +17,12 @@ them all:
 * **Data on a spare core.** On a CPU with fewer compute threads than cores, the next batch is
   drawn on a second thread while the step computes (the same batches as drawing in turn).
 * **Softmax by length buckets.** Scores of all softmax runs of similar length are one batched matrix
-  product over the bucket's longest prefix, with the positions past each run's ``L`` masked.
+  product over the bucket's longest prefix, with the positions past each run's ``L`` masked. On a
+  GPU, where arithmetic is cheap and kernel launches are not, all lengths form one bucket.
+* **One graph per step on a GPU.** On CUDA the whole step (drawing the batch, forward, backward,
+  divergence bookkeeping, optimiser) is captured once as a CUDA graph and replayed: the same
+  kernels and random numbers as running it op by op, without launching some hundred kernels from
+  Python at every step.
 
 The objective is the paper's: mean squared error of the prediction (``MSE = 2R``). What is *recorded*
 is the theory's risk :math:`R = \tfrac12 \mathrm{MSE}`, on the training batch and on a fixed held-out
@@ -35,6 +40,7 @@ import os
 import pathlib
 import tempfile
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
@@ -289,11 +295,14 @@ class _Sweep:
         self.shape = (S, nL, nA)
         self.params = self._initial_params(init_weights)
         lengths = torch.tensor(cfg.lengths, device=device)
+        self.length_divisor = lengths.to(self.dtype)[:, None, None]
         self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
         self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
-        self.buckets = [(idx, max(cfg.lengths[i] for i in idx)) for idx in _length_buckets(cfg.lengths)]
-        self.masks = [torch.where(torch.arange(Lb, device=device)[None, :] < lengths[idx][:, None], 0.0,
-                                  float("-inf")).to(self.dtype) for idx, Lb in self.buckets]
+        waste = 1.25 if device.type == "cpu" else math.inf
+        # (slice of length indices, longest length): slices, because indexing by a list would copy it to the device
+        self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
+        self.masks = [torch.where(torch.arange(Lb, device=device)[None, :] < lengths[sl][:, None], 0.0,
+                                  float("-inf")).to(self.dtype) for sl, Lb in self.buckets]
         self.zero_risk = 0.5 * self.task.task_var * float(torch.trace(self.task.covariance)) + 0.5 * self.task.noise_var
 
     def _initial_params(self, init_weights):
@@ -349,16 +358,16 @@ class _Sweep:
         flat_t[:, :D] = tokens.reshape(S * B, -1, D).transpose(1, 2)
         flat_t[:, D] = 1.0
         if self.soft is not None:
-            for (idx, Lb), mask in zip(self.buckets, self.masks):
-                n = len(idx)
-                u_b = u[:, idx, self.soft].transpose(1, 2).reshape(S * B, n, D)
-                v_b = v[:, None, idx, self.soft].expand(S, B, n, D).reshape(S * B, n, D)
+            for (sl, Lb), mask in zip(self.buckets, self.masks):
+                n = mask.shape[0]
+                u_b = u[:, sl, self.soft].transpose(1, 2).reshape(S * B, n, D)
+                v_b = v[:, None, sl, self.soft].expand(S, B, n, D).reshape(S * B, n, D)
                 pred = SoftmaxPrediction.apply(flat_t[:, :, :Lb], u_b, v_b, mask)  # (S*B, n)
-                columns.append((idx, self.soft, pred.reshape(S, B, n).transpose(1, 2)))
+                columns.append((sl, self.soft, pred.reshape(S, B, n).transpose(1, 2)))
         if self.lin is not None:
-            moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths).reshape(S, B, nL, D, D)
+            moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths, self.length_divisor).reshape(S, B, nL, D, D)
             pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
-            columns.append((list(range(nL)), self.lin, pred))
+            columns.append((slice(None), self.lin, pred))
         for idx, a, pred in columns:
             out[:, idx, a] = pred
         return out
@@ -368,16 +377,16 @@ class _Sweep:
         return 0.5 * ((self.predict(tokens, query) - target[:, None, None, :]) ** 2).mean(-1)
 
 
-def _prefix_moments(tokens_t: Tensor, lengths: tuple[int, ...]) -> Tensor:
+def _prefix_moments(tokens_t: Tensor, lengths: tuple[int, ...], divisor: Tensor) -> Tensor:
     r""":math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` for every ``L``.
 
-    tokens_t ``(N, D, L_max)`` -> ``(N, nL, D, D)``: one batched product per segment between
-    consecutive lengths, then a cumulative sum over segments.
+    tokens_t ``(N, D, L_max)``, divisor ``(nL, 1, 1)`` holding the lengths -> ``(N, nL, D, D)``: one
+    batched product per segment between consecutive lengths, then a cumulative sum over segments.
     """
     bounds = (0, *lengths)
     segments = [tokens_t[:, :, a:b] for a, b in zip(bounds, bounds[1:])]
     sums = torch.stack([z @ z.transpose(1, 2) for z in segments], dim=1).cumsum(1)
-    return sums / torch.tensor(lengths, dtype=tokens_t.dtype, device=tokens_t.device)[:, None, None]
+    return sums / divisor
 
 
 def _length_buckets(lengths: tuple[int, ...], waste: float = 1.25) -> list[list[int]]:
@@ -456,9 +465,80 @@ class _Data:
             self._pool = None
 
 
+def _make_step(sweep: _Sweep, data: _Data, optimizer: torch.optim.Optimizer, alive: Tensor, diverged_at: Tensor,
+               step_count: Tensor) -> Callable[[], tuple[Tensor, Tensor, Tensor]]:
+    """One optimisation step of every live run, as a function of the tensors it updates in place.
+
+    It draws the batch, stops the runs that diverge on it (``alive``, ``diverged_at``: the value of
+    ``step_count``), takes an optimiser step on the others, counts the step and returns the batch.
+    Nothing in it waits for the device, so it can be captured as a CUDA graph.
+    """
+    params = list(sweep.params.values())
+    threshold = sweep.cfg.blowup * sweep.zero_risk
+
+    def step():
+        tokens, query, target = data.batch()
+        risk = sweep.risk(tokens, query, target)
+        bad = ~torch.isfinite(risk) | (risk > threshold)
+        diverged_at.copy_(torch.where(bad & alive, step_count, diverged_at))
+        alive.logical_and_(~bad)
+        loss = torch.where(alive, 2 * risk, torch.zeros_like(risk)).sum()  # MSE per run, summed over runs
+        optimizer.zero_grad(set_to_none=False)
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p.grad.masked_fill_(~alive.view(*alive.shape, *([1] * (p.ndim - 3))), 0.0)
+                p.grad.nan_to_num_(0.0)
+        optimizer.step()
+        step_count.add_(1)
+        return tokens, query, target
+
+    return step
+
+
+def _cuda_graphed(step: Callable, generators: list[torch.Generator], warmup: int = 3) -> Callable:
+    """``step`` run eagerly ``warmup`` times on a side stream (so that every buffer exists), then
+    captured once as a CUDA graph and replayed at every later call.
+
+    Every call is a real step: capturing runs nothing, so the call that captures replays at once.
+    The data generators are registered with the graph, so each replay draws what the eager step
+    would have drawn and advances the generators as it would. Where capture fails (an old driver,
+    say), a warning says so and the steps go on op by op.
+    """
+    calls, graph, out = 0, None, None
+    side = torch.cuda.Stream()
+
+    def run():
+        nonlocal calls, graph, out
+        if graph is False:
+            return step()
+        if graph is None and calls < warmup:
+            calls += 1
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                result = step()
+            torch.cuda.current_stream().wait_stream(side)
+            return result
+        if graph is None:
+            try:
+                graph = torch.cuda.CUDAGraph()
+                for g in generators:
+                    graph.register_generator_state(g)
+                with torch.cuda.graph(graph):
+                    out = step()
+            except (RuntimeError, AttributeError) as error:
+                warnings.warn(f"capturing the training step as a CUDA graph failed ({error}); going on op by op")
+                graph = False
+                return step()
+        graph.replay()
+        return out
+
+    return run
+
+
 def train(config: TrainConfig, *, init_weights: dict | None = None, device: str | torch.device = "auto",
           progress: bool = False, checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000,
-          should_stop: Callable[[], bool] | None = None) -> TrainResult:
+          should_stop: Callable[[], bool] | None = None, cuda_graph: bool = True) -> TrainResult:
     """Train every run of ``config`` together and return their trajectories.
 
     Args:
@@ -471,6 +551,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
             and when interrupted. A finished run leaves its final state there.
         should_stop: called at every record step; returning True ends training early (the result is
             then marked incomplete).
+        cuda_graph: on CUDA, replay each step as a captured graph (the same computation, launched
+            at once); False runs it op by op. Ignored on a CPU.
     """
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -484,8 +566,9 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     data = _Data(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core)
     params = list(sweep.params.values())
     optimizer = (torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd"
-                 else torch.optim.Adam(params, lr=cfg.lr))
+                 else torch.optim.Adam(params, lr=cfg.lr, capturable=device.type == "cuda"))
     records = cfg.record_steps()
+    record_set = set(records)
     T = len(records)
     shape = sweep.shape
     train_risk = np.full((*shape, T), np.nan)
@@ -504,7 +587,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
             for n, p in sweep.params.items():
                 p.copy_(state["params"][n])
         optimizer.load_state_dict(state["optimizer"])
-        data.load_state([s.cpu() if device.type == "cpu" else s for s in state["generators"]])
+        data.load_state([s.cpu() for s in state["generators"]])  # generator states live on the CPU
         alive.copy_(state["alive"])
         diverged_at.copy_(state["diverged_at"])
         train_risk, eval_risk, history = state["train_risk"], state["eval_risk"], state["history"]
@@ -535,6 +618,11 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
                 value[dead.cpu().numpy()] = np.nan
                 history[n][..., k, :, :] = value
 
+    step_count = torch.tensor(start_step, device=device)
+    take_step = _make_step(sweep, data, optimizer, alive, diverged_at, step_count)
+    if device.type == "cuda" and cuda_graph:
+        take_step = _cuda_graphed(take_step, data.generators)
+
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -549,24 +637,11 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
                 first = sweep.risk(tokens, query, target)
             record(0, first)
         while step < cfg.steps:
-            tokens, query, target = data.batch()
-            risk = sweep.risk(tokens, query, target)
-            bad = ~torch.isfinite(risk) | (risk > cfg.blowup * sweep.zero_risk)
-            newly = bad & alive
-            diverged_at.masked_fill_(newly, step)
-            alive &= ~bad
-            loss = torch.where(alive, 2 * risk, torch.zeros_like(risk)).sum()  # MSE per run, summed over runs
-            optimizer.zero_grad(set_to_none=False)
-            loss.backward()
-            with torch.no_grad():
-                for p in params:
-                    p.grad.masked_fill_(~alive.view(*shape, *([1] * (p.ndim - 3))), 0.0)
-                    p.grad.nan_to_num_(0.0)
-            optimizer.step()
+            tokens, query, target = take_step()
             step += 1
             if bar is not None:
                 bar.update(1)
-            if step in records:
+            if step in record_set:
                 with torch.no_grad():
                     record(step, sweep.risk(tokens, query, target))
                 if bar is not None:
