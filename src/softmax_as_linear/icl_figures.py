@@ -70,6 +70,7 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
     lengths = data["lengths"]
     title = title or f"Final risk after {data['steps']:,} steps ({data['covariance']} inputs)"
     fig = figures.new_figure(title, "prompt length L", RISK_AXIS, logx=True, logy=True)
+    fig.update_xaxes(dtick="D2")  # label 2 and 5 between the decades, not every digit
     fig.add_trace(_level(data["noise_floor"], "label-noise floor s²/2", figures.COLORS["noise"], "dot",
                          (lengths[0], lengths[-1])))
     fig.add_trace(go.Scatter(x=lengths, y=_values(data["bayes"]), mode="lines", name="L-Bayes-optimal (ridge)",
