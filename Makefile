@@ -3,22 +3,30 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 READY  := $(VENV)/.ready
-# The CPU build of torch; a bare `torch` requirement would fetch a multi-GB CUDA build.
-TORCH  ?= torch==2.13.0
+# PyTorch: the CPU build by default, on Linux and macOS alike. PyPI's Linux torch is the multi-GB CUDA
+# build; with PyTorch's CPU index added, pip takes `2.13.0+cpu` from it instead (where that index cannot
+# be reached, pip warns, retries for about 10 s and uses the other indexes). On a machine with a GPU:
+#   make clean && make book TORCH_INDEX=                                           (PyPI's CUDA build)
+#   make clean && make book TORCH_INDEX=https://download.pytorch.org/whl/cu128     (a given CUDA version)
+TORCH       ?= torch==2.13.0
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
+PIP_TORCH   := "$(TORCH)" $(if $(strip $(TORCH_INDEX)),--extra-index-url $(strip $(TORCH_INDEX)))
 JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
 # Debian's Chromium checks the built book in a real browser; `make test` installs it when missing.
 CHROMIUM ?= /usr/bin/chromium
 SUDO   := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: setup book test unit nbval book-strict browser lab notebooks clean
+.PHONY: setup book test lint unit nbval book-strict browser live pip-path lab notebooks clean
 
 setup: $(READY)
 
-$(READY): pyproject.toml
+# The versions environment.yml pins (what Binder installs) are the versions installed here and tested.
+$(READY): pyproject.toml environment.yml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet -e ".[book,test]"
+	$(PY) -m pip install --quiet $(PIP_TORCH)
+	$(PY) tools/pins.py environment.yml > $(VENV)/pins.txt
+	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab]"
 	touch $@
 
 book: $(READY)
@@ -26,10 +34,13 @@ book: $(READY)
 	$(JB)
 	@echo "The book is at _build/html/index.html"
 
-test: unit nbval book-strict browser
+test: lint unit nbval book-strict browser live pip-path
+
+lint: $(READY)
+	$(VENV)/bin/ruff check src tests benchmarks tools
 
 unit: $(READY)
-	$(PY) -m pytest tests -q --ignore=tests/test_browser.py
+	$(PY) -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_lab.py
 
 nbval: $(READY)
 	$(PY) -m pytest --nbval notebooks -q -p no:cacheprovider
@@ -42,14 +53,28 @@ book-strict: $(READY)
 browser: book-strict $(CHROMIUM)
 	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider
 
+# The live chapters in JupyterLab with a real kernel, driven in headless Chromium (a few minutes);
+# screenshots land in _build/lab-screenshots/.
+live: $(READY) $(CHROMIUM)
+	REQUIRE_LAB=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/test_lab.py -q -p no:cacheprovider
+
+# The package installed with pip (not editable, CPU torch) in a fresh virtual environment under /tmp,
+# running a chapter from a folder outside the repository.
+pip-path: $(READY)
+	$(PY) tools/check_pip_install.py --torch "$(TORCH)" --torch-index "$(strip $(TORCH_INDEX))"
+
 $(CHROMIUM):
 	$(SUDO) apt-get update
 	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
 		chromium fonts-liberation fonts-dejavu-core
 
+# JupyterLab (with jupyterlab-myst, from the `lab` extra) on 127.0.0.1; as root, as in containers, it
+# needs --allow-root. Its saves (and autosaves) go through tools/execute_notebooks.py's pre_save_hook, which
+# drops the PNG copies that JupyterLab's plotly renderer adds to every figure it draws: opening a chapter
+# and saving it writes it back unchanged; only cells really run or edited show in `git diff`.
 lab: $(READY)
-	$(PY) -m pip install --quiet jupyterlab
-	$(VENV)/bin/jupyter lab notebooks
+	PYTHONPATH=$(CURDIR)/tools $(VENV)/bin/jupyter lab notebooks --ip 127.0.0.1 \
+		$(if $(filter 0,$(shell id -u)),--allow-root) --ContentsManager.pre_save_hook=execute_notebooks.pre_save_hook
 
 # Re-execute every chapter and store its outputs (run after editing a chapter).
 notebooks: $(READY)

@@ -48,7 +48,9 @@ def run_case(name: str) -> dict:
     elif name == "single-1e6":
         conc.gap_curve(law, U, V, [1_000_000])
     elif name.startswith("figure1"):
-        conc.figure1(name.split("-")[1], device="cpu")
+        from softmax_as_linear import experiments
+
+        experiments.figure1(name.split("-")[1], device="cpu")
     seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"case": name, "seconds": seconds, "peak_mb": peak_mb, "threads": torch.get_num_threads()}

@@ -1,6 +1,6 @@
 """Training speed: the per-run loop of the paper's code against the batched core, in one process.
 
-    python benchmarks/bench_train.py [--steps 40] [--device auto]
+    python benchmarks/bench_train.py [--steps 40] [--device auto] [--seeds 1 10] [--quick]
 
 (a) Per-run loop, as the published code runs: one ``nn.Module`` per (activation, L) run that projects
     every token by W_K and W_V, one query per prompt, plain SGD, one thread, one run at a time.
@@ -11,11 +11,15 @@
 
 Both use the paper preset (d = 5, batch 128, SGD lr 1e-3) on the same device. Prints run-steps per
 second at L = 10, 100, 1000, the projected wall time of the isotropic Figure-2 sweep (38 runs x
-300,000 steps, held-out evaluations included for (b)) for each, and their ratio.
+300,000 steps, held-out evaluations included for (b)) for each, and their ratio. (c) times the whole
+sweep with several seeds trained at once (``--seeds``, default 1 and 10: 38 and 380 runs per step) in
+the fastest setting of (b): run-steps per second, the projected sweep and the ratio to the per-run loop.
+``--quick`` skips the per-length probes of (b) (the loop's probes are needed for the ratio).
 """
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import time
 
@@ -24,8 +28,8 @@ import torch
 
 from softmax_as_linear.devices import resolve_device
 from softmax_as_linear.models import AttentionModel
-from softmax_as_linear.presets import PAPER_LENGTHS, sweep_config
-from softmax_as_linear.train import _cuda_graphed, _Data, _make_step, _Sweep, _chunked_risk
+from softmax_as_linear.presets import PAPER_LENGTHS, sweep_config, sweep_seeds
+from softmax_as_linear.train import SweepData, SweepModel, cuda_graphed, held_out_risk, make_step
 
 PROBE_LENGTHS = (10, 100, 1000)
 SWEEP_STEPS = 300_000
@@ -70,24 +74,26 @@ def per_run_loop(L: int, activation: str, steps: int, device) -> float:
     return _seconds_per_step(step, steps, device)
 
 
-def batched_core(lengths, steps: int, device, prefetch: bool = False, graph: bool = False) -> tuple[float, float]:
-    """Seconds per step of the batched sweep over ``lengths`` (both activations), and of one evaluation.
+def batched_core(lengths, steps: int, device, prefetch: bool = False, graph: bool = False,
+                 seeds: int = 1) -> tuple[float, float]:
+    """Seconds per step of the batched sweep over ``lengths`` (both activations) and ``seeds`` seeds at
+    once, and of one evaluation.
 
     The step is :func:`train`'s own (divergence bookkeeping included). ``prefetch``: draw the next
     batch on a second thread during the step (a CPU); ``graph``: replay it as a CUDA graph (a GPU).
     """
-    config = sweep_config("paper", lengths=tuple(lengths))
-    sweep = _Sweep(config, device, None)
-    data = _Data(config, sweep.task, device, sweep.dtype, prefetch=prefetch)
+    config = sweep_config("paper", lengths=tuple(lengths), seeds=sweep_seeds(seeds))
+    sweep = SweepModel(config, device, None)
+    data = SweepData(config, sweep.task, device, sweep.dtype, prefetch=prefetch)
     optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
-    step = _make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
+    step = make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
                       torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device))
     if graph:
-        step = _cuda_graphed(step, data.generators)
+        step = cuda_graphed(step, data.generators)
 
     def evaluate():
         with torch.no_grad():
-            _chunked_risk(sweep, data.eval)
+            held_out_risk(sweep, data.eval)
 
     try:
         return (_seconds_per_step(step, steps, device, warmup=5 if graph else 2),
@@ -104,11 +110,15 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=40, help="timed steps per measurement (default 40)")
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[1, 10],
+                        help="numbers of seeds trained at once in (c) (default: 1 10)")
+    parser.add_argument("--quick", action="store_true", help="skip the per-length probes of (b)")
     args = parser.parse_args()
     device = resolve_device(args.device)
     threads = torch.get_num_threads()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{platform.processor() or 'CPU'}"
-    print(f"device: {device} ({name}), torch {torch.__version__}, {threads} threads available")
+    load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+    print(f"device: {device} ({name}), torch {torch.__version__}, {threads} threads available{load}")
 
     print("\n(a) per-run loop (one thread, one run at a time)")
     torch.set_num_threads(1)
@@ -136,7 +146,7 @@ def main():
     for label, n_threads, prefetch, graph in settings:
         torch.set_num_threads(n_threads)
         print(f"\n(b) batched core ({label})")
-        for L in PROBE_LENGTHS:
+        for L in () if args.quick else PROBE_LENGTHS:
             seconds, _ = batched_core((L,), args.steps, device, prefetch, graph)
             print(f"  L = {L:4d}: {2 / seconds:8.1f} run-steps/s (softmax and linear together)")
         seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch, graph)
@@ -153,6 +163,19 @@ def main():
     best_label, (best, _) = min(sweeps.items(), key=lambda item: item[1][0])
     print(f"like for like (one thread each): {loop_sweep / like_for_like:.1f}x")
     print(f"sweep speed-up: {loop_sweep / best:.1f}x (batched core, {best_label}, against the per-run loop)")
+
+    # (c) several seeds at once, in the fastest setting of (b)
+    n_threads, prefetch, graph = next((n, p, g) for label, n, p, g in settings if label == best_label)
+    torch.set_num_threads(n_threads)
+    loop_rate = runs * SWEEP_STEPS / loop_sweep  # run-steps/s of the per-run loop over the whole sweep
+    print(f"\n(c) several seeds at once (batched core, {best_label}); per-run loop: {loop_rate:.1f} run-steps/s")
+    for n in args.seeds:
+        seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch, graph, seeds=n)
+        total = SWEEP_STEPS * seconds + records * evaluation
+        rate = n * runs / seconds
+        print(f"  {n:3d} seed{'s' if n > 1 else ' '}: {rate:9.1f} run-steps/s ({1e3 * seconds:.1f} ms per step of "
+              f"{n * runs} runs); {n}-seed sweep projected {_hours(total)}; {rate / loop_rate:.1f}x the per-run loop")
+    torch.set_num_threads(threads)
 
 if __name__ == "__main__":
     main()

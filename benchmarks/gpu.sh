@@ -1,43 +1,95 @@
 #!/usr/bin/env bash
-# Everything the course measures on a CUDA GPU, in one go (a few minutes on one H100):
-#   1. the training tests on the GPU (CUDA-graph step against the op-by-op step, resumption, presets);
-#   2. the training benchmark (per-run loop against the batched core, op by op and as a CUDA graph);
-#   3. both paper-scale sweeps, Figures 2-4 (isotropic) and 6-8 (KMS), with their wall times.
+# Everything the course measures on a CUDA GPU, in one go:
+#   tests      the GPU tests (CUDA-graph step against the op-by-op step, resumption, exact risks, sampler);
+#   bench      the training benchmark (per-run loop against the batched core; 1 and 10 seeds at once);
+#   isotropic  the paper-scale isotropic sweep (Figures 2-4), SEEDS seeds;
+#   kms        the paper-scale KMS sweep with the paper's sampler (Figures 6-8), SEEDS seeds;
+#   published  the paper-scale KMS sweep with the published code's sampler (Figures 6-8), SEEDS seeds.
 #
-#   bash benchmarks/gpu.sh [OUT_DIR]        (default results/gpu; artifacts land there)
-#   SWEEP_MINUTES=3 bounds each sweep (default 3; a stopped sweep resumes from its checkpoint)
+#   bash benchmarks/gpu.sh [DEST]            (default DEST=results: where the chapters read)
+#
+# Settings (environment):
+#   PARTS="tests bench isotropic kms published"  the parts to run, in this order (default: all)
+#   SEEDS=10            seeds per sweep (327 first)      PRESET=paper   (smoke: a CPU check in a minute)
+#   DEVICE=cuda         (cpu for the check)              SWEEP_MINUTES=6 bounds each sweep's training;
+#   PYTHON=python3                                       a stopped sweep resumes from its checkpoint
+#   OUT=...             when set (the device runner sets it), the figure files and logs are copied there
+#
+# CPU check of the whole script (about a minute):
+#   DEVICE=cpu PRESET=smoke SEEDS=3 bash benchmarks/gpu.sh /tmp/gpu-check
 #
 # Each part is bounded in time and the next one runs whatever happened before.
 set -u -o pipefail
-out=${1:-results/gpu}
+dest=${1:-results}
 python=${PYTHON:-python3}
-minutes=${SWEEP_MINUTES:-3}
+preset=${PRESET:-paper}
+seeds=${SEEDS:-10}
+device=${DEVICE:-cuda}
+minutes=${SWEEP_MINUTES:-6}
+parts=" ${PARTS:-tests bench isotropic kms published} "
 cd "$(dirname "$0")/.."
-mkdir -p "$out"
+mkdir -p "$dest"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+start_all=$(date +%s)
+
+copy_out() {  # the figure files and logs of this run, to $OUT when the runner asks for them
+    [ -n "${OUT:-}" ] && mkdir -p "$OUT"
+    if [ -n "${OUT:-}" ] && [ "$(cd "$dest" && pwd)" != "$(cd "$OUT" && pwd)" ]; then
+        cp "$dest"/fig[2-8]_"$preset"*.json "$dest"/*.log "$OUT"/ 2>/dev/null || true
+    fi
+}
 
 echo "== device"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-$python -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name())"
-
-echo "== training tests on the GPU"
-# The captured step first: without it the paper-scale sweeps would run op by op, far too slowly.
-if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py -k cuda_graph 2>&1 | tail -n 15; then
-    echo "the CUDA-graph step fails: stopping before the benchmark and the sweeps"
-    exit 1
+if [ "$device" = cuda ]; then
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 fi
-timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py -k "cuda and not cuda_graph" 2>&1 | tail -n 15
+$python -c "import torch; print('torch', torch.__version__, torch.cuda.get_device_name() if torch.cuda.is_available() else 'no CUDA')"
+echo "preset $preset, $seeds seeds, device $device, parts:$parts"
 
-echo "== training benchmark"
-timeout 150 $python benchmarks/bench_train.py --device cuda --steps 200
+if [[ $parts == *" tests "* ]]; then
+    echo "== tests on the device"
+    # The captured step first: without it the paper-scale sweeps would run op by op, far too slowly.
+    if [ "$device" = cuda ]; then
+        if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py -k cuda_graph 2>&1 | tail -n 15; then
+            echo "the CUDA-graph step fails: stopping before the benchmark and the sweeps"
+            exit 1
+        fi
+        timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py tests/test_evaluation.py \
+            -k "cuda and not cuda_graph" 2>&1 | tail -n 15
+    else
+        timeout 300 $python -m pytest -q -p no:cacheprovider tests/test_evaluation.py 2>&1 | tail -n 5
+    fi
+fi
 
-for figures in "fig2 fig3 fig4" "fig6 fig7 fig8"; do
-    echo "== paper-scale sweep: $figures"
+if [[ $parts == *" bench "* ]]; then
+    echo "== training benchmark"
+    if [ "$device" = cuda ]; then
+        timeout 240 $python benchmarks/bench_train.py --device cuda --steps 200 --seeds 1 10 2>&1 | tee "$dest/bench_train.log"
+    else  # a check that the script runs, not a measurement
+        timeout 300 $python benchmarks/bench_train.py --device cpu --steps 2 --seeds 1 2 --quick 2>&1 | tee "$dest/bench_train.log"
+    fi
+    copy_out
+fi
+
+sweep() {  # sweep NAME SAMPLER FIGURES...
+    local name=$1 sampler=$2
+    shift 2
+    echo "== $preset sweep: $name ($*), sampler $sampler, $seeds seeds"
+    local start log
     start=$(date +%s)
-    log="$out/sweep_${figures%% *}.log"
-    timeout "$(awk "BEGIN { print int(60 * $minutes + 60) }")" $python -m softmax_as_linear reproduce $figures --preset paper --device cuda \
-        --out "$out" --max-minutes "$minutes" 2>&1 | tr '\r' '\n' > "$log"
+    log="$dest/sweep_${name}_${preset}.log"
+    timeout "$(awk "BEGIN { print int(60 * $minutes + 240) }")" $python -m softmax_as_linear reproduce "$@" \
+        --preset "$preset" --device "$device" --seeds "$seeds" --sampler "$sampler" --out "$dest" \
+        --max-minutes "$minutes" 2>&1 | tr '\r' '\n' > "$log"
+    local code=$?
     grep "step/s" "$log" | tail -n 1
-    grep -v "step/s" "$log" | grep -v "^\s*$" | tail -n 8
-    echo "wall time: $(( $(date +%s) - start )) s"
-done
+    grep -v "step/s" "$log" | grep -v "^\s*$" | tail -n 9
+    echo "$name: exit code $code, wall time $(( $(date +%s) - start )) s" | tee -a "$log"
+    copy_out
+}
+
+[[ $parts == *" isotropic "* ]] && sweep isotropic paper fig2 fig3 fig4
+[[ $parts == *" kms "* ]] && sweep kms paper fig6 fig7 fig8
+[[ $parts == *" published "* ]] && sweep kms_published published fig6 fig7 fig8
+echo "== all parts: $(( $(date +%s) - start_all )) s"
+exit 0

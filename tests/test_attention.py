@@ -4,10 +4,10 @@ import math
 import pytest
 import torch
 
-from softmax_as_linear import attention as att
 from softmax_as_linear import RegressionTask
+from softmax_as_linear import attention as att
 
-from conftest import chunk_mean_check, random_spd
+from helpers import chunk_mean_check, random_spd
 
 SEEDS = [11, 12, 13]
 
@@ -28,20 +28,15 @@ def _gaussian_samples(g, mean, cov, shape):
 
 
 @pytest.mark.parametrize("seed", SEEDS)
-def test_lemma_2_1_monte_carlo(seed):
-    # 40 independent prompts of 50,000 tokens: mean of the finite-prompt outputs vs V m + V Gamma U z.
+@pytest.mark.parametrize("finite, limit", [(att.softmax_attention, att.gaussian_attention),
+                                           (att.linear_attention, att.gaussian_linear_attention)],
+                         ids=["softmax (Lemma 2.1)", "linear"])
+def test_gaussian_limits_against_monte_carlo(seed, finite, limit):
+    # 40 independent prompts of 50,000 tokens: mean of the finite-prompt outputs vs the closed-form
+    # limit (V m + V Gamma U z for softmax attention, Lemma 2.1).
     g, mean, cov, U, V, query = _setup(seed)
     tokens = _gaussian_samples(g, mean, cov, (40, 50_000))
-    outputs = att.softmax_attention(tokens, query, U, V)
-    chunk_mean_check(outputs, att.gaussian_attention(mean, cov, query, U, V))
-
-
-@pytest.mark.parametrize("seed", SEEDS)
-def test_gaussian_linear_attention_monte_carlo(seed):
-    g, mean, cov, U, V, query = _setup(seed)
-    tokens = _gaussian_samples(g, mean, cov, (40, 50_000))
-    outputs = att.linear_attention(tokens, query, U, V)
-    chunk_mean_check(outputs, att.gaussian_linear_attention(mean, cov, query, U, V))
+    chunk_mean_check(finite(tokens, query, U, V), limit(mean, cov, query, U, V))
 
 
 @pytest.mark.parametrize("seed", SEEDS)

@@ -1,18 +1,21 @@
 """Concentration estimators: streaming against direct attention, exact limits against Monte Carlo,
-gradient gaps against autograd, confidence intervals against a known truth, Figure 1, bad input."""
+gradient gaps against autograd, confidence intervals against a known truth, the regression gaps along
+training (Section 4; degenerate covariances included), bad input."""
 import json
 import math
 
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 
 import softmax_as_linear as sal
 from softmax_as_linear import attention as att
 from softmax_as_linear import concentration as conc
+from softmax_as_linear import seeding
 from softmax_as_linear.measures import KINDS, TokenLaw
 
-from conftest import chunk_mean_check, random_spd
+from helpers import chunk_mean_check, random_spd, rank_four_covariance
 
 SEEDS = [21, 22]
 F64 = dict(dtype=torch.float64)
@@ -114,7 +117,7 @@ def test_tilted_moments_against_monte_carlo(kind, seed):
         b = queries[0] @ U.T @ torch.linalg.cholesky(law.cov)
         U = U * 0.3 / float(b.abs().max())
     m = conc.stream_moments(conc.law_draw(law, 30, g), 40_000, queries, U, second_order=True)
-    mean, cov = conc.tilted_moments(law, queries[0], U)
+    mean, cov = conc.limit_moments(law, queries[0], U, second_order=True)
     chunk_mean_check(m.tilted_mean, mean)
     chunk_mean_check(m.tilted_cov, cov, floor=2e-3)
 
@@ -123,7 +126,7 @@ def test_tilted_moments_of_a_gaussian_are_lemma_2_1():
     law = _law("gaussian", 3)
     g, U, _ = _params(3)
     z = torch.randn(5, 3, generator=g, **F64)
-    mean, cov = conc.tilted_moments(law, z, U)
+    mean, cov = conc.limit_moments(law, z, U, second_order=True)
     tilted_mean, tilted_cov = att.tilted_gaussian(law.mean, law.cov, z, U)
     assert torch.allclose(mean, tilted_mean, atol=1e-12) and torch.allclose(cov, tilted_cov, atol=1e-12)
 
@@ -132,7 +135,7 @@ def test_tilted_moments_of_a_gaussian_are_lemma_2_1():
 def test_tilted_covariance_is_symmetric_positive_definite(kind):
     law = _law(kind, 4)
     g, U, _ = _params(4, u_scale=0.4)
-    _, cov = conc.tilted_moments(law, torch.randn(6, 3, generator=g, **F64), U)
+    _, cov = conc.limit_moments(law, torch.randn(6, 3, generator=g, **F64), U, second_order=True)
     assert torch.allclose(cov, cov.transpose(-1, -2), atol=1e-12)
     assert (torch.linalg.eigvalsh(cov) > 0).all()
 
@@ -140,7 +143,7 @@ def test_tilted_covariance_is_symmetric_positive_definite(kind):
 def test_laplace_limit_outside_its_domain_is_an_error():
     law = TokenLaw.standard("laplace", 2)
     with pytest.raises(ValueError, match="law"):
-        conc.tilted_moments(law, torch.tensor([[3.0, 0.0]], **F64), torch.eye(2, **F64))
+        conc.limit_moments(law, torch.tensor([[3.0, 0.0]], **F64), torch.eye(2, **F64))
 
 
 def test_limits_ignore_the_query_in_the_measure():
@@ -237,11 +240,20 @@ def test_linear_gap_estimate_covers_the_exact_value_and_decays_as_one_over_L(see
     g, U, V = _params(seed, u_scale=1.0)
     cov = random_spd(3, g)
     law = TokenLaw("gaussian", torch.zeros(3, **F64), cov)
-    curve = conc.gap_curve(law, U, V, [10, 100, 1000], activation="linear", n_prompts=200, n_queries=8, seed=seed)
+    # +-5 standard-error intervals (the squared gaps are skewed, so 95% intervals miss more often than 5%)
+    level = 1 - 2 * stats.norm.sf(5.0)
+    curve = conc.gap_curve(law, U, V, [10, 100, 1000], activation="linear", n_prompts=200, n_queries=8, seed=seed,
+                           level=level)
     exact = np.array([_linear_exact_gap(cov, U, V, L) for L in curve.lengths])
     assert np.all((curve.output.low <= exact) & (exact <= curve.output.high))
-    slope, se = curve.slope()
-    assert abs(slope + 1) < 0.05 and se < 0.05
+    # The exact gap is c / L: the fitted log-log slope is -1 up to the error of the three means, whose
+    # standard errors (relative, so in log scale) propagate through the least-squares weights.
+    t = stats.t.isf(stats.norm.sf(5.0), 200 - 1)
+    log_se = (curve.output.high - curve.output.mean) / t / curve.output.mean
+    x = np.log(curve.lengths)
+    weights = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    slope, _ = curve.slope()
+    assert abs(slope + 1) < 5 * float(np.sqrt((weights**2 * log_se**2).sum()))
 
 
 def test_confidence_intervals_cover_at_their_level():
@@ -269,7 +281,7 @@ def test_softmax_gap_estimate_agrees_with_brute_force(include_query):
     g, U, V = _params(8, u_scale=1.0)
     P, Q, L = 80, 4, 200
     curve = conc.gap_curve(law, U, V, [L], n_prompts=P, n_queries=Q, seed=5, chunk=L, include_query=include_query)
-    gen = torch.Generator().manual_seed(conc._length_seed(5, L))
+    gen = seeding.generator(5, "prompts", L)  # the stream gap_curve draws from
     queries = TokenLaw.standard("gaussian", 3).sample((P, Q), gen)
     tokens = law.sample((P, L), gen)
     finite = att.softmax_attention(tokens.unsqueeze(1), queries, U, V, include_query=include_query)
@@ -319,31 +331,83 @@ def test_gap_curve_is_reproducible_and_length_by_length():
     json.dumps(a.as_dict())
 
 
-def test_mean_interval_matches_the_t_interval():
-    x = np.array([1.0, 2.0, 4.0, 7.0])
-    mean, low, high = conc.mean_interval(x, 0.95)
-    assert mean == pytest.approx(3.5)
-    assert high - mean == pytest.approx(3.182446 * x.std(ddof=1) / 2, rel=1e-5)
-    assert mean - low == pytest.approx(high - mean)
+# ------------------------------------------------------------------------------------------ regression gaps (Section 4)
+
+def _replay(task, L, P, seed):
+    """The prompts, queries and targets that regression_gaps draws from a generator seeded by ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    w = torch.randn(P, task.d, generator=g, **F64) * math.sqrt(task.task_var)
+    x_q = torch.randn(P, task.d, generator=g, **F64) @ torch.linalg.cholesky(task.covariance).T
+    y_q = (x_q * w).sum(-1) + torch.randn(P, generator=g, **F64) * math.sqrt(task.noise_var)
+    tokens = conc.regression_draw(task, w, g)(L)
+    query = torch.cat([x_q, torch.zeros(P, 1, **F64)], -1)
+    return tokens, query, y_q, w
 
 
-# ------------------------------------------------------------------------------------------ Figure 1
+@pytest.mark.parametrize("kind", ["isotropic", "kms"])
+def test_regression_gaps_match_direct_attention_and_autograd(kind):
+    task = sal.RegressionTask.isotropic(3) if kind == "isotropic" else sal.RegressionTask.kms(3, 0.5)
+    g = torch.Generator().manual_seed(3)
+    U = 0.4 * torch.randn(4, 4, generator=g, **F64)
+    V = torch.randn(4, 4, generator=g, **F64)
+    L, P = 7, 5
+    gaps = conc.regression_gaps(task, U, V, L, P, torch.Generator().manual_seed(11))
+    tokens, query, y_q, w = _replay(task, L, P, 11)
+    gamma = task.token_covariance(w)
+    for p in range(P):
+        Ur, Vr = U.clone().requires_grad_(True), V.clone().requires_grad_(True)
+        out = sal.softmax_attention(tokens[p:p + 1], query[p:p + 1], Ur, Vr)[0]
+        limit = Vr @ gamma[p] @ Ur @ query[p]
+        assert torch.allclose((out - limit).square().sum(), gaps["output"][p], rtol=1e-9)
+        grads = [torch.autograd.grad(0.5 * (o[-1] - y_q[p]) ** 2, (Ur, Vr), retain_graph=True) for o in (out, limit)]
+        expected = sum((a - b).square().sum() for a, b in zip(*grads))
+        assert torch.allclose(expected, gaps["gradient"][p], rtol=1e-8)
 
-def test_figure1_small_preset(monkeypatch):
-    monkeypatch.setitem(conc.FIGURE1_PRESETS, "tiny", dict(lengths=[10, 1000], batch=16, n_batches=3))
-    out = conc.figure1("tiny", device="cpu")
-    json.dumps(out)
-    assert out["lengths"] == [10, 1000] and out["settings"]["n_prompts"] == 48
-    for name in ("output", "grad_weights", "grad_uv", "grad_norm_linear", "ess"):
-        assert len(out[name]["mean"]) == 2
-    assert out["output"]["mean"][1] < out["output"]["mean"][0] / 10
-    assert out["grad_weights"]["mean"][1] < out["grad_weights"]["mean"][0] / 10
-    assert out == conc.figure1("tiny", device="cpu")
+
+def test_output_gap_at_zero_U_has_its_closed_form():
+    # U = 0: uniform weights, the limit is 0 and the output is the last row of V times the prompt mean;
+    # with V = e_D e_D^T the gap is ybar^2, of mean (tau^2 tr Sigma + s^2) / L.
+    task = sal.RegressionTask.kms(5, 0.5)
+    L = 20
+    V = torch.zeros(6, 6, **F64)
+    V[-1, -1] = 1.0
+    gaps = conc.regression_gaps(task, torch.zeros(6, 6, **F64), V, L, 20_000, torch.Generator().manual_seed(0))
+    mean, low, high = sal.stats.mean_interval(gaps["output"].numpy(), 0.999)
+    exact = (task.task_var * float(torch.trace(task.covariance)) + task.noise_var) / L
+    assert low < exact < high
 
 
-def test_figure1_unknown_preset():
-    with pytest.raises(ValueError, match="preset"):
-        conc.figure1("huge")
+def test_trajectory_gaps_shapes_sup_and_common_prompts():
+    task = sal.RegressionTask.isotropic(3)
+    U0, V0 = sal.block_init(task, 0.5)
+    U = torch.stack([U0, 2 * U0, 3 * U0])
+    V = torch.stack([V0, V0, V0])
+    out = conc.trajectory_gaps(task, U, V, (5, 50), n_prompts=64, seed=1)
+    for name in ("output", "gradient"):
+        mean = np.array(out[name]["mean"])
+        assert mean.shape == (2, 3) and np.all(np.array(out[name]["low"]) <= mean)
+        assert out[name]["sup"]["mean"] == mean.max(1).tolist()
+    assert np.allclose(out["norm_U"], [float(torch.linalg.matrix_norm(u)) for u in U])
+    again = conc.trajectory_gaps(task, U[:1], V[:1], (5,), n_prompts=64, seed=1)
+    assert again["output"]["mean"][0][0] == out["output"]["mean"][0][0]  # same prompts at every point
+
+
+def test_trajectory_gaps_bad_input():
+    task = sal.RegressionTask.isotropic(3)
+    with pytest.raises(ValueError, match="U and V"):
+        conc.trajectory_gaps(task, torch.zeros(4, 4), torch.zeros(4, 4), (5,))
+    with pytest.raises(ValueError, match="lengths"):
+        conc.trajectory_gaps(task, torch.zeros(1, 4, 4), torch.zeros(1, 4, 4), ())
+    with pytest.raises(ValueError, match="n_prompts"):
+        conc.regression_gaps(task, torch.zeros(4, 4), torch.zeros(4, 4), 5, 1)
+
+
+def test_regression_gaps_accept_a_degenerate_covariance():
+    sigma, _ = rank_four_covariance()
+    task = sal.RegressionTask(5, sigma)
+    gaps = conc.regression_gaps(task, 0.3 * torch.eye(6, **F64), torch.eye(6, **F64), 10, 8,
+                                torch.Generator().manual_seed(0))
+    assert all(bool(torch.isfinite(v).all()) for v in gaps.values())
 
 
 # ------------------------------------------------------------------------------------------ bad input
@@ -379,10 +443,42 @@ def _gaussian3():
     (lambda: conc.effective_sample_size(torch.tensor([1.0, -1.0])), "weights"),
     (lambda: conc.effective_sample_size(torch.zeros(3)), "weights"),
     (lambda: conc.effective_sample_size(torch.tensor([1.0, math.inf])), "weights"),
-    (lambda: conc.mean_interval([1.0]), "samples"),
-    (lambda: conc.mean_interval([1.0, 2.0], level=0.0), "level"),
-    (lambda: conc.tilted_moments("gaussian", torch.zeros(3), torch.eye(3)), "law"),
+    (lambda: conc.limit_moments("gaussian", torch.zeros(3), torch.eye(3)), "law"),
 ])
 def test_bad_input(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# ------------------------------------------------------------------------------------------ rate predictions
+
+def test_light_gap_constant_is_the_query_average_of_the_delta_method():
+    from scipy import integrate
+    from scipy import stats as sps
+
+    for sigma, norm_U, D in [(0.25, 1.0, 3), (0.5, 1.0, 3), (0.3, 1.5, 2)]:
+        a = sigma**2 * norm_U**2
+        per_query = lambda t: math.exp(a * t + sps.chi2.logpdf(t, D)) * (D * sigma**2 + sigma**2 * a * t)  # noqa: E731
+        expected, _ = integrate.quad(per_query, 0, math.inf)
+        assert conc.light_gap_constant(sigma, norm_U, D) == pytest.approx(expected, rel=1e-8)
+    with pytest.raises(ValueError, match="sigma"):
+        conc.light_gap_constant(0.75, 1.0, 3)  # a = 0.5625: L E_L grows without limit
+
+
+def test_light_gap_constant_matches_long_prompts():
+    law = TokenLaw.standard("gaussian", 3, 0.25)
+    curve = conc.gap_curve(law, torch.eye(3), torch.eye(3), [2000], n_prompts=64, n_queries=8, seed=3)
+    C = conc.light_gap_constant(0.25, 1.0, 3)
+    assert 2000 * curve.output.low[0] < C < 2000 * curve.output.high[0]
+
+
+def test_gap_rate_light_and_heavy_regimes():
+    assert conc.gap_rate(0.5) == conc.gap_rate(0.5, refined=True) == -1.0
+    assert conc.gap_rate(1.0) == pytest.approx(-0.5)
+    assert conc.gap_rate(1.0, refined=True) == pytest.approx(-(math.sqrt(5) - 1) / 2)
+    assert conc.gap_rate(2.0) == pytest.approx(-0.125) and conc.gap_rate(2.0, refined=True) == pytest.approx(-0.2071, abs=1e-4)
+    edge = 0.5**0.5 * (1 + 1e-9)  # both are continuous at a = 1/2, and the refined slope is the steeper one
+    assert conc.gap_rate(edge, refined=True) == pytest.approx(-1.0, abs=1e-6)
+    assert all(conc.gap_rate(s, refined=True) < conc.gap_rate(s) for s in (0.8, 1.0, 2.0, 5.0))
+    with pytest.raises(ValueError, match="scale"):
+        conc.gap_rate(-1.0)

@@ -1,13 +1,16 @@
-"""In-context regression: closed-form risks against Monte Carlo, gradients, reference solutions, bad input."""
+"""In-context regression: closed-form risks against Monte Carlo, gradients, reference solutions, the two
+samplers, a degenerate input covariance (Appendix F.3), bad input."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from softmax_as_linear import icl
 from softmax_as_linear.attention import linear_attention, softmax_attention
+from softmax_as_linear.dynamics import infinite_prompt_flow
 
-from conftest import random_spd
+from helpers import random_spd, rank_four_covariance
 
 TASKS = {
     "isotropic": lambda: icl.RegressionTask.isotropic(d=3, task_var=0.5, noise_var=0.2),
@@ -200,7 +203,185 @@ def test_kms_covariance():
     (lambda: icl.infinite_prompt_risk(torch.eye(2), torch.eye(3), icl.RegressionTask(2)), "U"),
     (lambda: icl.block_init(icl.RegressionTask(2), 0.0), "alpha"),
     (lambda: icl.block_init(icl.RegressionTask(2), 0.1, torch.ones(2, 2)), "theta"),
+    (lambda: icl.RegressionTask(2, sampler="code"), "sampler"),
+    (lambda: icl.RegressionTask.kms(2, sampler=None), "sampler"),
+    (lambda: icl.linear_attention_risk(torch.eye(3), torch.eye(3), 0, icl.RegressionTask(2)), "L"),
+    (lambda: icl.linear_attention_risk(torch.eye(2), torch.eye(3), 4, icl.RegressionTask(2)), "U"),
 ])
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+# --- the two samplers and the exact finite-L risk of normalised linear attention ---
+
+SAMPLER_TASKS = {
+    (name, sampler): (lambda name=name, sampler=sampler: icl.RegressionTask(
+        3, TASKS[name]().covariance, TASKS[name]().task_var, TASKS[name]().noise_var, sampler))
+    for name in ("kms", "random") for sampler in icl.SAMPLERS
+}
+
+
+def test_published_sampler_draws_what_the_published_code_draws():
+    # Prompt inputs C C xi (covariance C Sigma C^T), isotropic queries, labels from the inputs drawn;
+    # the same raw normals as the paper's sampler, so the two differ only by the factor applied.
+    paper, published = (icl.RegressionTask.kms(3, 0.6, sampler=s) for s in icl.SAMPLERS)
+    C = torch.linalg.cholesky(paper.covariance)
+    a = paper.sample(5, 4, torch.Generator().manual_seed(3), dtype=torch.float64)
+    b = published.sample(5, 4, torch.Generator().manual_seed(3), dtype=torch.float64)
+    assert torch.equal(a.w, b.w)
+    xi_prompt = torch.linalg.solve_triangular(C, a.tokens[..., :3].transpose(-1, -2), upper=False).transpose(-1, -2)
+    assert torch.allclose(b.tokens[..., :3], xi_prompt @ (C @ C).T)
+    assert torch.allclose(b.query[:, :3], torch.linalg.solve_triangular(C, a.query[:, :3].T, upper=False).T)
+    noise_prompt = a.tokens[..., 3] - (a.tokens[..., :3] * a.w[:, None]).sum(-1)
+    assert torch.allclose(b.tokens[..., 3] - (b.tokens[..., :3] * b.w[:, None]).sum(-1), noise_prompt)
+    assert torch.allclose(b.target - (b.query[:, :3] * b.w).sum(-1), a.target - (a.query[:, :3] * a.w).sum(-1))
+    big = published.sample(100_000, 2, torch.Generator().manual_seed(4), dtype=torch.float64)
+    x = big.tokens[..., :3].reshape(-1, 3)
+    assert torch.allclose(x.T @ x / x.shape[0], C @ paper.covariance @ C.T, atol=0.03)
+    assert torch.allclose(big.query[:, :3].T @ big.query[:, :3] / 100_000, torch.eye(3, dtype=torch.float64), atol=0.02)
+    assert torch.allclose(published.prompt_covariance, C @ paper.covariance @ C.T)
+    assert torch.equal(published.query_covariance, torch.eye(3, dtype=torch.float64))
+    assert "published" in repr(published)
+
+
+def test_samplers_coincide_for_isotropic_inputs():
+    a, b = (icl.RegressionTask.isotropic(3, sampler=s).sample(4, 5, torch.Generator().manual_seed(1)) for s in icl.SAMPLERS)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.query, b.query) and torch.equal(a.target, b.target)
+
+
+def _linear_attention_mc(U, V, L, task, seed, n=400_000, chunk=100_000):
+    g = torch.Generator().manual_seed(seed)
+    values = []
+    for _ in range(n // chunk):
+        b = task.sample(chunk, L, g, dtype=torch.float64)
+        moments = torch.einsum("nli,nlj->nij", b.tokens, b.tokens) / L
+        pred = torch.einsum("i,nij,jk,nk->n", V[-1], moments, U, b.query)
+        values.append(0.5 * (pred - b.target) ** 2)
+    return _mc_mean(torch.cat(values))
+
+
+@pytest.mark.parametrize("key", SAMPLER_TASKS)
+@pytest.mark.parametrize("seed, L", [(31, 1), (32, 3), (33, 12)])
+def test_linear_attention_risk_monte_carlo(key, seed, L):
+    task = SAMPLER_TASKS[key]()
+    U, V = _random_uv(seed)
+    estimate, se = _linear_attention_mc(U, V, L, task, 500 + seed)
+    exact = float(icl.linear_attention_risk(U, V, L, task))
+    assert abs(exact - estimate) < 5 * se, (exact, estimate, se)
+
+
+def test_linear_attention_risk_tends_to_the_infinite_prompt_risk_and_batches():
+    task = SAMPLER_TASKS[("kms", "published")]()
+    U, V = _random_uv(7)
+    far = float(icl.linear_attention_risk(U, V, 10**9, task))
+    assert far == pytest.approx(float(icl.infinite_prompt_risk(U, V, task)), rel=1e-6)
+    Us, Vs = torch.stack([U, 2 * U]), torch.stack([V, V / 3])
+    L = torch.tensor([4.0, 9.0], dtype=torch.float64)
+    batched = icl.linear_attention_risk(Us, Vs, L, task)
+    assert batched.shape == (2,)
+    assert float(batched[1]) == pytest.approx(float(icl.linear_attention_risk(2 * U, V / 3, 9, task)))
+
+
+@pytest.mark.parametrize("key", SAMPLER_TASKS)
+@pytest.mark.parametrize("L", [3, 25])
+def test_linear_attention_risk_minimum_is_the_optimal_linear_risk(key, L):
+    task = SAMPLER_TASKS[key]()
+    optimum = icl.optimal_linear_risk(L, task)
+    U_star, V_star = icl.limit_parameters(task, L)
+    assert float(icl.linear_attention_risk(U_star, V_star, L, task)) == pytest.approx(optimum, rel=1e-10)
+    # A generic minimisation over all of (U, V) from random starts and from a perturbed optimum never goes
+    # lower; the best start reaches it (the risk is not convex in (U, V): some starts stop at a stationary point).
+    best = math.inf
+    starts = [_random_uv(seed, scale=0.1) for seed in (1, 2, 3)]
+    noise = _random_uv(4, scale=0.05)
+    starts.append((U_star + noise[0], V_star + noise[1]))
+    for start in starts:
+        U, V = (t.clone().requires_grad_(True) for t in start)
+        opt = torch.optim.LBFGS([U, V], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-16,
+                                line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            risk = icl.linear_attention_risk(U, V, L, task)
+            risk.backward()
+            return risk
+        for _ in range(6):
+            opt.step(closure)
+        reached = float(icl.linear_attention_risk(U, V, L, task).detach())
+        assert reached >= optimum * (1 - 1e-9)
+        best = min(best, reached)
+    assert best == pytest.approx(optimum, rel=1e-6)
+
+
+@pytest.mark.parametrize("L", [2, 10])
+def test_references_of_the_published_sampler_monte_carlo(L):
+    # Ridge (posterior mean) on published prompts, scored on isotropic queries; best linear attention at L.
+    task = SAMPLER_TASKS[("kms", "published")]()
+    batch = task.sample(300_000, L, torch.Generator().manual_seed(40 + L), dtype=torch.float64)
+    X, y = batch.tokens[..., :3], batch.tokens[..., 3]
+    ridge = torch.linalg.solve(X.transpose(1, 2) @ X + task.noise_var / task.task_var * torch.eye(3, dtype=torch.float64),
+                               (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+    estimate, se = _mc_mean(0.5 * ((ridge * batch.query[:, :3]).sum(-1) - batch.target) ** 2)
+    bayes, bayes_se = icl.bayes_risk(L, task, n_samples=40_000, seed=L)
+    assert abs(bayes - estimate) < 5 * math.hypot(se, bayes_se), (bayes, estimate)
+    gamma_inv = torch.linalg.inv(icl.finite_prompt_covariance(L, task))
+    h = (X * y.unsqueeze(-1)).mean(1)
+    pred = ((h @ gamma_inv) * batch.query[:, :3]).sum(-1)  # Gamma_L symmetric
+    estimate, se = _mc_mean(0.5 * (pred - batch.target) ** 2)
+    assert abs(icl.optimal_linear_risk(L, task) - estimate) < 5 * se
+    assert bayes <= icl.optimal_linear_risk(L, task) + 5 * bayes_se
+    # the zero predictor: tau^2/2 tr(Q) + s^2/2 with Q = I
+    assert task.zero_risk() == pytest.approx(0.5 * task.task_var * 3 + 0.5 * task.noise_var)
+
+
+@pytest.mark.parametrize("seed", [21])
+def test_infinite_prompt_risk_published_sampler_monte_carlo(seed):
+    # Long prompts from the published sampler: linear attention's risk approaches R_inf built on (P, Q).
+    task = SAMPLER_TASKS[("random", "published")]()
+    U, V = _random_uv(seed, scale=0.3)
+    exact = float(icl.linear_attention_risk(U, V, 500, task))
+    assert exact == pytest.approx(float(icl.infinite_prompt_risk(U, V, task)), rel=0.02)
+    estimate, se = _linear_attention_mc(U, V, 500, task, seed, n=40_000, chunk=10_000)
+    assert abs(exact - estimate) < 5 * se
+
+
+# --- a degenerate input covariance (Appendix F.3) ---
+
+def test_degenerate_task_samples_inputs_in_the_range():
+    sigma, u = rank_four_covariance()
+    task = icl.RegressionTask(5, sigma)
+    batch = task.sample(2_000, 3, torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = batch.tokens[..., :5].reshape(-1, 5)
+    assert float((x @ u).abs().max()) < 1e-6                   # no variance along the null direction
+    assert float((x.T @ x / x.shape[0] - sigma).abs().max()) < 0.05
+
+
+@pytest.mark.parametrize("theta_seed", [None, 4])
+def test_flow_converges_to_the_pseudo_inverse_limit(theta_seed):
+    sigma, _ = rank_four_covariance()
+    task = icl.RegressionTask(5, sigma)
+    theta = None
+    if theta_seed is not None:
+        theta = torch.randn(5, 3, generator=torch.Generator().manual_seed(theta_seed), dtype=torch.float64)
+        theta = theta / float(torch.linalg.matrix_norm(theta @ theta.T)) ** 0.5
+    flow = infinite_prompt_flow(*icl.block_init(task, 0.3, theta), task, [0.0, 60.0], max_dt=0.1)
+    U, V = icl.degenerate_limit_parameters(task, 0.3, theta)
+    assert np.abs(flow["U"][-1] - U.numpy()).max() < 1e-8 and np.abs(flow["V"][-1] - V.numpy()).max() < 1e-8
+    assert abs(float(icl.infinite_prompt_risk(U, V, task)) - task.noise_var / 2) < 1e-12
+
+
+def test_invertible_covariance_gives_remark_5_3():
+    task = icl.RegressionTask.kms(5, 0.5)
+    for a, b in zip(icl.limit_parameters(task), icl.degenerate_limit_parameters(task, 0.3)):
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_degenerate_bad_input():
+    sigma, _ = rank_four_covariance()
+    with pytest.raises(ValueError, match="degenerate_limit_parameters"):
+        icl.limit_parameters(icl.RegressionTask(5, sigma))
+    with pytest.raises(ValueError, match="published"):
+        icl.RegressionTask(5, sigma, sampler="published")
+    with pytest.raises(ValueError, match="covariance"):
+        icl.RegressionTask(2, torch.tensor([[1.0, 2.0], [2.0, 1.0]]))

@@ -6,7 +6,7 @@ import torch
 
 from softmax_as_linear.measures import KINDS, TokenLaw
 
-from conftest import chunk_mean_check, random_spd
+from helpers import chunk_mean_check, random_spd
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -140,3 +140,16 @@ def test_second_moment():
 def test_bad_input_to_tilts(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_tilted_moments_are_the_gradient_and_hessian_of_the_cgf(kind):
+    law = TokenLaw.standard(kind, 2)
+    u = torch.tensor([[0.3, -0.2], [0.1, 0.4]], dtype=torch.float64)
+    mean, cov = law.tilted_moments(u)
+    assert torch.allclose(mean, law.tilted_mean(u), atol=1e-14) and cov.shape == (2, 2, 2)
+    hessian = torch.autograd.functional.hessian(lambda v: law.log_mgf(v), u[0])
+    assert torch.allclose(cov[0], hessian, atol=1e-10)
+    if kind == "gaussian":  # Lemma 2.1: N(m + Gamma u, Gamma)
+        assert torch.allclose(cov, law.cov.expand(2, 2, 2), atol=1e-12)
+

@@ -6,7 +6,7 @@ from softmax_as_linear import attention as att
 from softmax_as_linear import tilting
 from softmax_as_linear.measures import KINDS, TokenLaw
 
-from conftest import chunk_mean_check, random_spd
+from helpers import chunk_mean_check, random_spd
 
 SEEDS = [21, 22, 23]
 

@@ -1,6 +1,5 @@
-"""The batched training core: equivalence with per-run computation, pairing, divergence, resumption,
-the infinite-prompt flow, presets and bad configurations."""
-import math
+"""The batched training engine: equivalence with per-run computation, pairing, divergence, resumption,
+the data thread, the CUDA graph, and bad calls."""
 import os
 import warnings
 
@@ -8,9 +7,10 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_as_linear import icl, models
 import softmax_as_linear.train as train_module
-from softmax_as_linear.train import (SoftmaxPrediction, TrainConfig, _Data, _Sweep, infinite_prompt_flow, train)
+from softmax_as_linear import icl, models
+from softmax_as_linear.sweep import TrainConfig
+from softmax_as_linear.train import SoftmaxPrediction, SweepData, SweepModel, train
 
 SMALL = dict(lengths=(5, 12, 30), steps=40, record_every=10, eval_prompts=64, batch_size=32)
 # Every test that takes ``device`` also runs on a GPU when one is present.
@@ -20,8 +20,8 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 @pytest.mark.parametrize("device", DEVICES)
 def test_batched_predictions_equal_per_run_models(device):
     cfg = TrainConfig(lengths=(3, 7, 20, 50), seeds=(1, 2), dtype="float64", eval_prompts=4)
-    sweep = _Sweep(cfg, torch.device(device), None)
-    tokens, query, _ = _Data(cfg, sweep.task, torch.device(device), torch.float64).batch()
+    sweep = SweepModel(cfg, torch.device(device), None)
+    tokens, query, _ = SweepData(cfg, sweep.task, torch.device(device), torch.float64).batch()
     pred = sweep.predict(tokens, query)
     for s in range(2):
         for l, L in enumerate(cfg.lengths):
@@ -117,44 +117,6 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path):
         train(cfg.replace(lr=0.5), checkpoint=checkpoint)
 
 
-def test_infinite_prompt_flow_reaches_the_limit_of_remark_5_3():
-    task = icl.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    U0, V0 = icl.block_init(task, 0.5)
-    flow = infinite_prompt_flow(U0, V0, task, [0.0, 5.0, 150.0], max_dt=0.1)
-    assert np.all(np.diff(flow["risk"]) < 0)
-    U_star, V_star = icl.limit_parameters(task)
-    np.testing.assert_allclose(flow["U"][-1], U_star.numpy(), atol=1e-3)
-    np.testing.assert_allclose(flow["V"][-1], V_star.numpy(), atol=1e-3)
-    # Small steps integrate the flow accurately: halving them changes nothing visible.
-    finer = infinite_prompt_flow(U0, V0, task, [5.0], max_dt=0.05)
-    np.testing.assert_allclose(finer["U"][-1], flow["U"][1], atol=1e-6)
-
-
-def test_linear_training_at_large_L_tracks_the_infinite_prompt_flow():
-    # Theorem 4.3 in miniature: (U, V) linear attention from the block initialisation, SGD at
-    # learning rate lr on the MSE follows the flow on R_inf at time 2 lr k, closer for longer prompts.
-    distance = {}
-    for L in (5, 400):
-        cfg = TrainConfig(d=3, lengths=(L,), activations=("linear",), parametrisation="uv", init="block", alpha=0.3,
-                          steps=300, lr=0.04, batch_size=256, record_every=100, eval_prompts=16)
-        result = train(cfg)
-        flow = infinite_prompt_flow(*icl.block_init(cfg.task(), 0.3), cfg.task(), result.times, max_dt=0.1)
-        U, V = result.uv()
-        distance[L] = float(np.linalg.norm(U[0, 0, 0, -1] - flow["U"][-1]) + np.linalg.norm(V[0, 0, 0, -1] - flow["V"][-1]))
-        scale = float(np.linalg.norm(flow["U"][-1]) + np.linalg.norm(flow["V"][-1]))
-    assert distance[400] < 0.1 * scale
-    assert distance[400] < distance[5] / 3
-
-
-def test_block_structure_is_preserved_by_the_flow():
-    task = icl.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    flow = infinite_prompt_flow(*icl.block_init(task, 0.3), task, [2.0, 20.0], max_dt=0.1)
-    U, V = flow["U"], flow["V"]
-    assert np.abs(U[:, 3, :]).max() == 0 and np.abs(U[:, :, 3]).max() == 0
-    assert np.abs(V[:, :3, :]).max() == 0 and np.abs(V[:, 3, :3]).max() == 0
-    assert np.abs(U[-1, :3, :3] - U[0, :3, :3]).max() > 0.1  # while the blocks themselves move
-
-
 @pytest.mark.parametrize("device", DEVICES)
 def test_lecture_preset_linear_attention_reaches_the_best_linear_risk(device):
     from softmax_as_linear.presets import sweep_config
@@ -167,39 +129,26 @@ def test_lecture_preset_linear_attention_reaches_the_best_linear_risk(device):
     assert abs(final - best) < 0.02 * best
 
 
-@pytest.mark.parametrize("field, value", [
-    ("lengths", (10, 5)), ("lengths", ()), ("lengths", (0, 5)), ("activations", ("softmax", "relu")),
-    ("seeds", (1, 1)), ("steps", -1), ("batch_size", 0), ("lr", 0.0), ("optimizer", "rmsprop"),
-    ("parametrisation", "three"), ("init", "xavier"), ("covariance", "toeplitz"), ("rho", 1.0),
-    ("noise_var", -0.1), ("dtype", "float16"), ("record_every", 0),
-])
-def test_bad_configuration_names_the_field(field, value):
-    with pytest.raises(ValueError, match=field):
-        TrainConfig(**{field: value})
-
-
 def test_bad_calls():
-    with pytest.raises(ValueError, match="init"):
-        TrainConfig(init="block")  # Assumption 5.1 is stated for the (U, V) model
     with pytest.raises(ValueError, match="init_weights"):
         train(TrainConfig(init="given", steps=1))
     with pytest.raises(ValueError, match="device"):
         train(TrainConfig(steps=1), device="tpu")
-    with pytest.raises(ValueError, match="times"):
-        infinite_prompt_flow(torch.eye(4), torch.eye(4), icl.RegressionTask(3), [1.0, 0.5])
+    with pytest.raises(ValueError, match="config"):
+        train({"steps": 1})
 
 
 def test_prefetched_batches_and_states_match_drawing_in_turn():
     cfg = TrainConfig(lengths=(3, 7), seeds=(1, 2), batch_size=4, eval_prompts=8)
     task, cpu = cfg.task(), torch.device("cpu")
-    plain, ahead = _Data(cfg, task, cpu, torch.float32), _Data(cfg, task, cpu, torch.float32, prefetch=True)
+    plain, ahead = SweepData(cfg, task, cpu, torch.float32), SweepData(cfg, task, cpu, torch.float32, prefetch=True)
     for step in range(3):
         expected_state = plain.state()
         assert all(torch.equal(a, b) for a, b in zip(ahead.state(), expected_state)), step
         for a, b in zip(ahead.batch(), plain.batch()):
             assert torch.equal(a, b), step
     saved = ahead.state()  # two batches drawn ahead of it would be wrong: it must be after 3 batches
-    replay = _Data(cfg, task, cpu, torch.float32)
+    replay = SweepData(cfg, task, cpu, torch.float32)
     replay.load_state(saved)
     for a, b in zip(replay.batch(), plain.batch()):
         assert torch.equal(a, b)
@@ -218,7 +167,7 @@ def test_resume_with_the_data_thread_equals_drawing_in_turn(tmp_path, monkeypatc
     in_turn = train(cfg)
     monkeypatch.setattr(os, "cpu_count", lambda: torch.get_num_threads() + 1)
     made = []
-    monkeypatch.setattr(train_module, "_Data", lambda *a, **k: made.append(k["prefetch"]) or _Data(*a, **k))
+    monkeypatch.setattr(train_module, "SweepData", lambda *a, **k: made.append(k["prefetch"]) or SweepData(*a, **k))
     checkpoint, calls = tmp_path / "run.pt", []
     partial = train(cfg, checkpoint=checkpoint, checkpoint_every=7,
                     should_stop=lambda: calls.append(1) or len(calls) == 2)

@@ -1,30 +1,84 @@
-"""Execute chapters in place so that their stored outputs are fresh.
+"""Execute chapters in place so that their stored outputs are fresh, and keep them in the form JupyterLab saves.
 
     python tools/execute_notebooks.py [--unexecuted] [NOTEBOOK ...]
+    python tools/execute_notebooks.py --normalise [NOTEBOOK ...]      (metadata only, no execution)
 
 With no notebook named, every chapter runs; ``--unexecuted`` keeps only chapters that were never
 executed (no code cell has an execution count), which is what ``make book`` needs. Widget state and
 timings are not stored: the rendered book shows static plotly figures instead, and timings would
 turn every re-execution into a diff.
+
+A chapter is stored as JupyterLab writes it (:func:`normalise`): the kernelspec that ipykernel
+installs (display name "Python 3 (ipykernel)"), nbformat 4.5 with cell ids, keys sorted, one-space
+indent. So opening a chapter and saving it changes no byte, with one exception that
+:func:`pre_save_hook` removes: JupyterLab's plotly renderer adds a PNG snapshot of every figure it
+draws to the figure's output (making a freshly opened chapter "modified"). ``make lab`` starts
+JupyterLab with that hook, so that its saves and autosaves write a chapter back unchanged unless a
+cell was really changed or re-run.
 """
 import pathlib
 import sys
 import time
 
 import nbformat
-from nbclient import NotebookClient
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+def _as_javascript(value):
+    """``value`` with every whole float written as an int, as a notebook that went through the browser
+    comes back (JavaScript has one number type: plotly JSON's ``0.0`` is saved as ``0``)."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        for key, item in value.items():
+            value[key] = _as_javascript(item)
+    elif isinstance(value, list):
+        value[:] = [_as_javascript(item) for item in value]
+    return value
+
+
+def normalise(notebook) -> bool:
+    """Bring a notebook (``nbformat`` node or plain dict, changed in place) to the stored form.
+
+    Sets the kernelspec, drops widget state and the PNG snapshots that JupyterLab's plotly renderer
+    adds next to plotly JSON, drops the per-cell ``execution`` timings and writes whole floats as
+    ints (:func:`_as_javascript`); outputs are otherwise left alone. Returns whether anything changed.
+    """
+    before = repr(notebook)
+    _as_javascript(notebook)
+    metadata = notebook.setdefault("metadata", {})
+    if metadata.get("kernelspec", {}).get("name", "python3") == "python3":
+        metadata["kernelspec"] = dict(KERNELSPEC)
+    metadata.pop("widgets", None)
+    notebook["nbformat"], notebook["nbformat_minor"] = 4, max(5, notebook.get("nbformat_minor", 5))
+    for cell in notebook.get("cells", []):
+        cell.get("metadata", {}).pop("execution", None)
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if PLOTLY in data:
+                data.pop("image/png", None)
+    return repr(notebook) != before
+
+
+def pre_save_hook(model, **_):
+    """Jupyter Server's ``ContentsManager.pre_save_hook``: store a notebook in the normalised form."""
+    if model.get("type") == "notebook" and model.get("content") is not None:
+        normalise(model["content"])
 
 
 def execute(path: pathlib.Path) -> float:
+    from nbclient import NotebookClient
+
     notebook = nbformat.read(path, as_version=4)
     start = time.perf_counter()
     # Widget state must be tracked while running (live panels draw into Output widgets); it is
     # stripped before writing, since the book shows static figures instead.
     NotebookClient(notebook, timeout=900, kernel_name="python3", store_widget_state=True, record_timing=False,
                    resources={"metadata": {"path": str(path.parent)}}).execute()
-    notebook.metadata.pop("widgets", None)
+    normalise(notebook)
     nbformat.write(notebook, path)
     return time.perf_counter() - start
 
@@ -37,7 +91,14 @@ def _was_executed(path: pathlib.Path) -> bool:
 if __name__ == "__main__":
     args = sys.argv[1:]
     only_unexecuted = "--unexecuted" in args
-    paths = [pathlib.Path(p) for p in args if p != "--unexecuted"] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    paths = [pathlib.Path(p) for p in args if not p.startswith("--")] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    if "--normalise" in args:
+        for path in paths:
+            notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)
+            if normalise(notebook):
+                nbformat.write(notebook, path)
+                print(f"{path.name}: normalised", flush=True)
+        sys.exit(0)
     if only_unexecuted:
         paths = [p for p in paths if not _was_executed(p)]
     for path in paths:

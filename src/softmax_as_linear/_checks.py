@@ -26,7 +26,8 @@ def finite(name: str, tensor: Tensor) -> Tensor:
     return tensor
 
 
-def positive_int(name: str, value, minimum: int = 1) -> int:
+def int_at_least(name: str, value, minimum: int) -> int:
+    """``value`` as an int (a whole float is accepted), or a ``ValueError`` unless it is ``>= minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int,)) and not (
         isinstance(value, float) and value.is_integer()
     ):
@@ -34,6 +35,11 @@ def positive_int(name: str, value, minimum: int = 1) -> int:
     if int(value) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
+
+
+def positive_int(name: str, value) -> int:
+    """``value`` as an int ``>= 1``, or a ``ValueError`` naming ``name``."""
+    return int_at_least(name, value, 1)
 
 
 def positive_float(name: str, value, *, allow_zero: bool = False) -> float:

@@ -20,6 +20,8 @@ from torch import Tensor
 
 from . import _checks
 
+ACTIVATIONS = ("softmax", "linear")
+
 
 def _prompt(tokens, query, U, V=None, include_query: bool = False):
     tokens = _checks.as_float_tensor("tokens", tokens)
@@ -40,33 +42,33 @@ def _prompt(tokens, query, U, V=None, include_query: bool = False):
     return tokens, query, U, V
 
 
-def _apply(matrix: Tensor, vec: Tensor) -> Tensor:
-    """``matrix @ vec`` for ``matrix (..., D, D)`` and ``vec (..., D)``."""
+def matvec(matrix: Tensor, vec: Tensor) -> Tensor:
+    """``matrix @ vec`` for ``matrix (..., D, D)`` and ``vec (..., D)``, broadcasting, -> ``(..., D)``."""
     return (matrix @ vec.unsqueeze(-1)).squeeze(-1)
 
 
-def softmax_readout(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor) -> Tensor:
+def softmax_attention_unchecked(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor) -> Tensor:
     """:func:`softmax_attention` without argument checks, for inner loops (training, estimators)."""
-    s = (tokens @ _apply(U, query).unsqueeze(-1)).squeeze(-1)
-    return _apply(V, (torch.softmax(s, dim=-1).unsqueeze(-2) @ tokens).squeeze(-2))
+    s = (tokens @ matvec(U, query).unsqueeze(-1)).squeeze(-1)
+    return matvec(V, (torch.softmax(s, dim=-1).unsqueeze(-2) @ tokens).squeeze(-2))
 
 
-def linear_readout(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor) -> Tensor:
+def linear_attention_unchecked(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor) -> Tensor:
     """:func:`linear_attention` without argument checks, for inner loops (training, estimators)."""
-    s = (tokens @ _apply(U, query).unsqueeze(-1)).squeeze(-1)
-    return _apply(V, (s.unsqueeze(-2) @ tokens).squeeze(-2) / tokens.shape[-2])
+    s = (tokens @ matvec(U, query).unsqueeze(-1)).squeeze(-1)
+    return matvec(V, (s.unsqueeze(-2) @ tokens).squeeze(-2) / tokens.shape[-2])
 
 
 def scores(tokens, query, U) -> Tensor:
     r"""Attention scores :math:`s_i = z_i^\top U z`, shape ``(..., L)``."""
     tokens, query, U, _ = _prompt(tokens, query, U)
-    return (tokens @ _apply(U, query).unsqueeze(-1)).squeeze(-1)
+    return (tokens @ matvec(U, query).unsqueeze(-1)).squeeze(-1)
 
 
 def softmax_weights(tokens, query, U, include_query: bool = False) -> Tensor:
     r"""Softmax weights :math:`a_i = e^{s_i} / \sum_j e^{s_j}`, shape ``(..., L)`` (``L + 1`` with the query)."""
     tokens, query, U, _ = _prompt(tokens, query, U, include_query=include_query)
-    return torch.softmax((tokens @ _apply(U, query).unsqueeze(-1)).squeeze(-1), dim=-1)
+    return torch.softmax((tokens @ matvec(U, query).unsqueeze(-1)).squeeze(-1), dim=-1)
 
 
 def softmax_attention(tokens, query, U, V, include_query: bool = False) -> Tensor:
@@ -80,7 +82,7 @@ def softmax_attention(tokens, query, U, V, include_query: bool = False) -> Tenso
 
     tokens ``(..., L, D)``, query ``(..., D)``, U, V ``(..., D, D)`` -> ``(..., D)``.
     """
-    return softmax_readout(*_prompt(tokens, query, U, V, include_query))
+    return softmax_attention_unchecked(*_prompt(tokens, query, U, V, include_query))
 
 
 def linear_attention(tokens, query, U, V, include_query: bool = False) -> Tensor:
@@ -91,7 +93,7 @@ def linear_attention(tokens, query, U, V, include_query: bool = False) -> Tensor
 
     tokens ``(..., L, D)``, query ``(..., D)``, U, V ``(..., D, D)`` -> ``(..., D)``.
     """
-    return linear_readout(*_prompt(tokens, query, U, V, include_query))
+    return linear_attention_unchecked(*_prompt(tokens, query, U, V, include_query))
 
 
 def _gaussian(mean, cov, query, U, V=None):
@@ -118,7 +120,7 @@ def tilted_gaussian(mean, cov, query, U) -> tuple[Tensor, Tensor]:
     (mean ``(..., D)``, cov ``(..., D, D)``).
     """
     mean, cov, query, U, _ = _gaussian(mean, cov, query, U)
-    tilted_mean = mean + _apply(cov, _apply(U, query))
+    tilted_mean = mean + matvec(cov, matvec(U, query))
     return tilted_mean, cov.expand(*tilted_mean.shape, tilted_mean.shape[-1])
 
 
@@ -129,7 +131,7 @@ def gaussian_attention(mean, cov, query, U, V) -> Tensor:
     U, V ``(..., D, D)`` -> ``(..., D)``.
     """
     mean, cov, query, U, V = _gaussian(mean, cov, query, U, V)
-    return _apply(V, mean + _apply(cov, _apply(U, query)))
+    return matvec(V, mean + matvec(cov, matvec(U, query)))
 
 
 def gaussian_linear_attention(mean, cov, query, U, V) -> Tensor:
@@ -139,4 +141,4 @@ def gaussian_linear_attention(mean, cov, query, U, V) -> Tensor:
     """
     mean, cov, query, U, V = _gaussian(mean, cov, query, U, V)
     second_moment = cov + mean.unsqueeze(-1) * mean.unsqueeze(-2)
-    return _apply(V, _apply(second_moment, _apply(U, query)))
+    return matvec(V, matvec(second_moment, matvec(U, query)))

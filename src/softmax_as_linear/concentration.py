@@ -1,4 +1,4 @@
-r"""Concentration of attention around its infinite-prompt limit (paper, Section 3, and Figure 1).
+r"""Concentration of attention around its infinite-prompt limit (paper, Section 3): estimators only.
 
 With prompt tokens :math:`z_1, \dots, z_L` i.i.d. from :math:`\mu` and a fresh query :math:`z \sim \nu`,
 Proposition 3.1 bounds the output gap
@@ -23,28 +23,28 @@ not grow with :math:`L`: with weights :math:`w_i = e^{z_i^\top U z}` and
   and the same formulas hold with :math:`(\bar z, C)` replaced by :math:`(\hat M U z, \hat M)`.
 
 The infinite-prompt limits replace the empirical moments by those of the tilted law
-:math:`d\nu_z \propto e^{z'^\top U z} d\mu(z')`, which :func:`tilted_moments` gives exactly for every
+:math:`d\nu_z \propto e^{z'^\top U z} d\mu(z')`, which :meth:`TokenLaw.tilted_moments
+<softmax_as_linear.measures.TokenLaw.tilted_moments>` gives exactly for every
 :class:`~softmax_as_linear.measures.TokenLaw` (Lemma 2.1 for the Gaussian one): the reference limit
 carries no Monte Carlo error, and the tests check it against long Monte Carlo prompts.
 """
 from __future__ import annotations
 
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 import torch
-from scipy import stats
 from torch import Tensor
 
-from . import _checks, devices, figures
-from .icl import RegressionTask
+from . import _checks, devices, seeding
+from .attention import ACTIVATIONS
+from .icl import RegressionTask, _input_factor
 from .measures import TokenLaw
 from .models import AttentionModel
+from .stats import Estimate, estimate, loglog_slope
 
-ACTIVATIONS = ("softmax", "linear")
 _CHUNK_ELEMENTS = 2**21  # entries of the largest temporary per chunk: 16 MB in float64
 _CHUNK_FLOAT32 = 2048  # at most this many tokens per float32 chunk
 
@@ -239,9 +239,11 @@ def regression_draw(task: RegressionTask, w: Tensor, generator: torch.Generator 
                     dtype=torch.float64) -> Draw:
     r"""Regression tokens :math:`z_i = (x_i, w^\top x_i + \varepsilon_i)` of prompts with tasks ``w (P, d)``.
 
-    Same law as :meth:`~softmax_as_linear.icl.RegressionTask.sample`, drawn chunk by chunk.
+    Same law as :meth:`~softmax_as_linear.icl.RegressionTask.sample`, drawn chunk by chunk: prompt
+    inputs :math:`x = F\xi` with the task's prompt factor :math:`F F^\top = P` (its sampler; a degenerate
+    :math:`\Sigma` included).
     """
-    chol = torch.linalg.cholesky(task.covariance).to(device=w.device, dtype=dtype)
+    chol = task._prompt_factor.to(device=w.device, dtype=dtype)
     noise_sd = math.sqrt(task.noise_var)
     device = w.device
 
@@ -259,34 +261,18 @@ def regression_draw(task: RegressionTask, w: Tensor, generator: torch.Generator 
 # The infinite-prompt limit
 # ---------------------------------------------------------------------------------------------
 
-def tilted_moments(law: TokenLaw, queries: Tensor, U: Tensor) -> tuple[Tensor, Tensor]:
-    r"""Mean and covariance of the tilted law :math:`d\nu_z(z') \propto e^{z'^\top U z} d\mu(z')`, exactly.
-
-    Softmax attention of the whole measure is :math:`T[\mu](z) = V\, \mathbb{E}_{\nu_z}[z']`, and its
-    Jacobian in :math:`U` uses :math:`\operatorname{Cov}_{\nu_z}`. With :math:`u = U z` and the cumulant
-    generating function :math:`K_\mu`, the mean is :math:`\nabla K_\mu(u)`, in closed form from
-    :meth:`TokenLaw.tilted_mean <softmax_as_linear.measures.TokenLaw.tilted_mean>` (for a Gaussian
-    :math:`N(m, \Gamma)`, :math:`m + \Gamma u`: Lemma 2.1), and the covariance is its Jacobian
-    :math:`\nabla^2 K_\mu(u)`, by automatic differentiation of that closed form.
-
-    queries ``(..., D)``, U ``(D, D)`` -> (mean ``(..., D)``, covariance ``(..., D, D)``), float64 on the
-    device of ``queries``. For Laplace tokens the limit does not exist unless every coordinate of
-    :math:`C^\top u` is below :math:`\sqrt 2` (the weights have infinite mean): ``ValueError``.
-    """
+def _law_tilted_moments(law: TokenLaw, queries: Tensor, U: Tensor) -> tuple[Tensor, Tensor]:
+    """:meth:`TokenLaw.tilted_moments` at :math:`u = U z` for queries ``(..., D)``, on the queries' device; the
+    law's tensors live on the CPU. A Laplace law whose tilt diverges (infinite-mean weights) is a ``ValueError``."""
     if not isinstance(law, TokenLaw):
         raise ValueError(f"law must be a TokenLaw, got {type(law).__name__}")
-    u = (queries.double() @ U.double().transpose(-1, -2)).cpu()  # the law's tensors live on the CPU
-    with torch.enable_grad(), warnings.catch_warnings():
-        # the Laplace domain check inside tilted_mean reads a float off u; harmless here
-        warnings.filterwarnings("ignore", message="Converting a tensor with requires_grad=True to a scalar")
-        u.requires_grad_(True)
-        try:
-            mean = law.tilted_mean(u)
-        except ValueError as error:
-            raise ValueError(f"law: {error}. Softmax attention has no infinite-prompt limit for such "
-                             "queries; Proposition 3.1 assumes sub-Gaussian tokens") from error
-        rows = [torch.autograd.grad(mean[..., k].sum(), u, retain_graph=True)[0] for k in range(law.D)]
-    return mean.detach().to(queries.device), torch.stack(rows, dim=-2).to(queries.device)
+    u = (queries.double() @ U.double().transpose(-1, -2)).cpu()
+    try:
+        mean, cov = law.tilted_moments(u)
+    except ValueError as error:
+        raise ValueError(f"law: {error}. Softmax attention has no infinite-prompt limit for such "
+                         "queries; Proposition 3.1 assumes sub-Gaussian tokens") from error
+    return mean.to(queries.device), cov.to(queries.device)
 
 
 def limit_moments(law: TokenLaw, queries: Tensor, U: Tensor, activation: str = "softmax",
@@ -300,7 +286,7 @@ def limit_moments(law: TokenLaw, queries: Tensor, U: Tensor, activation: str = "
     """
     _checks.one_of("activation", activation, ACTIVATIONS)
     if activation == "softmax":
-        mean, cov = tilted_moments(law, queries, U)
+        mean, cov = _law_tilted_moments(law, queries, U)
         return mean, (cov if second_order else None)
     M2 = law.second_moment.to(dtype=queries.dtype, device=queries.device)
     first = queries @ (M2 @ U).transpose(-1, -2)
@@ -360,41 +346,6 @@ def _loss_gradient(loss, output: Tensor) -> Tensor:
 
 
 @dataclass(frozen=True)
-class Estimate:
-    """Means over independent prompts with a two-sided confidence interval, one entry per prompt length."""
-
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-    level: float
-
-    def as_dict(self) -> dict:
-        return {"mean": self.mean.tolist(), "low": self.low.tolist(), "high": self.high.tolist(), "level": self.level}
-
-
-def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
-    r"""Mean of i.i.d. ``samples`` ``(n,)`` and its Student-t interval :math:`\bar x \pm t_{n-1} s / \sqrt n`.
-
-    The interval leans on the central limit theorem: squared gaps are skewed, and with heavy-tailed
-    softmax weights very much so, and then it covers less often than ``level`` unless ``n`` is large
-    (about 85% instead of 90% for 100 linear-attention prompts at L = 20; see the tests).
-    """
-    x = np.asarray(samples, dtype=float)
-    if x.ndim != 1 or x.size < 2:
-        raise ValueError(f"samples must be a vector of at least 2 values, got shape {x.shape}")
-    if not 0 < level < 1:
-        raise ValueError(f"level must lie in (0, 1), got {level!r}")
-    mean = float(x.mean())
-    half = float(stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
-
-
-def _estimate(rows: list, level: float) -> Estimate:
-    mean, low, high = np.array([mean_interval(r, level) for r in rows]).T
-    return Estimate(mean, low, high, level)
-
-
-@dataclass(frozen=True)
 class GapCurve:
     r"""Estimated gaps against the prompt length.
 
@@ -412,26 +363,21 @@ class GapCurve:
     def slope(self, which: str = "output", min_length: int = 1) -> tuple[float, float]:
         """Least-squares log-log slope of the mean of ``which`` over lengths ``>= min_length``, and its standard error."""
         _checks.one_of("which", which, ("output", "grad_U", "grad_V", "ess"))
-        estimate = getattr(self, which)
-        if estimate is None:
+        curve = getattr(self, which)
+        if curve is None:
             raise ValueError(f"which={which!r} was not computed (pass gradients=True)")
         keep = self.lengths >= min_length
         if keep.sum() < 3:
             raise ValueError(f"min_length leaves {int(keep.sum())} lengths; the fit needs at least 3")
-        return figures.loglog_slope(self.lengths[keep], estimate.mean[keep])
+        return loglog_slope(self.lengths[keep], curve.mean[keep])
 
     def as_dict(self) -> dict:
         out = {"lengths": self.lengths.tolist(), "settings": self.settings}
         for name in ("output", "grad_U", "grad_V", "ess"):
-            estimate = getattr(self, name)
-            if estimate is not None:
-                out[name] = estimate.as_dict()
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.as_dict()
         return out
-
-
-def _length_seed(seed: int, L: int) -> int:
-    """The data of one prompt length depends on (seed, L) only, not on the rest of the grid."""
-    return (int(seed) * 1_000_003 + int(L)) % (2**63)
 
 
 def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", include_query: bool = False,
@@ -453,7 +399,7 @@ def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", incl
         include_query: the query joins the measure (Remark 3.2).
         gradients: also estimate the gradient gaps in U and V (see :func:`squared_gaps`).
         loss: a loss of the output for the gradient gaps; None means the Jacobian of the output.
-        seed: data of length ``L`` come from a generator seeded by ``(seed, L)``.
+        seed: data of length ``L`` come from stream ``"prompts"`` of :mod:`~softmax_as_linear.seeding` at ``(seed, L)``.
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         dtype: of the tokens and the per-chunk arithmetic (``torch.float32`` is two to four times
             faster on a CPU, and leaves relative errors below 1e-3 on the gaps, far below their Monte
@@ -468,7 +414,7 @@ def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", incl
     if not isinstance(query_law, TokenLaw) or query_law.D != law.D:
         raise ValueError(f"query_law must be a TokenLaw of dimension {law.D}")
     lengths = _lengths(lengths)
-    P = _checks.positive_int("n_prompts", n_prompts, minimum=2)
+    P = _checks.int_at_least("n_prompts", n_prompts, 2)
     Q = _checks.positive_int("n_queries", n_queries)
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
@@ -479,7 +425,7 @@ def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", incl
         raise ValueError(f"dtype must be torch.float32 or torch.float64, got {dtype!r}")
     rows = {"output": [], "grad_U": [], "grad_V": [], "ess": []}
     for L in lengths:
-        g = torch.Generator(dev).manual_seed(_length_seed(seed, L))
+        g = seeding.generator(seed, "prompts", L, device=dev)
         queries = query_law.sample((P, Q), g, dtype)
         moments = stream_moments(law_draw(law, P, g, dtype), L, queries, U, include_query=include_query,
                                  second_order=gradients, chunk=chunk)
@@ -493,10 +439,47 @@ def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", incl
     settings = dict(law=law.kind, D=law.D, activation=activation, include_query=include_query,
                     gradients=gradients, loss="jacobian" if loss is None else getattr(loss, "__name__", "custom"),
                     n_prompts=P, n_queries=Q, level=level, seed=seed, dtype=str(dtype).replace("torch.", ""))
-    return GapCurve(np.array(lengths), _estimate(rows["output"], level),
-                    _estimate(rows["grad_U"], level) if gradients else None,
-                    _estimate(rows["grad_V"], level) if gradients else None,
-                    _estimate(rows["ess"], level), settings)
+    return GapCurve(np.array(lengths), estimate(rows["output"], level),
+                    estimate(rows["grad_U"], level) if gradients else None,
+                    estimate(rows["grad_V"], level) if gradients else None,
+                    estimate(rows["ess"], level), settings)
+
+
+def gap_rate(scale: float, refined: bool = False) -> float:
+    r"""Predicted asymptotic log-log slope of :math:`E_L` for tokens :math:`N(0, \sigma^2 I)`, queries
+    :math:`N(0, I)` and :math:`U` a rotation times :math:`\|U\|`, as a function of ``scale`` :math:`= \sigma \|U\|`.
+
+    With :math:`a = \sigma^2 \|U\|^2`, a query :math:`z` has log-normal weights with
+    :math:`\lambda^2 = \sigma^2 \|Uz\|^2 = a \|z\|^2`; its squared gap is about
+    :math:`\min(e^{\lambda^2}/L,\, O(\sigma^4 \|Uz\|^2))`, and averaging over :math:`\|z\|^2 \sim \chi^2_D`
+    gives the slope :math:`-\min(1, 1/(2a))`. That estimate of the slow regime is an upper one; counting the
+    rare large weights of the intermediate regime (:math:`e^{\lambda^2/2} < L < e^{3\lambda^2/2}`, where the
+    squared gap is about :math:`e^{-(\ln L - \lambda^2/2)^2 / (2 \lambda^2)}`) gives, with ``refined``,
+    :math:`-(\sqrt{1 + 4/a} - 1)/2` for :math:`a > 1/2` (and :math:`-1` below), a steeper slope. Both are
+    asymptotic: corrections in powers of :math:`1/\ln L` remain at every reachable ``L``.
+    """
+    scale = _checks.positive_float("scale", scale)
+    a = scale**2
+    if a <= 0.5:
+        return -1.0
+    return -(math.sqrt(1 + 4 / a) - 1) / 2 if refined else -1 / (2 * a)
+
+
+def light_gap_constant(sigma: float, norm_U: float, D: int) -> float:
+    r"""The limit of :math:`L E_L` when :math:`a = \sigma^2 \|U\|^2 < 1/2` (tokens :math:`N(0, \sigma^2 I_D)`,
+    queries :math:`N(0, I_D)`, :math:`U` a rotation times :math:`\|U\|`, :math:`V = I`).
+
+    The delta method gives :math:`L\,\mathbb{E}\|T[\hat\mu_L](z) - T[\mu](z)\|^2 \to e^{\lambda^2}(D\sigma^2 + \sigma^2\lambda^2)`
+    for a fixed query (:math:`\lambda^2 = a\|z\|^2`), and with :math:`\mathbb{E}\,e^{a\chi^2_D} = (1-2a)^{-D/2}` the
+    query average is :math:`D \sigma^2 (1 - a)(1 - 2a)^{-(D+2)/2}`, finite only for :math:`a < 1/2`.
+    """
+    sigma = _checks.positive_float("sigma", sigma)
+    norm_U = _checks.positive_float("norm_U", norm_U)
+    D = _checks.positive_int("D", D)
+    a = sigma**2 * norm_U**2
+    if a >= 0.5:
+        raise ValueError(f"sigma * norm_U must be below 1/sqrt(2) for a finite limit of L E_L, got {math.sqrt(a):.3g}")
+    return D * sigma**2 * (1 - a) * (1 - 2 * a) ** (-(D + 2) / 2)
 
 
 def _lengths(lengths) -> list[int]:
@@ -510,18 +493,8 @@ def _lengths(lengths) -> list[int]:
 
 
 # ---------------------------------------------------------------------------------------------
-# Figure 1 of the paper: softmax vs linear attention at the training initialisation
+# Softmax vs linear attention on regression prompts (Figures 1 and 5, run by experiments.concentration_figure)
 # ---------------------------------------------------------------------------------------------
-
-PAPER_LENGTHS = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 200, 300, 400, 500, 600, 700, 800, 900, 1000]
-FIGURE1_PRESETS = {
-    # seconds on a laptop CPU: lengths of the paper's range and one beyond it, 8 batches of 128 prompts
-    "lecture": dict(lengths=[10, 30, 100, 300, 1000, 3000], batch=128, n_batches=8),
-    # the paper's grid and beyond it up to 5 x 10^4, 16 batches of 128 prompts (2048 prompts per length)
-    "paper": dict(lengths=PAPER_LENGTHS + [2000, 5000, 10_000, 20_000, 50_000], batch=128, n_batches=16),
-}
-FIGURE1_SEED = 327
-
 
 def icl_batch_gaps(model: AttentionModel, task: RegressionTask, L: int, batch: int,
                    generator: torch.Generator | None = None, draw: Draw | None = None,
@@ -578,54 +551,95 @@ def _regression_queries(task: RegressionTask, n: int, generator: torch.Generator
     return w, torch.cat([x_q, torch.zeros_like(x_q[:, :1])], dim=-1), targets
 
 
-def figure1(preset: str = "lecture", device="auto", progress: bool = False) -> dict:
-    r"""Figure 1 of the paper: softmax vs normalised linear attention at the random initialisation.
+# ---------------------------------------------------------------------------------------------
+# Stability of concentration along training (paper, Section 4)
+# ---------------------------------------------------------------------------------------------
 
-    Setting of Section 6: ``AttentionModel(6, activation, seed=327)`` (PyTorch's default
-    initialisation, the same weights for both activations), isotropic regression task with
-    :math:`d = 5`, :math:`\tau^2 = 1/d`, :math:`s^2 = 0.1`. For every prompt length, ``n_batches`` batches of
-    ``batch`` fresh prompts (data seeded by (327, L)) give
+def regression_gaps(task: RegressionTask, U, V, L: int, n_prompts: int,
+                    generator: torch.Generator | None = None) -> dict[str, Tensor]:
+    r"""Finite-``L`` softmax attention against its infinite-prompt limit on regression prompts, per prompt.
 
-    - ``output``: the mean over prompts of :math:`(\hat y_{\mathrm{soft}} - \hat y_{\mathrm{lin}})^2`;
-    - ``grad_weights`` / ``grad_uv``: the mean over batches of the squared norm of the difference of the
-      batch-MSE gradients (torch's ``MSELoss`` = :math:`2\hat R`) with respect to the four matrices
-      :math:`(W_Q, W_K, W_V, W_O)` / to :math:`(U, V)`;
-    - ``grad_norm_linear``: the mean squared norm of the linear model's four-matrix gradient, for scale;
-    - ``ess``: the mean effective sample size of the softmax weights;
+    Each of the ``n_prompts`` prompts has its own task :math:`w`, ``L`` tokens i.i.d. from
+    :math:`N(0, \Gamma_w)`, a query :math:`z_q = (x_q, 0)` and a target :math:`y_q`. The limit is exact
+    (Lemma 2.1): :math:`T[N(0, \Gamma_w)](z_q) = V \Gamma_w U z_q`, with tilted covariance :math:`\Gamma_w`.
+    Returns, each of shape ``(n_prompts,)`` in float64,
 
-    each as ``{"mean", "low", "high", "level"}`` lists (95% Student-t intervals over prompts or batches).
+    - ``output``: :math:`\|T[\hat\mu_L](z_q) - V\Gamma_w U z_q\|^2` (the quantity of Proposition 3.1);
+    - ``gradient``: :math:`\|\nabla_U \ell_L - \nabla_U \ell_\infty\|_F^2 + \|\nabla_V \ell_L - \nabla_V \ell_\infty\|_F^2`
+      for the loss :math:`\ell = \tfrac12 (\hat y - y_q)^2` of the prediction (the last output
+      coordinate) on that prompt (Proposition 3.4 for the in-context loss).
 
-    Presets: ``"lecture"`` (6 lengths up to 3000, 8 batches of 128 prompts: seconds on a laptop CPU)
-    and ``"paper"`` (the paper's grid :math:`\{10, \dots, 100, 200, \dots, 1000\}` plus lengths up to
-    :math:`5 \times 10^4`, 16 batches of 128 prompts, the paper's batch size: minutes on a CPU).
-    Returns a JSON-serialisable dict with the settings used.
+    Averaged over prompts they bound the gaps of the risk and of its gradient,
+    :math:`|R_L - R_\infty|` and :math:`\|\nabla R_L - \nabla R_\infty\|^2` (Cauchy-Schwarz and Jensen),
+    which the proof of Theorem 4.3 (Lemma E.1) needs small uniformly along the training trajectory.
+    U, V: ``(D, D)``.
     """
-    _checks.one_of("preset", preset, tuple(FIGURE1_PRESETS))
-    config = FIGURE1_PRESETS[preset]
-    dev = devices.resolve_device(device)
-    task = RegressionTask.isotropic(5)
-    model = AttentionModel(task.D, "softmax", seed=FIGURE1_SEED).to(device=dev, dtype=torch.float64)
-    names = ("output", "grad_weights", "grad_uv", "grad_norm_linear", "ess")
-    rows = {name: [] for name in names}
-    lengths = config["lengths"]
-    if progress:
-        from tqdm.auto import tqdm
-        lengths = tqdm(lengths, desc=f"figure 1 ({preset})")
+    L = _checks.positive_int("L", L)
+    P = _checks.int_at_least("n_prompts", n_prompts, 2)
+    D = task.D
+    U = _checks.square("U", _checks.as_float_tensor("U", U).to(torch.float64), D)
+    V = _checks.square("V", _checks.as_float_tensor("V", V).to(torch.float64), D)
+    like = dict(generator=generator, dtype=torch.float64)
+    w = torch.randn(P, task.d, **like) * math.sqrt(task.task_var)
+    x_q = torch.randn(P, task.d, **like) @ _input_factor(task.query_covariance).T
+    targets = (x_q * w).sum(-1) + torch.randn(P, **like) * math.sqrt(task.noise_var)
+    queries = torch.cat([x_q, torch.zeros(P, 1, dtype=torch.float64)], -1).unsqueeze(1)  # (P, 1, D)
+    moments = stream_moments(regression_draw(task, w, generator), L, queries, U, second_order=True)
+    gamma = task.token_covariance(w).unsqueeze(1)  # (P, 1, D, D)
+    limit = (gamma @ (queries @ U.T).unsqueeze(-1)).squeeze(-1)  # Gamma_w U z_q, (P, 1, D)
+
+    def loss(output: Tensor) -> Tensor:
+        return 0.5 * (output[..., -1] - targets.unsqueeze(-1)) ** 2
+
+    gaps = squared_gaps(moments.tilted_mean, moments.tilted_cov, limit, gamma, queries, V, loss)
+    return {"output": gaps["output"][:, 0], "gradient": (gaps["grad_U"] + gaps["grad_V"])[:, 0]}
+
+
+def trajectory_gaps(task: RegressionTask, U, V, lengths, *, n_prompts: int = 512, seed: int = 0,
+                    level: float = 0.95) -> dict:
+    r"""The gaps of :func:`regression_gaps` at every point of a parameter trajectory, for every ``L``.
+
+    Theorem 4.3 needs the output and gradient gaps between finite-``L`` softmax attention and its
+    infinite-prompt limit to be small *uniformly* over the parameters the training flow visits (in
+    the proof, over a ball that contains the trajectory), not only at the initialisation. This
+    evaluates them along a given trajectory ``U, V`` ``(T, D, D)``. The prompts of length ``L`` are
+    the same at every point of the trajectory (stream ``"prompts"`` of ``seed`` at ``L``, :mod:`~softmax_as_linear.seeding`), so the curves
+    in :math:`t` carry no independent noise from point to point.
+
+    Returns ``{"lengths", "norm_U" (T,), "output", "gradient"}`` where ``output`` and ``gradient`` map
+    ``"mean"``, ``"low"``, ``"high"`` to ``(nL, T)`` lists: the mean over ``n_prompts`` prompts and its
+    Student-t interval at ``level`` (:func:`~softmax_as_linear.stats.mean_interval`); and ``"sup"``:
+    for each ``L``, the largest mean along the trajectory with the interval at that point
+    (``{"mean", "low", "high", "index"}``, each ``(nL,)``).
+    """
+    from .stats import mean_interval
+
+    U = _checks.as_float_tensor("U", U).to(torch.float64)
+    V = _checks.as_float_tensor("V", V).to(torch.float64)
+    if U.ndim != 3 or U.shape[1:] != (task.D, task.D) or V.shape != U.shape:
+        raise ValueError(f"U and V must have the same shape (T, {task.D}, {task.D}), got {tuple(U.shape)} and "
+                         f"{tuple(V.shape)}")
+    lengths = _lengths(lengths)
+    seed = seeding.check_seed("seed", seed)
+    out = {"lengths": lengths, "norm_U": torch.linalg.matrix_norm(U).tolist(), "level": level,
+           "n_prompts": int(n_prompts), "seed": int(seed)}
+    for name in ("output", "gradient"):
+        out[name] = {"mean": [], "low": [], "high": []}
     for L in lengths:
-        g = torch.Generator(dev).manual_seed(_length_seed(FIGURE1_SEED, L))
-        per_batch = [icl_batch_gaps(model, task, L, config["batch"], g) for _ in range(config["n_batches"])]
-        for name in names:
-            rows[name].append(torch.cat([b[name].reshape(-1) for b in per_batch]).cpu().numpy())
-    U, V = model.uv()
-    result = {name: _estimate(rows[name], 0.95).as_dict() for name in names}
-    result.update(
-        figure="fig1", preset=preset, lengths=list(config["lengths"]),
-        settings=dict(d=task.d, D=task.D, task_var=task.task_var, noise_var=task.noise_var, covariance="identity",
-                      model="AttentionModel(6, activation, seed=327), PyTorch default init", seed=FIGURE1_SEED,
-                      data_seed="generator seeded by (327, L) for each length", batch=config["batch"],
-                      n_batches=config["n_batches"], n_prompts=config["batch"] * config["n_batches"],
-                      loss="batch MSE (torch MSELoss) = 2 x the theory's risk R",
-                      gradients="four matrices (W_Q, W_K, W_V, W_O) and (U, V) with U = W_K^T W_Q / sqrt(D)",
-                      norm_U=float(torch.linalg.matrix_norm(U.detach(), ord=2)), device=str(dev),
-                      dtype="float64"))
-    return result
+        rows = {"output": [], "gradient": []}
+        for U_t, V_t in zip(U, V):
+            g = torch.Generator().manual_seed(seeding.stream_seed(seed, "prompts", L))
+            gaps = regression_gaps(task, U_t, V_t, L, n_prompts, g)
+            for name in rows:
+                rows[name].append(mean_interval(gaps[name].numpy(), level))
+        for name, values in rows.items():
+            mean, low, high = (list(v) for v in zip(*values))
+            out[name]["mean"].append(mean)
+            out[name]["low"].append(low)
+            out[name]["high"].append(high)
+    for name in ("output", "gradient"):
+        mean = np.array(out[name]["mean"])
+        index = mean.argmax(1)
+        pick = lambda key: np.array(out[name][key])[np.arange(len(lengths)), index].tolist()  # noqa: E731
+        out[name]["sup"] = {"mean": pick("mean"), "low": pick("low"), "high": pick("high"), "index": index.tolist()}
+    return out

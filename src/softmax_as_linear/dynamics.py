@@ -1,7 +1,11 @@
-r"""Training runs read against the theory: the infinite-prompt gradient flow (Theorem 4.3) and the
-outcome of every seed (is training stable?).
+r"""The theory's training dynamics, and trained runs read against them.
 
-Both functions take a :class:`~softmax_as_linear.train.TrainResult` and return small JSON-ready
+- :func:`infinite_prompt_flow`: the gradient flow of the infinite-prompt risk (Theorem 4.3's reference);
+- :func:`flow_gap`: the distance of trained runs to that flow;
+- :func:`balance`: the conserved quantity :math:`\|U\|_F^2 - \|v\|^2` of the linear-attention flows;
+- :func:`seed_outcomes`: how every seed ended (is training stable?).
+
+The last two take a :class:`~softmax_as_linear.sweep.TrainResult` and return small JSON-ready
 dicts, like :mod:`~softmax_as_linear.experiments`. Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
 """
 from __future__ import annotations
@@ -12,8 +16,53 @@ import numpy as np
 import torch
 
 from . import _checks
-from .icl import infinite_prompt_risk, optimal_linear_risk
-from .train import TrainResult, infinite_prompt_flow
+from .icl import RegressionTask, infinite_prompt_risk, infinite_prompt_risk_unchecked, optimal_linear_risk
+from .sweep import TrainResult
+
+
+def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float = 0.01) -> dict[str, np.ndarray]:
+    r"""Gradient flow :math:`\dot\theta = -\nabla R_\infty(\theta)` from ``(U0, V0)`` (Theorem 4.3's reference dynamics).
+
+    Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``) on the closed form
+    :func:`~softmax_as_linear.icl.infinite_prompt_risk`, with autograd gradients, in float64.
+
+    Args:
+        U0, V0: ``(D, D)`` initial parameters (or batched ``(..., D, D)``).
+        times: increasing non-negative times at which to report the state.
+    Returns:
+        ``{"times": (T,), "U": (T, ..., D, D), "V": (T, ..., D, D), "risk": (T, ...)}``.
+    """
+    U = _checks.square("U0", _checks.as_float_tensor("U0", U0).double(), task.D).clone()
+    V = _checks.square("V0", _checks.as_float_tensor("V0", V0).double(), task.D).clone()
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) < 0) or times[0] < 0:
+        raise ValueError("times must be a non-empty increasing sequence of non-negative numbers")
+    max_dt = _checks.positive_float("max_dt", max_dt)
+
+    def grad(U, V):
+        U = U.detach().requires_grad_(True)
+        V = V.detach().requires_grad_(True)
+        gU, gV = torch.autograd.grad(infinite_prompt_risk_unchecked(U, V, task).sum(), (U, V))
+        return gU, gV
+
+    out_U, out_V, out_risk = [], [], []
+    t = 0.0
+    for target in times:
+        while t < target - 1e-12:
+            h = min(max_dt, target - t)
+            k1 = grad(U, V)
+            k2 = grad(U - h / 2 * k1[0], V - h / 2 * k1[1])
+            k3 = grad(U - h / 2 * k2[0], V - h / 2 * k2[1])
+            k4 = grad(U - h * k3[0], V - h * k3[1])
+            U = U - h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
+            V = V - h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
+            t += h
+        out_U.append(U.clone())
+        out_V.append(V.clone())
+        with torch.no_grad():
+            out_risk.append(infinite_prompt_risk_unchecked(U, V, task))
+    return {"times": times, "U": torch.stack(out_U).numpy(), "V": torch.stack(out_V).numpy(),
+            "risk": torch.stack(out_risk).numpy()}
 
 
 def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None = None, max_dt: float = 0.1) -> dict:
@@ -22,7 +71,7 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
     SGD at learning rate ``lr`` on the MSE follows, for small ``lr``, the gradient flow of the
     finite-prompt risk :math:`R_L` at time :math:`t = 2\,\mathrm{lr}\,k`; Theorem 4.3 says that this
     flow approaches the flow :math:`(U_\infty(t), V_\infty(t))` of :math:`R_\infty` as ``L`` grows.
-    This integrates the latter (:func:`~softmax_as_linear.train.infinite_prompt_flow`) from the
+    This integrates the latter (:func:`infinite_prompt_flow`) from the
     sweep's common initialisation and compares, at every record,
 
     .. math:: \delta_L(t) = \|U_L(t) - U_\infty(t)\|_F^2 + \|V_L(t) - V_\infty(t)\|_F^2 .
@@ -59,18 +108,23 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
     horizon = float(times[-1]) if horizon is None else _checks.positive_float("horizon", horizon)
     within = torch.from_numpy(times <= horizon + 1e-12)
     out = {"lengths": list(cfg.lengths), "activations": list(cfg.activations), "times": times.tolist(),
-           "horizon": horizon, "flow_risk": flow["risk"].tolist(), "flow_balance": _balance(U_inf, V_inf).tolist(),
+           "horizon": horizon, "flow_risk": flow["risk"].tolist(), "flow_balance": balance(U_inf, V_inf).tolist(),
            "risk": {}, "distance": {}, "balance": {}, "max_distance": {}}
     for a, activation in enumerate(cfg.activations):
         out["risk"][activation] = risk[:, a].tolist()
         out["distance"][activation] = distance[:, a].tolist()
-        out["balance"][activation] = _balance(U[:, a], V[:, a]).tolist()
+        out["balance"][activation] = balance(U[:, a], V[:, a]).tolist()
         out["max_distance"][activation] = distance[:, a][..., within].max(-1).values.tolist()
     return out
 
 
-def _balance(U: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
-    r""":math:`\|U\|_F^2 - \|v\|^2` with :math:`v` the last row of V; ``(..., D, D)`` -> ``(...)``."""
+def balance(U, V) -> torch.Tensor:
+    r"""The balance :math:`b = \|U\|_F^2 - \|v\|^2` with :math:`v` the last row of V; ``(..., D, D)`` -> ``(...)``.
+
+    :math:`R_\infty` and the risk of linear attention are unchanged by :math:`(U, v) \mapsto (cU, v/c)`,
+    so their gradient flows conserve :math:`b`.
+    """
+    U, V = torch.as_tensor(U), torch.as_tensor(V)
     return (U**2).sum((-1, -2)) - (V[..., -1, :] ** 2).sum(-1)
 
 

@@ -21,6 +21,7 @@ from torch import Tensor
 from . import _checks
 
 KINDS = ("gaussian", "uniform", "laplace", "mixture")
+LAW_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "laplace": "Laplace", "mixture": "two-Gaussian mixture"}
 
 
 class TokenLaw:
@@ -179,6 +180,21 @@ class TokenLaw:
                     f"every |(C^T u)_j| < sqrt(2), got {largest:.3g}; use a smaller U or query")
             shape = b / (1 - 0.5 * b**2)
         return self.mean + shape @ self._chol.T
+
+    def tilted_moments(self, u) -> tuple[Tensor, Tensor]:
+        r"""Mean and covariance of the tilted law :math:`\nu_u`: :math:`\nabla K_\mu(u)` ``(..., D)`` and
+        :math:`\nabla^2 K_\mu(u)` ``(..., D, D)``, float64.
+
+        The mean is :meth:`tilted_mean`; the covariance is its Jacobian, by automatic differentiation
+        of that closed form. For a Gaussian law they are :math:`(m + \Gamma u, \Gamma)`, Lemma 2.1
+        (:func:`~softmax_as_linear.attention.tilted_gaussian` gives them directly). Softmax attention of
+        the whole law is :math:`V \nabla K_\mu(U z)`, and its Jacobian in :math:`U` uses the covariance.
+        """
+        u = self._vector("u", u).detach().requires_grad_(True)
+        with torch.enable_grad():
+            mean = self.tilted_mean(u)
+            rows = [torch.autograd.grad(mean[..., k].sum(), u, retain_graph=k < self.D - 1)[0] for k in range(self.D)]
+        return mean.detach(), torch.stack(rows, dim=-2)
 
 
 def _log_cosh(x: Tensor) -> Tensor:

@@ -17,9 +17,13 @@ import torch
 from torch import Tensor, nn
 
 from . import _checks
-from .attention import linear_readout, softmax_attention, linear_attention, softmax_readout
-
-ACTIVATIONS = ("softmax", "linear")
+from .attention import (
+    ACTIVATIONS,
+    linear_attention,
+    linear_attention_unchecked,
+    softmax_attention,
+    softmax_attention_unchecked,
+)
 
 
 def uv_from_weights(W_Q: Tensor, W_K: Tensor, W_V: Tensor, W_O: Tensor) -> tuple[Tensor, Tensor]:
@@ -46,8 +50,8 @@ def predict(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor, activation: str
 
 def predict_unchecked(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor, activation: str) -> Tensor:
     """:func:`predict` without argument checks, for training loops."""
-    readout = softmax_readout if activation == "softmax" else linear_readout
-    return readout(tokens, query, U, V)[..., -1]
+    attend = softmax_attention_unchecked if activation == "softmax" else linear_attention_unchecked
+    return attend(tokens, query, U, V)[..., -1]
 
 
 class AttentionModel(nn.Module):

@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from . import _checks
+from .attention import matvec
 from .measures import TokenLaw
 
 
@@ -35,10 +36,6 @@ def _law(law) -> TokenLaw:
     if not isinstance(law, TokenLaw):
         raise ValueError(f"law must be a TokenLaw, got {type(law).__name__}")
     return law
-
-
-def _apply(matrix: Tensor, vec: Tensor) -> Tensor:
-    return (matrix @ vec.unsqueeze(-1)).squeeze(-1)
 
 
 def _query_U_V(law: TokenLaw, query, U, V):
@@ -61,7 +58,7 @@ def infinite_prompt_softmax(law, query, U, V) -> Tensor:
     """
     law = _law(law)
     query, U, V = _query_U_V(law, query, U, V)
-    return _apply(V, law.tilted_mean(_apply(U, query)))
+    return matvec(V, law.tilted_mean(matvec(U, query)))
 
 
 def infinite_prompt_linear(law, query, U, V) -> Tensor:
@@ -74,7 +71,7 @@ def infinite_prompt_linear(law, query, U, V) -> Tensor:
     """
     law = _law(law)
     query, U, V = _query_U_V(law, query, U, V)
-    return _apply(V, _apply(law.second_moment, _apply(U, query)))
+    return matvec(V, matvec(law.second_moment, matvec(U, query)))
 
 
 def tilted_log_density(law, points, u) -> Tensor:
@@ -108,7 +105,7 @@ def importance_moments(tokens, u) -> tuple[Tensor, Tensor]:
     if tokens.ndim < 2 or tokens.shape[-2] < 1:
         raise ValueError(f"tokens must have shape (..., L, D) with L >= 1, got {tuple(tokens.shape)}")
     u = _checks.vector("u", _checks.as_float_tensor("u", u, like=tokens), tokens.shape[-1])
-    weights = torch.softmax(_apply(tokens, u), dim=-1)
+    weights = torch.softmax(matvec(tokens, u), dim=-1)
     mean = (weights.unsqueeze(-2) @ tokens).squeeze(-2)
     centred = tokens - mean.unsqueeze(-2)
     cov = (centred * weights.unsqueeze(-1)).transpose(-1, -2) @ centred
@@ -161,10 +158,10 @@ def quadrature_tilted_moments(law, u, *, panels: int = 48, order: int = 12) -> T
     law = _law(law)
     if law.D not in (1, 2):
         raise ValueError(f"law must live in dimension 1 or 2 for quadrature, got D = {law.D}")
-    panels = _checks.positive_int("panels", panels, minimum=2)
+    panels = _checks.int_at_least("panels", panels, 2)
     if panels % 2:
         raise ValueError(f"panels must be even (so that 0 is a panel edge), got {panels}")
-    order = _checks.positive_int("order", order, minimum=2)
+    order = _checks.int_at_least("order", order, 2)
     u = _checks.vector("u", _checks.as_float_tensor("u", u).to(torch.float64), law.D)
     b = u @ law._chol
     if torch.isinf(law.log_mgf(u)).any():

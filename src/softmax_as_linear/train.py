@@ -1,6 +1,7 @@
-r"""Training core: every run of an experiment trained together, in one batched computation per step.
+r"""The batched training engine: every run of a sweep trained together, in one computation per step.
 
-A *sweep* trains single-head attention on in-context linear regression (MATH.md §5-6) for every
+A *sweep* (:class:`~softmax_as_linear.sweep.TrainConfig`) trains single-head attention on in-context
+linear regression (the paper's Sections 5 and 6, Appendix A) for every
 combination of prompt length ``L``, activation (``"softmax"``, ``"linear"``) and seed. All runs live
 in stacked tensors of shape ``(S, nL, nA, ...)`` (seeds, lengths, activations) and one step updates
 them all:
@@ -27,219 +28,33 @@ them all:
 The objective is the paper's: mean squared error of the prediction (``MSE = 2R``). What is *recorded*
 is the theory's risk :math:`R = \tfrac12 \mathrm{MSE}`, on the training batch and on a fixed held-out
 set of prompts. With SGD at learning rate ``lr`` on the MSE, step ``k`` is gradient-flow time
-:math:`t = 2\,\mathrm{lr}\,k` on :math:`R` (see :func:`infinite_prompt_flow`).
+:math:`t = 2\,\mathrm{lr}\,k` on :math:`R` (see :func:`~softmax_as_linear.dynamics.infinite_prompt_flow`).
 
 A run whose risk becomes NaN, infinite or larger than ``blowup`` times the risk of predicting zero is
 *diverged*: it stops updating, its later records are NaN, and :attr:`TrainResult.diverged` says so.
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import os
 import pathlib
-import tempfile
 import time
 import warnings
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from . import _checks
+from . import _checks, seeding
 from .devices import resolve_device
-from .icl import RegressionTask, block_init, infinite_prompt_risk_unchecked
-from .models import AttentionModel
+from .icl import RegressionTask, block_init
+from .models import AttentionModel, uv_from_weights
+from .sweep import TrainConfig, TrainResult, load_checkpoint, save_checkpoint
 
-ACTIVATIONS = ("softmax", "linear")
-PARAMETRISATIONS = ("four_matrix", "uv")
-INITS = ("pytorch", "block", "given")
-OPTIMIZERS = ("sgd", "adam")
-COVARIANCES = ("isotropic", "kms")
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Everything that defines a sweep. Invalid fields raise ``ValueError`` naming the field.
-
-    Attributes:
-        d: input dimension (tokens have ``D = d + 1`` entries).
-        covariance: ``"isotropic"`` (:math:`\\Sigma = I`) or ``"kms"`` (:math:`\\rho^{|i-j|}`).
-        rho: KMS parameter, used when ``covariance == "kms"``.
-        task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
-        lengths: prompt lengths ``L``, increasing. activations: subset of ``("softmax", "linear")``.
-        seeds: one independent replicate (initialisation and data stream) per seed.
-        steps: optimisation steps. batch_size: fresh prompts per step and seed.
-        lr: learning rate. optimizer: ``"sgd"`` (the paper) or ``"adam"``.
-        parametrisation: ``"four_matrix"`` (W_Q, W_K, W_V, W_O; the experiments) or ``"uv"`` (the theory).
-        init: ``"pytorch"`` (default ``nn.Linear`` draws from the seed; the paper), ``"block"``
-            (Assumption 5.1 with ``alpha``; ``"uv"`` only) or ``"given"`` (weights passed to :func:`train`).
-        init_scale: multiplies the PyTorch initialisation (a small value gives a near-zero start).
-        alpha: scale of the block initialisation.
-        record_every: record risks and parameters every this many steps (and at 0 and the end).
-        eval_prompts: size of the fixed held-out set, per seed.
-        blowup: divergence threshold, in units of the risk of the zero predictor.
-        dtype: ``"float32"`` or ``"float64"``.
-    """
-
-    d: int = 5
-    covariance: str = "isotropic"
-    rho: float = 0.5
-    task_var: float | None = None
-    noise_var: float = 0.1
-    lengths: tuple[int, ...] = (10, 100)
-    activations: tuple[str, ...] = ACTIVATIONS
-    seeds: tuple[int, ...] = (327,)
-    steps: int = 1000
-    batch_size: int = 128
-    lr: float = 1e-3
-    optimizer: str = "sgd"
-    parametrisation: str = "four_matrix"
-    init: str = "pytorch"
-    init_scale: float = 1.0
-    alpha: float = 0.1
-    record_every: int = 100
-    eval_prompts: int = 1024
-    blowup: float = 1e3
-    dtype: str = "float32"
-
-    def __post_init__(self):
-        _checks.positive_int("d", self.d)
-        _checks.one_of("covariance", self.covariance, COVARIANCES)
-        if not -1 < float(self.rho) < 1:
-            raise ValueError(f"rho must lie in (-1, 1), got {self.rho!r}")
-        if self.task_var is not None:
-            _checks.positive_float("task_var", self.task_var)
-        _checks.positive_float("noise_var", self.noise_var, allow_zero=True)
-        lengths = tuple(_checks.positive_int("lengths", L) for L in self.lengths)
-        if not lengths or list(lengths) != sorted(set(lengths)):
-            raise ValueError(f"lengths must be a non-empty increasing sequence of integers >= 1, got {self.lengths!r}")
-        object.__setattr__(self, "lengths", lengths)
-        activations = tuple(self.activations)
-        if not activations or len(set(activations)) != len(activations):
-            raise ValueError(f"activations must be distinct names among {ACTIVATIONS}, got {self.activations!r}")
-        for a in activations:
-            _checks.one_of("activations", a, ACTIVATIONS)
-        object.__setattr__(self, "activations", activations)
-        seeds = tuple(int(s) for s in self.seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
-            raise ValueError(f"seeds must be distinct non-negative integers, got {self.seeds!r}")
-        object.__setattr__(self, "seeds", seeds)
-        _checks.positive_int("steps", self.steps, minimum=0)
-        _checks.positive_int("batch_size", self.batch_size)
-        _checks.positive_float("lr", self.lr)
-        _checks.one_of("optimizer", self.optimizer, OPTIMIZERS)
-        _checks.one_of("parametrisation", self.parametrisation, PARAMETRISATIONS)
-        _checks.one_of("init", self.init, INITS)
-        if self.init == "block" and self.parametrisation != "uv":
-            raise ValueError("init 'block' (Assumption 5.1) needs parametrisation 'uv'")
-        _checks.positive_float("init_scale", self.init_scale)
-        _checks.positive_float("alpha", self.alpha)
-        _checks.positive_int("record_every", self.record_every)
-        _checks.positive_int("eval_prompts", self.eval_prompts)
-        _checks.positive_float("blowup", self.blowup)
-        _checks.one_of("dtype", self.dtype, ("float32", "float64"))
-
-    def replace(self, **changes) -> "TrainConfig":
-        """A copy with some fields changed (validated again)."""
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @property
-    def D(self) -> int:
-        return self.d + 1
-
-    def task(self) -> RegressionTask:
-        if self.covariance == "isotropic":
-            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var)
-        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var)
-
-    def record_steps(self) -> list[int]:
-        return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
-
-
-@dataclass
-class TrainResult:
-    """Trajectories of a sweep. Axes: seed ``S``, length ``nL``, activation ``nA``, record ``T``.
-
-    Attributes:
-        config: the :class:`TrainConfig`.
-        steps: ``(T,)`` steps at which records were taken; ``times`` the matching gradient-flow times.
-        train_risk: ``(S, nL, nA, T)`` risk R on the training batch of that step (NaN after divergence).
-        eval_risk: ``(S, nL, nA, T)`` risk R on the fixed held-out prompts.
-        params: name -> ``(S, nL, nA, T, ...)`` parameters (four matrices, or ``U`` and ``V``).
-        diverged_at: ``(S, nL, nA)`` step at which a run diverged, -1 if it did not.
-        seconds: wall time spent training (this process, resumed parts included).
-    """
-
-    config: TrainConfig
-    steps: np.ndarray
-    train_risk: np.ndarray
-    eval_risk: np.ndarray
-    params: dict[str, np.ndarray]
-    diverged_at: np.ndarray
-    seconds: float = 0.0
-    complete: bool = True
-
-    @property
-    def times(self) -> np.ndarray:
-        """Gradient-flow time of each record, :math:`t = 2\\,\\mathrm{lr}\\,k` (SGD on the MSE)."""
-        return 2 * self.config.lr * self.steps
-
-    @property
-    def diverged(self) -> np.ndarray:
-        """``(S, nL, nA)`` True where the run diverged."""
-        return self.diverged_at >= 0
-
-    def index(self, activation: str, L: int, seed: int | None = None) -> tuple[int, int, int]:
-        cfg = self.config
-        if L not in cfg.lengths:
-            raise ValueError(f"L={L} is not among the sweep's lengths {cfg.lengths}")
-        _checks.one_of("activation", activation, cfg.activations)
-        seed = cfg.seeds[0] if seed is None else seed
-        if seed not in cfg.seeds:
-            raise ValueError(f"seed={seed} is not among the sweep's seeds {cfg.seeds}")
-        return cfg.seeds.index(seed), cfg.lengths.index(L), cfg.activations.index(activation)
-
-    def parameter_gap(self) -> np.ndarray:
-        """``(S, nL, T)`` squared distance :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` over all parameters."""
-        cfg = self.config
-        if set(cfg.activations) != set(ACTIVATIONS):
-            raise ValueError("parameter_gap needs both activations in the sweep")
-        s, lin = cfg.activations.index("softmax"), cfg.activations.index("linear")
-        total = 0.0
-        for value in self.params.values():
-            diff = value[:, :, s] - value[:, :, lin]
-            total = total + (diff**2).reshape(*diff.shape[:3], -1).sum(-1)
-        return total
-
-    def uv(self) -> tuple[np.ndarray, np.ndarray]:
-        """The (U, V) view of the recorded parameters, each ``(S, nL, nA, T, D, D)``."""
-        if "U" in self.params:
-            return self.params["U"], self.params["V"]
-        p = {k: torch.from_numpy(v) for k, v in self.params.items()}
-        U = p["W_K"].transpose(-1, -2) @ p["W_Q"] / math.sqrt(self.config.D)
-        V = torch.cat([torch.zeros_like(p["W_V"][..., :-1, :]), p["W_O"] @ p["W_V"]], dim=-2)
-        return U.numpy(), V.numpy()
-
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Flat arrays for :func:`softmax_as_linear.artifacts.save_npz`."""
-        out = {"steps": self.steps, "train_risk": self.train_risk, "eval_risk": self.eval_risk,
-               "diverged_at": self.diverged_at, "seconds": np.array(self.seconds),
-               "complete": np.array(self.complete)}
-        out.update({f"param_{k}": v for k, v in self.params.items()})
-        return out
-
-    @classmethod
-    def from_arrays(cls, config: TrainConfig, arrays: dict[str, np.ndarray]) -> "TrainResult":
-        params = {k[len("param_"):]: v for k, v in arrays.items() if k.startswith("param_")}
-        return cls(config, arrays["steps"], arrays["train_risk"], arrays["eval_risk"], params,
-                   arrays["diverged_at"], float(arrays["seconds"]), bool(arrays["complete"]))
+__all__ = ["train", "TrainConfig", "TrainResult", "SweepModel", "SweepData", "make_step", "cuda_graphed",
+           "held_out_risk", "SoftmaxPrediction"]
 
 
 class SoftmaxPrediction(torch.autograd.Function):
@@ -284,15 +99,19 @@ class SoftmaxPrediction(torch.autograd.Function):
         return None, d_u * g, d_v * g, None
 
 
-class _Sweep:
-    """The batched model: stacked parameters and the forward pass of every run at once."""
+class SweepModel:
+    """The batched model of a sweep: stacked parameters ``(S, nL, nA, ...)`` and the forward pass of every run at once.
+
+    ``SweepModel(cfg, device, init_weights)`` builds the initial parameters of ``cfg`` (the
+    ``"init"`` stream of :mod:`~softmax_as_linear.seeding`); :meth:`predict` and :meth:`risk` take a
+    batch of :class:`SweepData`.
+    """
 
     def __init__(self, cfg: TrainConfig, device: torch.device, init_weights: dict | None):
         self.cfg, self.device = cfg, device
         self.dtype = getattr(torch, cfg.dtype)
         self.task = cfg.task()
-        S, nL, nA, D = len(cfg.seeds), len(cfg.lengths), len(cfg.activations), cfg.D
-        self.shape = (S, nL, nA)
+        self.shape = (len(cfg.seeds), len(cfg.lengths), len(cfg.activations))
         self.params = self._initial_params(init_weights)
         lengths = torch.tensor(cfg.lengths, device=device)
         self.length_divisor = lengths.to(self.dtype)[:, None, None]
@@ -303,7 +122,7 @@ class _Sweep:
         self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
         self.masks = [torch.where(torch.arange(Lb, device=device)[None, :] < lengths[sl][:, None], 0.0,
                                   float("-inf")).to(self.dtype) for sl, Lb in self.buckets]
-        self.zero_risk = 0.5 * self.task.task_var * float(torch.trace(self.task.covariance)) + 0.5 * self.task.noise_var
+        self.zero_risk = self.task.zero_risk()
 
     def _initial_params(self, init_weights):
         cfg, S, D = self.cfg, len(self.cfg.seeds), self.cfg.D
@@ -325,12 +144,11 @@ class _Sweep:
             U, V = block_init(self.task, cfg.alpha)
             per_seed = {"U": U.expand(S, D, D), "V": V.expand(S, D, D)}
         else:
-            models = [AttentionModel(D, seed=seed) for seed in cfg.seeds]
+            models = [AttentionModel(D, seed=seeding.stream_seed(seed, "init")) for seed in cfg.seeds]
             weights = {n: torch.stack([m.weights()[n].detach().double() for m in models]) * cfg.init_scale
                        for n in ("W_Q", "W_K", "W_V", "W_O")}
             if cfg.parametrisation == "uv":
-                U = weights["W_K"].transpose(-1, -2) @ weights["W_Q"] / math.sqrt(D)
-                V = torch.cat([torch.zeros_like(weights["W_V"][:, :-1]), weights["W_O"] @ weights["W_V"]], dim=1)
+                U, V = uv_from_weights(weights["W_Q"], weights["W_K"], weights["W_V"], weights["W_O"])
                 per_seed = {"U": U, "V": V}
             else:
                 per_seed = weights
@@ -343,8 +161,8 @@ class _Sweep:
         p = self.params
         if "U" in p:
             return p["U"], p["V"][..., -1, :]
-        U = p["W_K"].transpose(-1, -2) @ p["W_Q"] / math.sqrt(self.cfg.D)
-        return U, (p["W_O"] @ p["W_V"]).squeeze(-2)
+        U, V = uv_from_weights(p["W_Q"], p["W_K"], p["W_V"], p["W_O"])
+        return U, V[..., -1, :]
 
     def predict(self, tokens: Tensor, query: Tensor) -> Tensor:
         """tokens ``(S, B, L_max, D)``, query ``(S, B, D)`` -> predictions ``(S, nL, nA, B)``."""
@@ -402,8 +220,9 @@ def _length_buckets(lengths: tuple[int, ...], waste: float = 1.25) -> list[list[
     return buckets
 
 
-class _Data:
-    """Per-seed generators for training batches and the fixed held-out prompts.
+class SweepData:
+    """Per-seed generators for training batches (stream ``"train"``) and the fixed held-out prompts
+    (stream ``"held_out"``, :attr:`eval`), as tensors ``(S, B, L_max, D)``, ``(S, B, D)``, ``(S, B)``.
 
     With ``prefetch`` (on a CPU), the next batch is drawn on a second thread while the current
     step computes; batches and generator states are exactly those of drawing in turn, and
@@ -413,8 +232,8 @@ class _Data:
     def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype, prefetch: bool = False):
         self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
         self.L_max = max(cfg.lengths)
-        self.generators = [torch.Generator(device=device).manual_seed(10_000 + seed) for seed in cfg.seeds]
-        held_out = [torch.Generator(device=device).manual_seed(20_000 + seed) for seed in cfg.seeds]
+        self.generators = [seeding.generator(seed, "train", device=device) for seed in cfg.seeds]
+        held_out = [seeding.generator(seed, "held_out", device=device) for seed in cfg.seeds]
         self.eval = self._stack([task.sample(cfg.eval_prompts, self.L_max, g, dtype) for g in held_out])
         self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
         self._pending = None  # (generator states before the batch, future of the batch)
@@ -465,7 +284,7 @@ class _Data:
             self._pool = None
 
 
-def _make_step(sweep: _Sweep, data: _Data, optimizer: torch.optim.Optimizer, alive: Tensor, diverged_at: Tensor,
+def make_step(sweep: SweepModel, data: SweepData, optimizer: torch.optim.Optimizer, alive: Tensor, diverged_at: Tensor,
                step_count: Tensor) -> Callable[[], tuple[Tensor, Tensor, Tensor]]:
     """One optimisation step of every live run, as a function of the tensors it updates in place.
 
@@ -496,7 +315,7 @@ def _make_step(sweep: _Sweep, data: _Data, optimizer: torch.optim.Optimizer, ali
     return step
 
 
-def _cuda_graphed(step: Callable, generators: list[torch.Generator], warmup: int = 3) -> Callable:
+def cuda_graphed(step: Callable, generators: list[torch.Generator], warmup: int = 3) -> Callable:
     """``step`` run eagerly ``warmup`` times on a side stream (so that every buffer exists), then
     captured once as a CUDA graph and replayed at every later call.
 
@@ -559,11 +378,11 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     checkpoint_every = _checks.positive_int("checkpoint_every", checkpoint_every)
     device = resolve_device(device)
     cfg = config
-    sweep = _Sweep(cfg, device, init_weights)
+    sweep = SweepModel(cfg, device, init_weights)
     # With a core to spare (fewer compute threads than cores), the next batch is drawn on it during
     # the step; more threads than cores would slow both down.
     spare_core = (os.cpu_count() or 1) > torch.get_num_threads()
-    data = _Data(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core)
+    data = SweepData(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core)
     params = list(sweep.params.values())
     optimizer = (torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd"
                  else torch.optim.Adam(params, lr=cfg.lr, capturable=device.type == "cuda"))
@@ -580,9 +399,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
 
     path = pathlib.Path(checkpoint) if checkpoint is not None else None
     if path is not None and path.exists():
-        state = torch.load(path, map_location=device, weights_only=False)
-        if state["config"] != cfg.as_dict():
-            raise ValueError(f"checkpoint {path} was written for a different configuration")
+        state = load_checkpoint(path, cfg, device)
         with torch.no_grad():
             for n, p in sweep.params.items():
                 p.copy_(state["params"][n])
@@ -600,11 +417,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
                  "params": {n: p.detach() for n, p in sweep.params.items()}, "optimizer": optimizer.state_dict(),
                  "generators": data.state(), "alive": alive, "diverged_at": diverged_at,
                  "train_risk": train_risk, "eval_risk": eval_risk, "history": history}
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(handle)
-        torch.save(state, tmp)
-        os.replace(tmp, path)
+        save_checkpoint(path, state)
 
     def record(step: int, batch_risk: Tensor | None):
         k = records.index(step)
@@ -612,16 +425,16 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         with torch.no_grad():
             if batch_risk is not None:
                 train_risk[..., k] = batch_risk.masked_fill(dead, float("nan")).double().cpu().numpy()
-            eval_risk[..., k] = _chunked_risk(sweep, data.eval).masked_fill(dead, float("nan")).double().cpu().numpy()
+            eval_risk[..., k] = held_out_risk(sweep, data.eval).masked_fill(dead, float("nan")).double().cpu().numpy()
             for n, p in sweep.params.items():
                 value = p.detach().double().cpu().numpy().copy()
                 value[dead.cpu().numpy()] = np.nan
                 history[n][..., k, :, :] = value
 
     step_count = torch.tensor(start_step, device=device)
-    take_step = _make_step(sweep, data, optimizer, alive, diverged_at, step_count)
+    take_step = make_step(sweep, data, optimizer, alive, diverged_at, step_count)
     if device.type == "cuda" and cuda_graph:
-        take_step = _cuda_graphed(take_step, data.generators)
+        take_step = cuda_graphed(take_step, data.generators)
 
     bar = None
     if progress:
@@ -669,55 +482,11 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
                        diverged_at.cpu().numpy(), seconds, complete)
 
 
-def _chunked_risk(sweep: _Sweep, held_out, chunk: int = 512) -> Tensor:
+def held_out_risk(sweep: SweepModel, held_out, chunk: int = 512) -> Tensor:
+    """Risk ``(S, nL, nA)`` of every run on the held-out prompts ``(tokens, queries, targets)``, ``chunk`` prompts at a time."""
     tokens, query, target = held_out
     total = 0.0
     for start in range(0, tokens.shape[1], chunk):
         sl = slice(start, start + chunk)
         total = total + sweep.risk(tokens[:, sl], query[:, sl], target[:, sl]) * tokens[:, sl].shape[1]
     return total / tokens.shape[1]
-
-
-def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float = 0.01) -> dict[str, np.ndarray]:
-    r"""Gradient flow :math:`\dot\theta = -\nabla R_\infty(\theta)` from ``(U0, V0)`` (Theorem 4.3's reference dynamics).
-
-    Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``) on the closed form
-    :func:`~softmax_as_linear.icl.infinite_prompt_risk`, with autograd gradients, in float64.
-
-    Args:
-        U0, V0: ``(D, D)`` initial parameters (or batched ``(..., D, D)``).
-        times: increasing non-negative times at which to report the state.
-    Returns:
-        ``{"times": (T,), "U": (T, ..., D, D), "V": (T, ..., D, D), "risk": (T, ...)}``.
-    """
-    U = _checks.square("U0", _checks.as_float_tensor("U0", U0).double(), task.D).clone()
-    V = _checks.square("V0", _checks.as_float_tensor("V0", V0).double(), task.D).clone()
-    times = np.asarray(times, dtype=float)
-    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) < 0) or times[0] < 0:
-        raise ValueError("times must be a non-empty increasing sequence of non-negative numbers")
-    max_dt = _checks.positive_float("max_dt", max_dt)
-
-    def grad(U, V):
-        U = U.detach().requires_grad_(True)
-        V = V.detach().requires_grad_(True)
-        gU, gV = torch.autograd.grad(infinite_prompt_risk_unchecked(U, V, task).sum(), (U, V))
-        return gU, gV
-
-    out_U, out_V, out_risk = [], [], []
-    t = 0.0
-    for target in times:
-        while t < target - 1e-12:
-            h = min(max_dt, target - t)
-            k1 = grad(U, V)
-            k2 = grad(U - h / 2 * k1[0], V - h / 2 * k1[1])
-            k3 = grad(U - h / 2 * k2[0], V - h / 2 * k2[1])
-            k4 = grad(U - h * k3[0], V - h * k3[1])
-            U = U - h / 6 * (k1[0] + 2 * k2[0] + 2 * k3[0] + k4[0])
-            V = V - h / 6 * (k1[1] + 2 * k2[1] + 2 * k3[1] + k4[1])
-            t += h
-        out_U.append(U.clone())
-        out_V.append(V.clone())
-        with torch.no_grad():
-            out_risk.append(infinite_prompt_risk_unchecked(U, V, task))
-    return {"times": times, "U": torch.stack(out_U).numpy(), "V": torch.stack(out_V).numpy(),
-            "risk": torch.stack(out_risk).numpy()}

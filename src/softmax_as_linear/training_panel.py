@@ -17,10 +17,12 @@ from typing import Callable
 
 import ipywidgets as W
 
-from . import figures, icl_figures, widgets
-from .train import TrainConfig, TrainResult, train
+from . import figures, style, widgets
+from .presets import PANEL, sweep_config
+from .sweep import TrainConfig, TrainResult
+from .train import train
 
-INITS = {"PyTorch default": "pytorch", "PyTorch × scale (near zero)": "scaled", "Assumption 5.1 (α)": "block"}
+INIT_LABELS = {"PyTorch default": "pytorch", "PyTorch × scale (near zero)": "scaled", "Assumption 5.1 (α)": "block"}
 ACTIVATION_CHOICES = {"both (paired)": ("softmax", "linear"), "softmax": ("softmax",), "linear": ("linear",)}
 
 
@@ -28,7 +30,7 @@ class BackgroundTraining:
     """Train ``config`` in a daemon thread.
 
     ``on_record(step)`` is called at every record step (from the thread); ``on_done(self)`` once
-    training has ended, with :attr:`result` (a :class:`~softmax_as_linear.train.TrainResult`, marked
+    training has ended, with :attr:`result` (a :class:`~softmax_as_linear.sweep.TrainResult`, marked
     incomplete when stopped) or :attr:`error` set. :meth:`stop` asks the trainer to stop at its next record.
     """
 
@@ -79,7 +81,7 @@ class BackgroundTraining:
 
 
 def figure_outputs(fig) -> tuple[dict, ...]:
-    """What :func:`figures.show` would display, as ``Output.outputs`` entries (usable from a thread).
+    """What :func:`style.show` would display, as ``Output.outputs`` entries (usable from a thread).
 
     Without an IPython shell (plain Python) the figure's title is returned as text.
     """
@@ -89,7 +91,7 @@ def figure_outputs(fig) -> tuple[dict, ...]:
     if get_ipython() is None:
         return ({"output_type": "stream", "name": "stdout", "text": f"<plotly figure: {fig.layout.title.text}>\n"},)
     with capture_output(stdout=False, stderr=False) as captured:
-        figures.show(fig)
+        style.show(fig)
     return tuple({"output_type": "display_data", "data": o.data, "metadata": o.metadata or {}}
                  for o in captured.outputs)
 
@@ -102,17 +104,23 @@ def _message_outputs(text: str, kind: str = "error") -> tuple[dict, ...]:
 
 
 def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., TrainConfig],
-                   draw: Callable[[TrainResult], object], *, title: str | None = None, columns: int = 3) -> W.VBox:
+                   draw: Callable[[TrainResult], object], *, title: str | None = None,
+                   columns: int = 3) -> widgets.Panel:
     """Controls, *Train* and *Stop* buttons, a progress bar and the figure ``draw(result)``.
 
     ``make_config(**values)`` builds the sweep from the control values; a ``ValueError`` there or in
-    ``draw`` shows its message instead of a figure. Nothing trains until *Train* is clicked.
+    ``draw`` shows its message instead of a figure. Nothing trains until *Train* is clicked. A typed
+    value that a control cannot take is reported in the message line (:func:`widgets.typed_entry`).
+    The returned :class:`widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress`` and
+    ``status``, and ``start``, ``stop`` and ``state`` for scripted use.
     """
     run_button = W.Button(description="Train", button_style="primary", icon="play")
     stop_button = W.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
     progress = W.IntProgress(value=0, min=0, max=1, description="steps", style={"description_width": "initial"})
     status = W.HTML("")
+    status.add_class("sal-status")
     output = W.Output()
+    note, report = widgets.message_line()
     state: dict[str, BackgroundTraining | None] = {"run": None}
 
     def set_status(text: str):
@@ -144,6 +152,7 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
         except ValueError as error:
             output.outputs = _message_outputs(f"Cannot compute this setting: {error}")
             return
+        report("")
         progress.max, progress.value = config.steps, 0
         run_button.disabled, stop_button.disabled = True, False
         set_status(f"training {len(config.seeds) * len(config.lengths) * len(config.activations)} run(s) ...")
@@ -161,32 +170,38 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
 
     run_button.on_click(start)
     stop_button.on_click(stop)
-    boxes = list(controls.values())
-    rows = [W.HBox(boxes[i:i + columns]) for i in range(0, len(boxes), columns)]
+    for widget in controls.values():
+        widget.observe(lambda _: report(""), names="value")
+    rows = widgets.layout_controls(controls, report, columns)
     header = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
-    panel = W.VBox(header + rows + [W.HBox([run_button, stop_button, progress, status]), output])
-    panel.start, panel.stop, panel.state = start, stop, state  # for scripted use and tests
+    panel = widgets.Panel(header + rows + [note, W.HBox([run_button, stop_button, progress, status]), output],
+                          title=title)
+    panel.controls, panel.output, panel.note, panel.progress, panel.status = controls, output, note, progress, status
+    panel.start, panel.stop, panel.state = start, stop, state
     return panel
 
 
 def regression_controls(covariance: str = "isotropic") -> dict[str, W.Widget]:
-    """The controls of :func:`regression_panel`, with small defaults (a click answers in seconds)."""
+    """The controls of :func:`regression_panel`, set to :data:`~softmax_as_linear.presets.PANEL`: the
+    first click learns within seconds on a CPU (the plateau ends and both activations settle)."""
     style = {"description_width": "initial"}
     return {
-        "L": W.SelectionSlider(options=[5, 10, 20, 50, 100, 200, 500, 1000], value=50, description="prompt length L",
+        "L": W.SelectionSlider(options=[5, 10, 20, 50, 100, 200, 500, 1000], value=PANEL["L"],
+                               description="prompt length L",
                                continuous_update=False, style=style),
         "covariance": W.Dropdown(options=[("isotropic Σ = I", "isotropic"), ("Kac-Murdock-Szegő ρ^|i-j|", "kms")],
                                  value=covariance, description="Σ", style=style),
         "rho": W.FloatSlider(value=0.5, min=-0.95, max=0.95, step=0.05, description="ρ (KMS)",
                              continuous_update=False, style=style),
-        "init": W.Dropdown(options=list(INITS.items()), value="pytorch", description="initialisation", style=style),
+        "init": W.Dropdown(options=list(INIT_LABELS.items()), value="pytorch", description="initialisation", style=style),
         "alpha": widgets.log_slider("α (Assumption 5.1)", 0.3, 0.01, 1.0),
         "init_scale": widgets.log_slider("init scale", 0.1, 0.001, 1.0),
         "activations": W.Dropdown(options=list(ACTIVATION_CHOICES.items()), value=ACTIVATION_CHOICES["both (paired)"],
                                   description="activation", style=style),
         "seed": W.BoundedIntText(value=327, min=0, max=10**6, description="seed", style=style),
-        "lr": widgets.log_slider("learning rate", 1e-2, 1e-4, 1.0),
-        "steps": W.SelectionSlider(options=[100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000], value=500,
+        "lr": widgets.log_slider("learning rate", PANEL["lr"], 1e-4, 1.0),
+        "steps": W.SelectionSlider(options=[100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000],
+                                   value=PANEL["steps"],
                                    description="steps", continuous_update=False, style=style),
     }
 
@@ -201,16 +216,32 @@ def regression_config(L: int, covariance: str, rho: float, init: str, alpha: flo
     """
     if init not in ("pytorch", "scaled", "block"):
         raise ValueError(f"init must be 'pytorch', 'scaled' or 'block'; got {init!r}")
-    common = dict(d=5, covariance=covariance, rho=rho, noise_var=0.1, lengths=(int(L),), activations=tuple(activations),
-                  seeds=(int(seed),), steps=int(steps), batch_size=128, lr=lr, optimizer="sgd",
-                  record_every=max(1, int(steps) // 100), eval_prompts=512)
+    # the lecture preset (the paper's d, noise, batch size and optimiser) at one L
+    common = dict(rho=rho, lengths=(int(L),), activations=tuple(activations), seeds=(int(seed),), steps=int(steps),
+                  lr=lr, record_every=max(1, int(steps) // 50), eval_prompts=512)
     if init == "block":
-        return TrainConfig(**common, parametrisation="uv", init="block", alpha=alpha)
-    return TrainConfig(**common, parametrisation="four_matrix", init="pytorch",
-                       init_scale=init_scale if init == "scaled" else 1.0)
+        return sweep_config(PANEL["preset"], covariance, **common, parametrisation="uv", init="block", alpha=alpha)
+    return sweep_config(PANEL["preset"], covariance, **common, init_scale=init_scale if init == "scaled" else 1.0)
 
 
-def regression_panel(covariance: str = "isotropic") -> W.VBox:
+def panel_figure(result: TrainResult):
+    """:func:`figures.run_figure` laid out for the panel: the legend below the axes and each divergence
+    as a dotted vertical line labelled above the axes, so that neither covers a curve."""
+    fig = figures.run_figure(result)
+    markers = [t for t in fig.data if t.mode == "markers" and (t.name or "").endswith(" diverged")]
+    fig.data = [t for t in fig.data if t not in markers]
+    for index, marker in enumerate(markers):
+        color = marker.marker.color
+        fig.add_vline(x=marker.x[0], line=dict(color=color, dash="dot", width=1.5))
+        fig.add_annotation(x=marker.x[0], y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False,
+                           yshift=2 + 14 * index, text=marker.name, font=dict(color=color, size=11))
+    fig.update_layout(height=520, margin=dict(b=150, t=80),
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top",
+                                  bgcolor="rgba(0,0,0,0)"))
+    return fig
+
+
+def regression_panel(covariance: str = "isotropic") -> widgets.Panel:
     """The live training panel of Chapters 4 and 5 (see :func:`regression_controls`)."""
-    return training_panel(regression_controls(covariance), regression_config, icl_figures.run_figure, columns=3,
+    return training_panel(regression_controls(covariance), regression_config, panel_figure, columns=3,
                           title="Train the paper's attention layer on in-context regression")

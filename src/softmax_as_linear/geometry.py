@@ -1,0 +1,28 @@
+"""Plane geometry of the measure-view chapters (1 and 2): rotations, and points as x/y coordinates for plotting."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+
+def rotation(degrees: float, dtype=torch.float64) -> Tensor:
+    r"""The ``(2, 2)`` rotation by ``degrees``, :math:`\begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}`."""
+    try:
+        angle = math.radians(float(degrees))
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"degrees must be a number, got {degrees!r}") from error
+    if not math.isfinite(angle):
+        raise ValueError(f"degrees must be finite, got {degrees!r}")
+    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=dtype)
+
+
+def xy(points, decimals: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """x and y coordinates ``(n,)`` of points ``(n, 2)``, rounded to ``decimals`` so that stored figures stay small."""
+    points = np.asarray(points)
+    if points.ndim != 2 or points.shape[1] != 2:
+        raise ValueError(f"points must have shape (n, 2), got {points.shape}")
+    points = np.round(points, decimals)
+    return points[:, 0], points[:, 1]

@@ -1,0 +1,44 @@
+"""Argument checks: each failure is a ValueError that names the argument."""
+import math
+
+import pytest
+import torch
+
+from softmax_as_linear import _checks
+
+
+def test_integers():
+    assert _checks.positive_int("n", 3) == 3 and _checks.positive_int("n", 4.0) == 4
+    assert _checks.int_at_least("steps", 0, 0) == 0
+    for bad in (0, -1, 1.5, True, "3"):
+        with pytest.raises(ValueError, match="n must be an integer >= 1"):
+            _checks.positive_int("n", bad)
+    with pytest.raises(ValueError, match="order must be an integer >= 2"):
+        _checks.int_at_least("order", 1, 2)
+
+
+def test_floats_and_choices():
+    assert _checks.positive_float("lr", "0.5") == 0.5
+    assert _checks.positive_float("noise", 0, allow_zero=True) == 0.0
+    for bad in (0, -1, math.inf, math.nan, "x"):
+        with pytest.raises(ValueError, match="lr"):
+            _checks.positive_float("lr", bad)
+    assert _checks.one_of("kind", "a", ("a", "b")) == "a"
+    with pytest.raises(ValueError, match="kind must be one of 'a', 'b'; got 'c'"):
+        _checks.one_of("kind", "c", ("a", "b"))
+
+
+def test_tensors():
+    assert _checks.as_float_tensor("x", [1, 2]).is_floating_point()
+    with pytest.raises(ValueError, match="x must be a tensor"):
+        _checks.as_float_tensor("x", object())
+    with pytest.raises(ValueError, match="U must have shape"):
+        _checks.square("U", torch.zeros(2, 3))
+    with pytest.raises(ValueError, match="q must have last dimension 3"):
+        _checks.vector("q", torch.zeros(2), 3)
+    with pytest.raises(ValueError, match="t contains NaN"):
+        _checks.finite("t", torch.tensor([math.nan]))
+    with pytest.raises(ValueError, match="C must be symmetric"):
+        _checks.covariance("C", torch.tensor([[1.0, 0.5], [0.0, 1.0]]))
+    with pytest.raises(ValueError, match="C must be positive definite"):
+        _checks.covariance("C", torch.zeros(2, 2))
