@@ -23,6 +23,14 @@ def test_floats_and_choices():
     for bad in (0, -1, math.inf, math.nan, "x"):
         with pytest.raises(ValueError, match="lr"):
             _checks.positive_float("lr", bad)
+    assert _checks.number("angle", "-30") == -30.0
+    for bad, words in ((math.nan, "finite"), (math.inf, "finite"), ("x", "a number"), (None, "a number")):
+        with pytest.raises(ValueError, match=f"angle must be {words}"):
+            _checks.number("angle", bad)
+    assert _checks.in_open_interval("rho", 0.5, -1, 1) == 0.5
+    for bad in (1, -1, 2.0, math.nan, "x"):
+        with pytest.raises(ValueError, match="rho"):
+            _checks.in_open_interval("rho", bad, -1, 1)
     assert _checks.one_of("kind", "a", ("a", "b")) == "a"
     with pytest.raises(ValueError, match="kind must be one of 'a', 'b'; got 'c'"):
         _checks.one_of("kind", "c", ("a", "b"))

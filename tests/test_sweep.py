@@ -68,7 +68,7 @@ def test_index_names_the_bad_argument():
 @pytest.mark.parametrize("field, value", [
     ("lengths", (10, 5)), ("lengths", ()), ("lengths", (0, 5)), ("activations", ("softmax", "relu")),
     ("seeds", (1, 1)), ("seeds", (10_000,)), ("steps", -1), ("batch_size", 0), ("lr", 0.0), ("optimizer", "rmsprop"),
-    ("parametrisation", "three"), ("init", "xavier"), ("covariance", "toeplitz"), ("rho", 1.0),
+    ("parametrisation", "three"), ("init", "xavier"), ("covariance", "toeplitz"), ("rho", 1.0), ("rho", "half"),
     ("noise_var", -0.1), ("dtype", "float16"), ("record_every", 0),
 ])
 def test_bad_configuration_names_the_field(field, value):

@@ -42,15 +42,31 @@ def positive_int(name: str, value) -> int:
     return int_at_least(name, value, 1)
 
 
-def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
+def number(name: str, value) -> float:
+    """``value`` as a finite float, or a ``ValueError`` naming ``name``."""
     try:
-        number = float(value)
+        result = float(value)
     except (TypeError, ValueError) as error:
         raise ValueError(f"{name} must be a number, got {value!r}") from error
-    if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ValueError(f"{name} must be a finite number {bound}, got {value!r}")
-    return number
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be finite, got {value!r}")
+    return result
+
+
+def in_open_interval(name: str, value, low: float, high: float) -> float:
+    """``value`` as a float in ``(low, high)``, or a ``ValueError`` naming ``name``."""
+    result = number(name, value)
+    if not low < result < high:
+        raise ValueError(f"{name} must lie in ({low:g}, {high:g}), got {value!r}")
+    return result
+
+
+def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
+    """``value`` as a finite float ``> 0`` (``>= 0`` with ``allow_zero``), or a ``ValueError`` naming ``name``."""
+    result = number(name, value)
+    if result < 0 or (result == 0 and not allow_zero):
+        raise ValueError(f"{name} must be a finite number {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+    return result
 
 
 def vector(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:

@@ -7,15 +7,12 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import _checks
+
 
 def rotation(degrees: float, dtype=torch.float64) -> Tensor:
     r"""The ``(2, 2)`` rotation by ``degrees``, :math:`\begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}`."""
-    try:
-        angle = math.radians(float(degrees))
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"degrees must be a number, got {degrees!r}") from error
-    if not math.isfinite(angle):
-        raise ValueError(f"degrees must be finite, got {degrees!r}")
+    angle = math.radians(_checks.number("degrees", degrees))
     return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=dtype)
 
 

@@ -58,12 +58,7 @@ def _degenerate(covariance: Tensor) -> bool:
 def kms_covariance(d: int, rho: float, *, dtype=torch.float64) -> Tensor:
     r"""Kac-Murdock-Szego matrix :math:`\Sigma_{ij} = \rho^{|i-j|}`, shape ``(d, d)``; needs :math:`-1 < \rho < 1`."""
     d = _checks.positive_int("d", d)
-    try:
-        rho = float(rho)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"rho must be a number in (-1, 1), got {rho!r}") from error
-    if not -1.0 < rho < 1.0:
-        raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
+    rho = _checks.in_open_interval("rho", rho, -1.0, 1.0)
     index = torch.arange(d)
     return torch.tensor(rho, dtype=dtype) ** (index[:, None] - index[None, :]).abs().to(dtype)
 

@@ -84,8 +84,7 @@ class TrainConfig:
     def __post_init__(self):
         _checks.positive_int("d", self.d)
         _checks.one_of("covariance", self.covariance, COVARIANCES)
-        if not -1 < float(self.rho) < 1:
-            raise ValueError(f"rho must lie in (-1, 1), got {self.rho!r}")
+        _checks.in_open_interval("rho", self.rho, -1.0, 1.0)
         _checks.one_of("sampler", self.sampler, SAMPLERS)
         if self.task_var is not None:
             _checks.positive_float("task_var", self.task_var)
