@@ -404,6 +404,11 @@ def test_training_panel_trains_stops_and_shows_the_partial_result(open_chapter, 
     train.wait_for(timeout=60_000)
     chapter.shot("training-panel", output)
     progress = output.locator(".widget-hprogress .progress-bar, .widget-progress .progress-bar").first
+    # a run long enough to be stopped on a fast machine: 500 -> 10,000 steps
+    steps = output.locator(".widget-hslider", has=chapter.page.locator("text=steps")).locator(".noUi-handle").first
+    steps.focus()
+    for _ in range(4):
+        chapter.page.keyboard.press("ArrowRight")
     train.click()
     started = time.monotonic()
     deadline = started + 120
@@ -422,10 +427,9 @@ def test_training_panel_trains_stops_and_shows_the_partial_result(open_chapter, 
     chapter.shot("training-stopped", output)
     # another initialisation gives another run
     output.locator("select").nth(1).select_option(label="Assumption 5.1 (α)")
-    steps = output.locator(".widget-hslider", has=chapter.page.locator("text=steps")).locator(".noUi-handle").first
     steps.focus()
-    for _ in range(3):
-        chapter.page.keyboard.press("ArrowLeft")  # 500 -> 100 steps
+    for _ in range(6):
+        chapter.page.keyboard.press("ArrowLeft")  # 10,000 -> 100 steps
     train.click()
     status.filter(has_text="finished at step").wait_for(timeout=240_000)
     full = figure(output)
