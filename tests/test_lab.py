@@ -107,6 +107,16 @@ def panel_cell(notebook: pathlib.Path, marker: str) -> int:
     return next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and marker in "".join(c["source"]))
 
 
+def run_to_panel(open_chapter, lab, name: str, marker: str):
+    """Open chapter ``name``, run the cells the panel cell (the one containing ``marker``) needs and
+    that cell; returns the chapter, the cell's index and the panel's output area."""
+    path = lab[2] / f"{name}.ipynb"
+    index = panel_cell(path, marker)
+    chapter = open_chapter(name)
+    chapter.run(cells_for(path, index))
+    return chapter, index, chapter.cell(index).locator(".jp-OutputArea").first
+
+
 # --- JupyterLab and the browser -------------------------------------------------------------------
 
 def _free_port() -> int:
@@ -328,11 +338,7 @@ def test_opening_and_saving_a_chapter_changes_no_byte(open_chapter, lab):
 
 
 def test_measure_view_panel_redraws_for_L_and_reports_a_bad_value(open_chapter, lab):
-    path = lab[2] / "01_measure_view.ipynb"
-    index = panel_cell(path, "widgets.panel(")
-    chapter = open_chapter("01_measure_view")
-    chapter.run(cells_for(path, index))
-    output = chapter.cell(index).locator(".jp-OutputArea").first
+    chapter, index, output = run_to_panel(open_chapter, lab, "01_measure_view", "widgets.panel(")
     output.locator(".widget-slider").first.wait_for(timeout=60_000)
     before = figure(output)
     chapter.shot("measure-panel", output)
@@ -359,11 +365,7 @@ def test_measure_view_panel_redraws_for_L_and_reports_a_bad_value(open_chapter, 
 
 
 def test_flow_panel_redraws_for_the_covariance_and_the_initialisation(open_chapter, lab):
-    path = lab[2] / "05_anisotropic_icl.ipynb"
-    index = panel_cell(path, "covariance_from(")
-    chapter = open_chapter("05_anisotropic_icl")
-    chapter.run(cells_for(path, index))
-    output = chapter.cell(index).locator(".jp-OutputArea").first
+    chapter, index, output = run_to_panel(open_chapter, lab, "05_anisotropic_icl", "covariance_from(")
     output.locator("select").first.wait_for(timeout=60_000)
     first = figure(output)
     chapter.shot("flow-panel", output)
@@ -394,11 +396,7 @@ def test_flow_panel_redraws_for_the_covariance_and_the_initialisation(open_chapt
 
 
 def test_training_panel_trains_stops_and_shows_the_partial_result(open_chapter, lab):
-    path = lab[2] / "04_isotropic_icl.ipynb"
-    index = panel_cell(path, "regression_panel(")
-    chapter = open_chapter("04_isotropic_icl")
-    chapter.run(cells_for(path, index))
-    output = chapter.cell(index).locator(".jp-OutputArea").first
+    chapter, index, output = run_to_panel(open_chapter, lab, "04_isotropic_icl", "regression_panel(")
     train = output.locator("button", has_text="Train")
     stop = output.locator("button", has_text="Stop")
     train.wait_for(timeout=60_000)
