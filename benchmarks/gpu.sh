@@ -11,9 +11,13 @@
 # Settings (environment):
 #   PARTS="tests bench isotropic kms published"  the parts to run, in this order (default: all)
 #   SEEDS=10            seeds per sweep (327 first)      PRESET=paper   (smoke: a CPU check in a minute)
-#   DEVICE=cuda         (cpu for the check)              SWEEP_MINUTES=6 bounds each sweep's training;
-#   PYTHON=python3                                       a stopped sweep resumes from its checkpoint
-#   OUT=...             when set (the device runner sets it), the figure files and logs are copied there
+#   DEVICE=cuda         (cpu for the check)              PYTHON=python3
+#   SWEEP_MINUTES=6     bounds each sweep's training; a stopped sweep resumes from its checkpoint in DEST
+#   DEADLINE=S          the whole script should end within S seconds: each sweep's training stops early
+#                       enough to leave MARGIN seconds (default 120) for its final evaluation
+#   COMMIT=<hash>       the commit recorded in the result files where DEST's tree is not a git checkout
+#   OUT=...             when set (the device runner sets it), DEST is packed into $OUT/results.tar.gz
+#                       after every part (figure files, logs, sweeps, checkpoints to resume from)
 #
 # CPU check of the whole script (about a minute):
 #   DEVICE=cpu PRESET=smoke SEEDS=3 bash benchmarks/gpu.sh /tmp/gpu-check
@@ -26,16 +30,19 @@ preset=${PRESET:-paper}
 seeds=${SEEDS:-10}
 device=${DEVICE:-cuda}
 minutes=${SWEEP_MINUTES:-6}
+margin=${MARGIN:-120}
 parts=" ${PARTS:-tests bench isotropic kms published} "
+start_all=$(date +%s)
+deadline=$(( start_all + ${DEADLINE:-86400} ))
 cd "$(dirname "$0")/.."
 mkdir -p "$dest"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
-start_all=$(date +%s)
+[ -n "${COMMIT:-}" ] && export SOFTMAX_AS_LINEAR_COMMIT=$COMMIT
 
-copy_out() {  # the figure files and logs of this run, to $OUT when the runner asks for them
-    [ -n "${OUT:-}" ] && mkdir -p "$OUT"
-    if [ -n "${OUT:-}" ] && [ "$(cd "$dest" && pwd)" != "$(cd "$OUT" && pwd)" ]; then
-        cp "$dest"/fig[2-8]_"$preset"*.json "$dest"/*.log "$OUT"/ 2>/dev/null || true
+copy_out() {  # DEST packed into $OUT when the runner asks for it (few files come back: one archive)
+    if [ -n "${OUT:-}" ]; then
+        mkdir -p "$OUT"
+        tar czf "$OUT/results.tar.gz.part" -C "$dest" . && mv "$OUT/results.tar.gz.part" "$OUT/results.tar.gz"
     fi
 }
 
@@ -50,37 +57,47 @@ if [[ $parts == *" tests "* ]]; then
     echo "== tests on the device"
     # The captured step first: without it the paper-scale sweeps would run op by op, far too slowly.
     if [ "$device" = cuda ]; then
-        if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py -k cuda_graph 2>&1 | tail -n 15; then
+        if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py -k cuda_graph 2>&1 \
+                | tee "$dest/tests.log" | tail -n 15; then
             echo "the CUDA-graph step fails: stopping before the benchmark and the sweeps"
+            copy_out
             exit 1
         fi
         timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py tests/test_evaluation.py \
-            -k "cuda and not cuda_graph" 2>&1 | tail -n 15
+            -k "cuda and not cuda_graph" 2>&1 | tee -a "$dest/tests.log" | tail -n 15
     else
-        timeout 300 $python -m pytest -q -p no:cacheprovider tests/test_evaluation.py 2>&1 | tail -n 5
+        timeout 300 $python -m pytest -q -p no:cacheprovider tests/test_evaluation.py 2>&1 | tee "$dest/tests.log" | tail -n 5
     fi
 fi
 
 if [[ $parts == *" bench "* ]]; then
     echo "== training benchmark"
     if [ "$device" = cuda ]; then
-        timeout 240 $python benchmarks/bench_train.py --device cuda --steps 200 --seeds 1 10 2>&1 | tee "$dest/bench_train.log"
+        timeout 240 $python benchmarks/bench_train.py --device cuda --steps 100 --seeds 1 10 2>&1 | tee "$dest/bench_train.log"
     else  # a check that the script runs, not a measurement
         timeout 300 $python benchmarks/bench_train.py --device cpu --steps 2 --seeds 1 2 --quick 2>&1 | tee "$dest/bench_train.log"
     fi
     copy_out
 fi
+copy_out
 
 sweep() {  # sweep NAME SAMPLER FIGURES...
     local name=$1 sampler=$2
     shift 2
-    echo "== $preset sweep: $name ($*), sampler $sampler, $seeds seeds"
+    local left=$(( deadline - $(date +%s) - margin ))
+    local budget
+    budget=$(awk "BEGIN { m = $left / 60; if (m > $minutes) m = $minutes; printf \"%.2f\", m }")
+    if awk "BEGIN { exit !($budget < 0.5) }"; then
+        echo "== $name: skipped, $left s left before the deadline and its margin"
+        return
+    fi
+    echo "== $preset sweep: $name ($*), sampler $sampler, $seeds seeds, at most $budget min of training"
     local start log
     start=$(date +%s)
     log="$dest/sweep_${name}_${preset}.log"
-    timeout "$(awk "BEGIN { print int(60 * $minutes + 240) }")" $python -m softmax_as_linear reproduce "$@" \
+    timeout "$(awk "BEGIN { print int(60 * $budget + $margin + 60) }")" $python -m softmax_as_linear reproduce "$@" \
         --preset "$preset" --device "$device" --seeds "$seeds" --sampler "$sampler" --out "$dest" \
-        --max-minutes "$minutes" 2>&1 | tr '\r' '\n' > "$log"
+        --max-minutes "$budget" 2>&1 | tr '\r' '\n' > "$log"
     local code=$?
     grep "step/s" "$log" | tail -n 1
     grep -v "step/s" "$log" | grep -v "^\s*$" | tail -n 9
