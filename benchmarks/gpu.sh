@@ -16,8 +16,9 @@
 #   DEADLINE=S          the whole script should end within S seconds: each sweep's training stops early
 #                       enough to leave MARGIN seconds (default 120) for its final evaluation
 #   COMMIT=<hash>       the commit recorded in the result files where DEST's tree is not a git checkout
-#   OUT=...             when set (the device runner sets it), DEST is packed into $OUT/results.tar.gz
-#                       after every part (figure files, logs, sweeps, checkpoints to resume from)
+#   OUT=...             when set (the device runner sets it), DEST's figure files, logs and final risks are
+#                       packed into $OUT/results.tar.gz after every part (a few hundred kB; the sweeps and
+#                       checkpoints, tens of MB, stay in DEST, where a second call on the same machine resumes)
 #
 # CPU check of the whole script (about a minute):
 #   DEVICE=cpu PRESET=smoke SEEDS=3 bash benchmarks/gpu.sh /tmp/gpu-check
@@ -39,10 +40,12 @@ mkdir -p "$dest"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 [ -n "${COMMIT:-}" ] && export SOFTMAX_AS_LINEAR_COMMIT=$COMMIT
 
-copy_out() {  # DEST packed into $OUT when the runner asks for it (few files come back: one archive)
+copy_out() {  # the figure files, logs and final risks of DEST packed into $OUT/results.tar.gz, when the runner
+    # asks for them (few and small files come back); sweeps and checkpoints stay in DEST to resume from
     if [ -n "${OUT:-}" ]; then
         mkdir -p "$OUT"
-        tar czf "$OUT/results.tar.gz.part" -C "$dest" . && mv "$OUT/results.tar.gz.part" "$OUT/results.tar.gz"
+        (cd "$dest" && tar czf "$OUT/results.tar.gz.part" --ignore-failed-read ./*.json ./*.log ./*_final.npz 2>/dev/null) \
+            && mv "$OUT/results.tar.gz.part" "$OUT/results.tar.gz"
     fi
 }
 

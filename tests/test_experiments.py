@@ -147,10 +147,12 @@ def test_figure_data_carry_per_seed_curves_exact_risks_and_references(kms_sweep)
     assert np.allclose(traj["softmax_per_seed"], kms_sweep.eval_risk[:, 1:, 0], rtol=1e-4)
 
 
-def test_provenance_reads_the_commit_from_the_environment_outside_a_checkout(monkeypatch):
-    monkeypatch.setattr(experiments, "_git", lambda *args: None)
+def test_provenance_reads_the_commit_from_the_environment_first(monkeypatch):
+    monkeypatch.setattr(experiments, "_git", lambda *args: "stale")
     monkeypatch.setenv("SOFTMAX_AS_LINEAR_COMMIT", "0123abc")
     where = experiments.provenance("cpu", 1.0)
     assert where["commit"] == "0123abc" and where["uncommitted_changes"] is None
     monkeypatch.delenv("SOFTMAX_AS_LINEAR_COMMIT")
+    assert experiments.provenance("cpu", 1.0)["commit"] == "stale"
+    monkeypatch.setattr(experiments, "_git", lambda *args: None)
     assert experiments.provenance("cpu", 1.0)["commit"] is None

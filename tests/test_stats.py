@@ -69,3 +69,26 @@ def test_ratio_interval_covers_at_about_its_level():
 def test_ratio_interval_bad_input(x, y, match):
     with pytest.raises(ValueError, match=match):
         stats.ratio_interval(x, y)
+
+
+def test_variation_ratio_is_one_for_monotone_curves_and_counts_the_detours():
+    monotone = np.array([[1.0, 2.0, 4.0, 8.0], [8.0, 4.0, 2.0, 1.0]])
+    assert np.allclose(stats.variation_ratio(monotone), 1.0)
+    detour = np.array([1.0, 8.0, 2.0])                 # up by log 8, down by log 4: net log 2
+    assert stats.variation_ratio(detour) == pytest.approx((np.log(8) + np.log(4)) / np.log(2))
+    assert stats.variation_ratio(monotone.T, axis=0).shape == (2,)
+    with pytest.raises(ValueError, match="positive"):
+        stats.variation_ratio([1.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match="2 points"):
+        stats.variation_ratio([1.0])
+
+
+def test_mean_se_of_arrays_and_tensors():
+    import torch
+
+    values = np.array([[1.0, 2.0], [3.0, 6.0]])
+    mean, se = stats.mean_se(values)
+    assert mean == 3.0 and se == pytest.approx(np.std(values, ddof=1) / 2)
+    assert stats.mean_se(torch.tensor([1.0, 3.0], dtype=torch.float64)) == pytest.approx((2.0, 1.0))
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.mean_se([1.0])

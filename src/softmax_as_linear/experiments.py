@@ -264,8 +264,8 @@ def provenance(device, seconds: float) -> dict:
     """Where and how a result was computed: device, machine, torch version, commit (and whether the source
     tree had uncommitted changes), wall time and the load average at the end (the machine may be shared).
 
-    Outside a git checkout (a copy of the source tree on another machine), the commit is read from the
-    environment variable ``SOFTMAX_AS_LINEAR_COMMIT`` when it is set, and ``uncommitted_changes`` stays
+    The environment variable ``SOFTMAX_AS_LINEAR_COMMIT``, when set, names the commit instead of git (a copy
+    of the source tree on another machine may carry a stale ``.git``); ``uncommitted_changes`` is then
     unknown (None)."""
     import os
     import platform
@@ -274,9 +274,9 @@ def provenance(device, seconds: float) -> dict:
 
     device = str(device)
     where = {"device": device, "torch": torch.__version__, "python": platform.python_version(),
-             "commit": _git("rev-parse", "HEAD") or os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or None,
-             "uncommitted_changes": None if (status := _git("status", "--porcelain", "--untracked-files=no")) is None
-             else bool(status), "wall_seconds": round(float(seconds), 1),
+             "commit": os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or _git("rev-parse", "HEAD") or None,
+             "uncommitted_changes": None if os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or
+             (status := _git("status", "--porcelain", "--untracked-files=no")) is None else bool(status), "wall_seconds": round(float(seconds), 1),
              "machine": platform.machine(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
     if device.startswith("cuda") and torch.cuda.is_available():
         where["gpu"] = torch.cuda.get_device_name()

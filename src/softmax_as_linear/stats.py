@@ -1,8 +1,10 @@
 """Standard errors and confidence intervals that the claim cells compare against (no plotting).
 
+- :func:`mean_se`: mean of i.i.d. samples and its standard error;
 - :func:`mean_interval`: mean of i.i.d. samples and its Student-t interval;
 - :class:`Estimate`: such means and intervals, one per prompt length;
-- :func:`loglog_slope`: least-squares slope of ``log y`` against ``log x``, its standard error and interval.
+- :func:`loglog_slope`: least-squares slope of ``log y`` against ``log x``, its standard error and interval;
+- :func:`variation_ratio`: how far a positive curve is from monotone (1 for a monotone curve).
 """
 from __future__ import annotations
 
@@ -29,6 +31,15 @@ class Estimate:
 def _check_level(level: float) -> None:
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level!r}")
+
+
+def mean_se(samples) -> tuple[float, float]:
+    r"""Mean of i.i.d. ``samples`` (any shape, flattened) and its standard error :math:`s / \sqrt n`
+    (:math:`s` the sample standard deviation): a Monte Carlo estimate and the yardstick of its claims."""
+    x = np.asarray(samples.detach().cpu() if hasattr(samples, "detach") else samples, dtype=float).ravel()
+    if x.size < 2:
+        raise ValueError(f"samples must hold at least 2 values, got {x.size}")
+    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
 
 
 def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
@@ -104,3 +115,22 @@ def ratio_interval(numerator, denominator, level: float = 0.95) -> tuple[float, 
     half = float(_scipy_stats.t.ppf(0.5 + level / 2, x.size - 1) * (x - ratio * y).std(ddof=1)
                  / (math.sqrt(x.size) * abs(y.mean())))
     return ratio, ratio - half, ratio + half
+
+
+def variation_ratio(curves, axis: int = -1) -> np.ndarray:
+    r"""Total variation of :math:`\log c` along ``axis`` over its net change, for positive curves ``c``.
+
+    :math:`\sum_k |\log c_{k+1} - \log c_k| \,/\, |\log c_K - \log c_0|`: 1 for a monotone curve, larger
+    the more the curve goes back and forth (1 -> 6 -> 3 scores :math:`\log 12 / \log 3 = 2.26`).
+    Scale-free, so curves of different sizes compare.
+    ``curves`` of any shape; the result drops ``axis``.
+    """
+    values = np.asarray(curves, dtype=float)
+    if values.shape[axis] < 2:
+        raise ValueError(f"curves need at least 2 points along axis {axis}, got shape {values.shape}")
+    if not np.all(values > 0):
+        raise ValueError("curves must be positive (their logarithm is taken)")
+    logs = np.log(values)
+    steps = np.abs(np.diff(logs, axis=axis)).sum(axis=axis)
+    net = np.abs(np.take(logs, -1, axis=axis) - np.take(logs, 0, axis=axis))
+    return steps / net
