@@ -183,8 +183,25 @@ def test_seed_summary_and_bands():
     data = {"lengths": [10, 20], "seeds": seeds, "steps": 100, "covariance": "kms", "noise_floor": 0.05,
             "bayes": [0.1, 0.08], "optimal_linear": [0.2, 0.15], "softmax": [0.3, 0.2], "linear": [0.3, 0.2],
             "softmax_per_seed": per_seed, "linear_per_seed": per_seed, "linear_exact_per_seed": per_seed}
-    names = [trace.name for trace in figures.final_risk_figure(data).data]
-    assert any("median of 3 seeds" in n for n in names) and any("10-90 %" in n for n in names)
+    traces = figures.final_risk_figure(data).data
+    names = [trace.name for trace in traces]
+    assert any("median of 3 seeds" in n for n in names) and any("range of 3 seeds" in n for n in names)
+    band = next(t for t in traces if t.name == "range of 3 seeds")        # lowest to highest seed
+    assert min(v for v in band.y if v is not None) == 0.19 and max(v for v in band.y if v is not None) == 0.31
+    ten = {**data, "seeds": list(range(10)), "softmax_per_seed": [[0.3 + i / 100, 0.2] for i in range(10)]}
+    assert any("10-90 % of 10 seeds" in (t.name or "") for t in figures.final_risk_figure(ten).data)
     assert any("seed 327" in n for n in names) and any("exact risk" in n for n in names)
     one = {**data, "seeds": [327], "softmax_per_seed": per_seed[:1], "linear_exact_per_seed": per_seed[:1]}
     assert not any("median" in (t.name or "") for t in figures.final_risk_figure(one).data)
+
+
+def test_provenance_note_says_where_a_partial_sweep_stopped_and_how_long_it_trained():
+    origin = {"preset": "paper", "settings": {"seeds": [327, 0], "steps": 300_000, "sampler": "published"},
+              "device_name": "GPU X", "torch": "2.x", "commit": "abcdef1234567", "training_seconds": 67.3,
+              "wall_seconds": 73.7, "date": "2026-11-26T12:02:08Z"}
+    partial = figures.provenance_note({"provenance": origin, "complete": False, "steps": [0, 1000, 83000]})
+    assert "stopped at step 83,000 of 300,000 (partial)" in partial and "67.3 s of training" in partial
+    assert "2 seeds" in partial and "sampler published" in partial and "GPU X" in partial
+    done = figures.provenance_note({"provenance": origin, "complete": True, "steps": 300_000})
+    assert "300,000 steps" in done and "partial" not in done
+    assert figures.provenance_note({}) == "Provenance: not recorded in this file."

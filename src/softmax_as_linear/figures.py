@@ -58,6 +58,10 @@ def _room_for_slider(fig: go.Figure) -> go.Figure:
 
 #: Seed band of the training figures: the 10 % and 90 % quantiles over seeds, drawn from three seeds on.
 BAND_QUANTILES, BAND_MIN_SEEDS = (0.1, 0.9), 3
+#: Below this many seeds a 10-90 % band would be an interpolation between two seeds: draw their range.
+QUANTILE_BAND_SEEDS = 10
+#: Labelled ticks of risk axes (log scale): plain numbers rather than 10^-1 with bare digits around it.
+RISK_TICKS = (0.05, 0.06, 0.07, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 4, 5, 7, 10)
 PAPER_SEED = 327
 
 
@@ -77,8 +81,9 @@ def seed_summary(per_seed, quantiles=BAND_QUANTILES) -> dict:
 
 def _seed_traces(x, per_seed, seeds, color: str, name: str, *, markers: bool = False, width: float = 2.5,
                  legend: bool = True, group: str | None = None) -> list:
-    """Median over seeds with its 10-90 % band and the paper's seed 327 highlighted (from three seeds),
-    or the mean of one or two seeds."""
+    """Median over seeds with a band and the paper's seed 327 highlighted (from three seeds), or the mean
+    of one or two seeds. The band is the 10-90 % range of the seeds from ten seeds on, their whole range
+    (lowest to highest) below that."""
     values = np.asarray(per_seed, dtype=float)
     mode = "lines+markers" if markers else "lines"
     x = np.asarray(x)
@@ -87,11 +92,12 @@ def _seed_traces(x, per_seed, seeds, color: str, name: str, *, markers: bool = F
         mean = np.where(count > 0, np.nansum(values, axis=0) / np.maximum(count, 1), np.nan)
         return [go.Scatter(x=x, y=_values(mean), mode=mode, name=name, legendgroup=group, showlegend=legend,
                            line=dict(color=color, width=width), marker=dict(size=8))]
-    summary = seed_summary(values)
+    few = values.shape[0] < QUANTILE_BAND_SEEDS
+    summary = seed_summary(values, (0.0, 1.0) if few else BAND_QUANTILES)
     ok = np.isfinite(summary["low"]) & np.isfinite(summary["high"])
     q_low, q_high = (int(round(100 * q)) for q in BAND_QUANTILES)
-    traces = [style.band(x[ok], summary["low"][ok], summary["high"][ok], color,
-                         name=f"{q_low}-{q_high} % of {values.shape[0]} seeds"),
+    band = f"range of {values.shape[0]} seeds" if few else f"{q_low}-{q_high} % of {values.shape[0]} seeds"
+    traces = [style.band(x[ok], summary["low"][ok], summary["high"][ok], color, name=band),
               go.Scatter(x=x, y=_values(summary["median"]), mode=mode, name=f"{name} (median of {values.shape[0]} seeds)",
                          legendgroup=group, showlegend=legend, line=dict(color=color, width=width), marker=dict(size=7))]
     if PAPER_SEED in list(seeds):
@@ -111,10 +117,19 @@ def provenance_note(data: dict) -> str:
     seeds = settings.get("seeds", data.get("seeds", []))
     device = origin.get("gpu") or origin.get("device_name") or origin.get("device")
     commit = (origin.get("commit") or "unknown")[:10] + (" (with uncommitted changes)" if origin.get("uncommitted_changes") else "")
+    steps = settings.get("steps")
+    if not isinstance(steps, int):
+        trained = ""
+    elif data.get("complete", True):
+        trained = f"{steps:,} steps"
+    else:
+        trained = f"stopped at step {_last_step(data):,} of {steps:,} (partial)"
+    # a sweep records its training time (summed over resumptions); a concentration figure its wall time
+    spent = (f"{origin['training_seconds']:g} s of training" if "training_seconds" in origin
+             else f"{origin.get('wall_seconds', '?')} s wall time")
     parts = [f"{origin.get('preset', '?')} preset", f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}",
-             f"sampler {settings.get('sampler', 'paper')}", f"{settings.get('steps', '?'):,} steps" if isinstance(settings.get('steps'), int) else "",
-             f"computed on {device}", f"torch {origin.get('torch', '?')}", f"commit {commit}",
-             f"{origin.get('wall_seconds', '?')} s wall time", origin.get("date", "")]
+             f"sampler {settings.get('sampler', 'paper')}", trained, f"computed on {device}",
+             f"torch {origin.get('torch', '?')}", f"commit {commit}", spent, origin.get("date", "")]
     return "Data: " + ", ".join(p for p in parts if p) + "."
 
 
@@ -128,8 +143,8 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
     Final held-out risk of each activation against ``L`` (log-log), with the three references: the
     L-Bayes-optimal ridge risk, the best normalised linear attention at that ``L`` and the noise floor
     :math:`s^2/2`. Diverged runs are left out of the means and counted in the legend. With three seeds
-    or more, each activation is the median over seeds with a 10-90 % band and the paper's seed 327
-    dotted; when the data carry the exact risk of the trained linear runs (``linear_exact_per_seed``),
+    or more, each activation is the median over seeds with a band (the seeds' range, or their 10-90 %
+    range from ten seeds on) and the paper's seed 327 dotted; when the data carry the exact risk of the trained linear runs (``linear_exact_per_seed``),
     linear attention is drawn with it, free of sampling noise, against the best linear attention at ``L``.
     """
     lengths = data["lengths"]
@@ -137,6 +152,7 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
     axis = RISK_AXIS if "final_prompts" not in data else f"risk R = MSE/2 ({data['final_prompts']:,} fresh prompts)"
     fig = style.new_figure(title, "prompt length L", axis, logx=True, logy=True)
     fig.update_xaxes(dtick="D2")  # label 2 and 5 between the decades, not every digit
+    fig.update_yaxes(tickvals=RISK_TICKS, ticktext=[f"{v:g}" for v in RISK_TICKS])
     fig.add_trace(_level(data["noise_floor"], "label-noise floor s²/2", style.COLORS["noise"], "dot",
                          (lengths[0], lengths[-1])))
     fig.add_trace(go.Scatter(x=lengths, y=_values(data["bayes"]), mode="lines", name="L-Bayes-optimal (ridge)",
@@ -164,6 +180,7 @@ def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
     steps = np.asarray(data["steps"])
     title = title or f"Softmax and linear training paths ({data['covariance']} inputs)"
     fig = style.new_figure(title, "training step k", "‖θ_soft(k) − θ_lin(k)‖²", logy=True)
+    fig.update_xaxes(exponentformat="SI")                                   # 50k rather than 0.5×10⁵
     keep = steps > 0
     per_seed = data.get("gap_per_seed")  # (S, nL, T)
     for index, L in enumerate(data["lengths"]):
@@ -205,7 +222,9 @@ def risk_trajectory_figure(data: dict, title: str | None = None, active: int | N
     fig = style.slider_figure(panels, slider_label="prompt length L", title=title, xtitle="training step k",
                                 ytitle=RISK_AXIS, logy=True, fixed=[floor],
                                 active=len(panels) // 2 if active is None else active,
-                                yaxis=dict(range=[bottom, top]))
+                                yaxis=dict(range=[bottom, top], tickvals=RISK_TICKS,
+                                           ticktext=[f"{v:g}" for v in RISK_TICKS]))
+    fig.update_xaxes(exponentformat="SI")
     return _room_for_slider(_inside_legend(fig))
 
 
@@ -392,7 +411,8 @@ def show_saved(name: str, preset: str = "paper", folder=None, sampler: str = "pa
     partial = "" if data.get("complete", True) else f", partial: training stopped at step {_last_step(data):,}"
     # the course's reproduction (its sampler, R = MSE/2), not the paper's published figure
     drawn = "" if sampler == "paper" else f", {sampler} sampler"
-    title = f"Course reproduction of the paper's Figure {name[3:]} ({preset} settings{drawn}, R = MSE/2{partial})"
+    title = (f"Course reproduction of the paper's Figure {name[3:]}"
+             f"<br><sup>{preset} settings{drawn}, R = MSE/2{partial}</sup>")
     style.show(figure_from_data(name, data, title=title))
     display(Markdown(provenance_note(data)))
     return True
