@@ -1,4 +1,5 @@
-"""Plane helpers of Chapters 1 and 2: rotations are orthogonal and compose, points split into x and y."""
+"""Plane helpers of Chapters 1 and 2: rotations are orthogonal and compose, ellipses are contours of the covariance,
+points split into x and y."""
 import numpy as np
 import pytest
 import torch
@@ -18,6 +19,15 @@ def test_xy_splits_and_rounds():
     x, y = geometry.xy(torch.tensor([[0.123456, 1.0], [2.0, -3.000049]], dtype=torch.float64))
     np.testing.assert_array_equal(x, [0.1235, 2.0])
     np.testing.assert_array_equal(y, [1.0, -3.0])
+
+
+def test_ellipse_is_the_contour_of_the_covariance():
+    cov = torch.tensor([[2.0, 0.5], [0.5, 1.0]], dtype=torch.float64)
+    center = torch.tensor([1.0, -1.0], dtype=torch.float64)
+    points = geometry.ellipse(center, cov, n_sd=2.0)
+    offsets = points - center
+    mahalanobis = (offsets @ torch.linalg.inv(cov) * offsets).sum(-1)     # 2 standard deviations: distance 2^2
+    assert points.shape == (61, 2) and torch.allclose(mahalanobis, torch.full((61,), 4.0, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("call, match", [

@@ -25,6 +25,7 @@ Modules, one job each:
 - :mod:`~softmax_as_linear.experiments`: the data of every paper figure, and where its saved file lives.
 - :mod:`~softmax_as_linear.style`: the plotly style and the figure helpers every chapter shares.
 - :mod:`~softmax_as_linear.figures`: builders of the course's figures.
+- :mod:`~softmax_as_linear.measure_figures`: builders of the figures of the measure-view chapters (0 to 3).
 - :mod:`~softmax_as_linear.widgets` and :mod:`~softmax_as_linear.training_panel`: live ipywidgets panels,
   and training from a widget in the background.
 - :mod:`~softmax_as_linear.artifacts`: where result files live, and how they are written (atomically) and read.
@@ -48,8 +49,8 @@ __all__ = [
 ]
 
 _SUBMODULES = ("artifacts", "attention", "concentration", "devices", "dynamics", "evaluation", "experiments",
-               "figures", "geometry", "icl", "measures", "models", "presets", "seeding", "stats", "style", "sweep",
-               "tilting", "train", "training_panel", "widgets")
+               "figures", "geometry", "icl", "measure_figures", "measures", "models", "presets", "seeding", "stats",
+               "style", "sweep", "tilting", "train", "training_panel", "widgets")
 # Even torch loads on first use, so that the command line's --help and --version answer at once.
 _LAZY_NAMES = {
     "AttentionModel": "models", "RegressionTask": "icl", "TokenLaw": "measures", "TrainConfig": "sweep",
