@@ -61,7 +61,8 @@ BAND_QUANTILES, BAND_MIN_SEEDS = (0.1, 0.9), 3
 #: Below this many seeds a 10-90 % band would be an interpolation between two seeds: draw their range.
 QUANTILE_BAND_SEEDS = 10
 #: Labelled ticks of risk axes (log scale): plain numbers rather than 10^-1 with bare digits around it.
-RISK_TICKS = (0.05, 0.06, 0.07, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 4, 5, 7, 10)
+RISK_TICKS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4,
+              0.5, 0.7, 1, 1.5, 2, 3, 4, 5, 7, 10, 20, 50, 100, 1000)
 PAPER_SEED = 327
 
 
@@ -265,6 +266,7 @@ def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) ->
     steps = np.asarray(result.steps)
     stopped = "" if result.complete else f", stopped at step {int(steps[-1]):,}"
     fig = style.new_figure(f"{cfg.covariance} inputs, seed {seed}{stopped}", "training step k", RISK_AXIS, logy=True)
+    fig.update_yaxes(tickvals=RISK_TICKS, ticktext=[f"{v:g}" for v in RISK_TICKS])
     span = (0, max(int(steps[-1]), 1))
     references = baselines(cfg.lengths, task, n_bayes_samples)
     fig.add_trace(_level(references["noise_floor"], "label-noise floor s²/2", style.COLORS["noise"], "dot", span))
