@@ -80,9 +80,8 @@ if [[ $parts == *" bench "* ]]; then
     else  # a check that the script runs, not a measurement
         timeout 300 $python benchmarks/bench_train.py --device cpu --steps 2 --seeds 1 2 --quick 2>&1 | tee "$dest/bench_train.log"
     fi
-    copy_out
 fi
-copy_out
+copy_out  # the tests' and the benchmark's logs
 
 sweep() {  # sweep NAME SAMPLER FIGURES...
     local name=$1 sampler=$2

@@ -273,10 +273,13 @@ def provenance(device, seconds: float) -> dict:
     import torch
 
     device = str(device)
+    commit, changes = os.environ.get("SOFTMAX_AS_LINEAR_COMMIT"), None
+    if not commit:
+        commit = _git("rev-parse", "HEAD") or None
+        status = _git("status", "--porcelain", "--untracked-files=no")
+        changes = None if status is None else bool(status)
     where = {"device": device, "torch": torch.__version__, "python": platform.python_version(),
-             "commit": os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or _git("rev-parse", "HEAD") or None,
-             "uncommitted_changes": None if os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or
-             (status := _git("status", "--porcelain", "--untracked-files=no")) is None else bool(status), "wall_seconds": round(float(seconds), 1),
+             "commit": commit, "uncommitted_changes": changes, "wall_seconds": round(float(seconds), 1),
              "machine": platform.machine(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
     if device.startswith("cuda") and torch.cuda.is_available():
         where["gpu"] = torch.cuda.get_device_name()

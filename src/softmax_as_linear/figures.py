@@ -63,6 +63,7 @@ QUANTILE_BAND_SEEDS = 10
 #: Labelled ticks of risk axes (log scale): plain numbers rather than 10^-1 with bare digits around it.
 RISK_TICKS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4,
               0.5, 0.7, 1, 1.5, 2, 3, 4, 5, 7, 10, 20, 50, 100, 1000)
+_RISK_AXIS_TICKS = dict(tickvals=RISK_TICKS, ticktext=[f"{v:g}" for v in RISK_TICKS])
 PAPER_SEED = 327
 
 
@@ -145,15 +146,16 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
     L-Bayes-optimal ridge risk, the best normalised linear attention at that ``L`` and the noise floor
     :math:`s^2/2`. Diverged runs are left out of the means and counted in the legend. With three seeds
     or more, each activation is the median over seeds with a band (the seeds' range, or their 10-90 %
-    range from ten seeds on) and the paper's seed 327 dotted; when the data carry the exact risk of the trained linear runs (``linear_exact_per_seed``),
-    linear attention is drawn with it, free of sampling noise, against the best linear attention at ``L``.
+    range from ten seeds on) and the paper's seed 327 dotted; when the data carry the exact risk of the
+    trained linear runs (``linear_exact_per_seed``), linear attention is drawn with it, free of sampling
+    noise, against the best linear attention at ``L``.
     """
     lengths = data["lengths"]
     title = title or f"Final risk after {data['steps']:,} steps ({data['covariance']} inputs)"
     axis = RISK_AXIS if "final_prompts" not in data else f"risk R = MSE/2 ({data['final_prompts']:,} fresh prompts)"
     fig = style.new_figure(title, "prompt length L", axis, logx=True, logy=True)
     fig.update_xaxes(dtick="D2")  # label 2 and 5 between the decades, not every digit
-    fig.update_yaxes(tickvals=RISK_TICKS, ticktext=[f"{v:g}" for v in RISK_TICKS])
+    fig.update_yaxes(**_RISK_AXIS_TICKS)
     fig.add_trace(_level(data["noise_floor"], "label-noise floor s²/2", style.COLORS["noise"], "dot",
                          (lengths[0], lengths[-1])))
     fig.add_trace(go.Scatter(x=lengths, y=_values(data["bayes"]), mode="lines", name="L-Bayes-optimal (ridge)",
@@ -223,8 +225,7 @@ def risk_trajectory_figure(data: dict, title: str | None = None, active: int | N
     fig = style.slider_figure(panels, slider_label="prompt length L", title=title, xtitle="training step k",
                                 ytitle=RISK_AXIS, logy=True, fixed=[floor],
                                 active=len(panels) // 2 if active is None else active,
-                                yaxis=dict(range=[bottom, top], tickvals=RISK_TICKS,
-                                           ticktext=[f"{v:g}" for v in RISK_TICKS]))
+                                yaxis=dict(range=[bottom, top], **_RISK_AXIS_TICKS))
     fig.update_xaxes(exponentformat="SI")
     return _room_for_slider(_inside_legend(fig))
 
@@ -266,7 +267,7 @@ def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) ->
     steps = np.asarray(result.steps)
     stopped = "" if result.complete else f", stopped at step {int(steps[-1]):,}"
     fig = style.new_figure(f"{cfg.covariance} inputs, seed {seed}{stopped}", "training step k", RISK_AXIS, logy=True)
-    fig.update_yaxes(tickvals=RISK_TICKS, ticktext=[f"{v:g}" for v in RISK_TICKS])
+    fig.update_yaxes(**_RISK_AXIS_TICKS)
     span = (0, max(int(steps[-1]), 1))
     references = baselines(cfg.lengths, task, n_bayes_samples)
     fig.add_trace(_level(references["noise_floor"], "label-noise floor s²/2", style.COLORS["noise"], "dot", span))
