@@ -26,6 +26,7 @@ import time
 import numpy as np
 import torch
 
+from softmax_as_linear import fused_softmax
 from softmax_as_linear.devices import resolve_device
 from softmax_as_linear.models import AttentionModel
 from softmax_as_linear.presets import PAPER_LENGTHS, sweep_config, sweep_seeds
@@ -169,12 +170,22 @@ def main():
     torch.set_num_threads(n_threads)
     loop_rate = runs * SWEEP_STEPS / loop_sweep  # run-steps/s of the per-run loop over the whole sweep
     print(f"\n(c) several seeds at once (batched core, {best_label}); per-run loop: {loop_rate:.1f} run-steps/s")
+    # On a GPU with Triton, softmax runs as one fused kernel; the tensor formulas are the baseline.
+    fused = [True, False] if device.type == "cuda" and fused_softmax.triton is not None else [False]
     for n in args.seeds:
-        seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch, graph, seeds=n)
-        total = SWEEP_STEPS * seconds + records * evaluation
-        rate = n * runs / seconds
-        print(f"  {n:3d} seed{'s' if n > 1 else ' '}: {rate:9.1f} run-steps/s ({1e3 * seconds:.1f} ms per step of "
-              f"{n * runs} runs); {n}-seed sweep projected {_hours(total)}; {rate / loop_rate:.1f}x the per-run loop")
+        rates = {}
+        for use_kernel in fused:
+            fused_softmax.ENABLED = use_kernel
+            seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch, graph, seeds=n)
+            total = SWEEP_STEPS * seconds + records * evaluation
+            rates[use_kernel] = rate = n * runs / seconds
+            how = "fused softmax kernel" if use_kernel else "tensor formulas"
+            print(f"  {n:3d} seed{'s' if n > 1 else ' '}, {how}: {rate:9.1f} run-steps/s ({1e3 * seconds:.2f} ms per "
+                  f"step of {n * runs} runs); {n}-seed sweep projected {_hours(total)}; "
+                  f"{rate / loop_rate:.1f}x the per-run loop")
+        if len(rates) == 2:
+            print(f"  {n:3d} seed{'s' if n > 1 else ' '}: fused kernel {rates[True] / rates[False]:.2f}x the tensor formulas")
+    fused_softmax.ENABLED = True
     torch.set_num_threads(threads)
 
 if __name__ == "__main__":

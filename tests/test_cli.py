@@ -153,7 +153,7 @@ def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
     runner = ("import sys\nfrom softmax_as_linear import presets\nreal = presets.sweep_config\n"
               "presets.sweep_config = lambda p, c, **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
               "record_every=10, eval_prompts=32, batch_size=16), **kw})\n"
-              "from softmax_as_linear import __main__ as cli\ncli.CHECKPOINT_EVERY = 20\n"
+              "from softmax_as_linear import __main__ as cli\ncli.CHECKPOINT_EVERY, cli.CHECKPOINT_SECONDS = 20, 0.0\n"
               "sys.exit(cli.main(sys.argv[1:]))")
     process = subprocess.Popen([sys.executable, "-c", runner, "reproduce", "fig2", "--device", "cpu",
                                 "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -40,7 +40,7 @@ def test_softmax_prediction_gradient():
     mask = torch.zeros(2, 9, dtype=torch.float64)
     mask[0, 4:] = float("-inf")
     tokens_t = torch.cat([tokens.transpose(1, 2), torch.ones(4, 1, 9, dtype=torch.float64)], dim=1)
-    assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens_t, a, b, mask), (u, v))
+    assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens_t, a, b, mask, torch.tensor([4, 9])), (u, v))
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -197,3 +197,15 @@ def test_cuda_graph_replays_the_step_op_by_op(covariance):
     np.testing.assert_allclose(graphed.train_risk, eager.train_risk, rtol=1e-5)
     for name in eager.params:
         np.testing.assert_allclose(graphed.params[name], eager.params[name], rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoint_seconds_spaces_the_periodic_saves(tmp_path, monkeypatch):
+    saved = []
+    real = train_module.save_checkpoint
+    monkeypatch.setattr(train_module, "save_checkpoint", lambda path, state: saved.append(state["step"]) or real(path, state))
+    cfg = TrainConfig(**SMALL)
+    train(cfg, checkpoint=tmp_path / "every.pt", checkpoint_every=5)
+    assert saved == [*range(5, cfg.steps, 5), cfg.steps]
+    saved.clear()
+    train(cfg, checkpoint=tmp_path / "spaced.pt", checkpoint_every=5, checkpoint_seconds=1e9)
+    assert saved == [cfg.steps]  # only the final state

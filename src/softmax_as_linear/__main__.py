@@ -33,7 +33,10 @@ PRESET_CHOICES = ("paper", "lecture", "smoke")
 SAMPLER_CHOICES = ("paper", "published")
 DEVICE_CHOICES = ("auto", "cpu", "cuda")
 
-CHECKPOINT_EVERY = 2000  # training steps between two saved checkpoints (and on Ctrl-C / SIGTERM)
+# A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed
+# since the last one (and on Ctrl-C / SIGTERM, and at --max-minutes): a minute of work at most is lost, and a
+# fast GPU sweep does not spend its time writing checkpoints.
+CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 1000, 60.0
 
 EXIT_COMPLETE, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = f"""\
@@ -85,7 +88,7 @@ def _sweep(covariance: str, preset: str, device, out: pathlib.Path, deadline: fl
     print(f"training the {covariance} sweep ({preset} preset) on {device}; checkpoint {checkpoint}", flush=True)
     stop = None if deadline is None else (lambda: time.monotonic() > deadline)
     result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
-                   should_stop=stop)
+                   checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
     save_sweep(path, result)
     status = "complete" if result.complete else f"stopped at step {int(result.steps[-1])} of {config.steps} (partial)"
     print(f"{path}: {status}, {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _checks, seeding
+from . import _checks, fused_softmax, seeding
 from .devices import resolve_device
 from .icl import RegressionTask, block_init
 from .models import AttentionModel, uv_from_weights
@@ -73,12 +73,21 @@ class SoftmaxPrediction(torch.autograd.Function):
     Token positions are the last axis (reductions over contiguous memory), and both products read
     the tokens in that one layout: a batched product with a transposed operand costs nothing extra.
 
+    On a GPU the same sums come from one fused kernel (:mod:`~softmax_as_linear.fused_softmax`) that
+    never writes the ``(N, n, L)`` scores.
+
     tokens_t ``(N, D + 1, L)``: the tokens as columns, then a row of ones; u and v ``(N, n, D)``;
-    mask ``(n, L)`` (0, or -inf past a run's length) -> predictions ``(N, n)``.
+    mask ``(n, L)`` (0, or -inf past a run's length) and lengths ``(n,)`` (the same, as run lengths)
+    -> predictions ``(N, n)``.
     """
 
     @staticmethod
-    def forward(ctx, tokens_t, u, v, mask):
+    def forward(ctx, tokens_t, u, v, mask, lengths):
+        if fused_softmax.available(tokens_t):
+            pred, mean_token, grad_u = fused_softmax.softmax_sums(tokens_t, u, v, lengths)
+            if any(ctx.needs_input_grad):
+                ctx.save_for_backward(grad_u, mean_token)
+            return pred
         n, D = u.shape[1], u.shape[2]
         both = torch.cat([u, v], dim=1) @ tokens_t[:, :D]  # (N, 2n, L): scores, then values c_i
         e = both[:, :n].add_(mask)
@@ -96,7 +105,7 @@ class SoftmaxPrediction(torch.autograd.Function):
     def backward(ctx, grad):
         d_u, d_v = ctx.saved_tensors
         g = grad.unsqueeze(-1)
-        return None, d_u * g, d_v * g, None
+        return None, d_u * g, d_v * g, None, None
 
 
 class SweepModel:
@@ -122,6 +131,7 @@ class SweepModel:
         self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
         self.masks = [torch.where(torch.arange(Lb, device=device)[None, :] < lengths[sl][:, None], 0.0,
                                   float("-inf")).to(self.dtype) for sl, Lb in self.buckets]
+        self.bucket_lengths = [lengths[sl].to(torch.int32) for sl, _ in self.buckets]
         self.zero_risk = self.task.zero_risk()
 
     def _initial_params(self, init_weights):
@@ -176,11 +186,11 @@ class SweepModel:
         flat_t[:, :D] = tokens.reshape(S * B, -1, D).transpose(1, 2)
         flat_t[:, D] = 1.0
         if self.soft is not None:
-            for (sl, Lb), mask in zip(self.buckets, self.masks):
+            for (sl, Lb), mask, bucket_lengths in zip(self.buckets, self.masks, self.bucket_lengths):
                 n = mask.shape[0]
                 u_b = u[:, sl, self.soft].transpose(1, 2).reshape(S * B, n, D)
                 v_b = v[:, None, sl, self.soft].expand(S, B, n, D).reshape(S * B, n, D)
-                pred = SoftmaxPrediction.apply(flat_t[:, :, :Lb], u_b, v_b, mask)  # (S*B, n)
+                pred = SoftmaxPrediction.apply(flat_t[:, :, :Lb], u_b, v_b, mask, bucket_lengths)  # (S*B, n)
                 columns.append((sl, self.soft, pred.reshape(S, B, n).transpose(1, 2)))
         if self.lin is not None:
             moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths, self.length_divisor).reshape(S, B, nL, D, D)
@@ -357,7 +367,7 @@ def cuda_graphed(step: Callable, generators: list[torch.Generator], warmup: int 
 
 def train(config: TrainConfig, *, init_weights: dict | None = None, device: str | torch.device = "auto",
           progress: bool = False, checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000,
-          should_stop: Callable[[], bool] | None = None, cuda_graph: bool = True) -> TrainResult:
+          checkpoint_seconds: float = 0.0, should_stop: Callable[[], bool] | None = None, cuda_graph: bool = True) -> TrainResult:
     """Train every run of ``config`` together and return their trajectories.
 
     Args:
@@ -368,6 +378,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         progress: show a progress bar.
         checkpoint: file to resume from and to save to every ``checkpoint_every`` steps (atomically),
             and when interrupted. A finished run leaves its final state there.
+        checkpoint_seconds: skip the periodic saves until this much training time has passed since
+            the last one (0: every ``checkpoint_every`` steps).
         should_stop: called at every record step; returning True ends training early (the result is
             then marked incomplete).
         cuda_graph: on CUDA, replay each step as a captured graph (the same computation, launched
@@ -376,6 +388,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
     checkpoint_every = _checks.positive_int("checkpoint_every", checkpoint_every)
+    checkpoint_seconds = _checks.positive_float("checkpoint_seconds", checkpoint_seconds, allow_zero=True)
     device = resolve_device(device)
     cfg = config
     sweep = SweepModel(cfg, device, init_weights)
@@ -442,7 +455,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         bar = tqdm(total=cfg.steps, initial=start_step, desc=f"training {int(np.prod(shape))} runs", unit="step")
     complete = True
     step = start_step
-    clock = time.perf_counter()
+    clock = last_save = time.perf_counter()
     try:
         if step == 0 and 0 in records:
             tokens, query, target = data.batch()
@@ -462,9 +475,10 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
                 if should_stop is not None and step < cfg.steps and should_stop():
                     complete = False
                     break
-            if step % checkpoint_every == 0 and step < cfg.steps:
+            if (step % checkpoint_every == 0 and step < cfg.steps
+                    and time.perf_counter() - last_save >= checkpoint_seconds):
                 seconds += time.perf_counter() - clock
-                clock = time.perf_counter()
+                clock = last_save = time.perf_counter()
                 save(step)
     except KeyboardInterrupt:
         seconds += time.perf_counter() - clock

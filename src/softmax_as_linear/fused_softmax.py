@@ -1,0 +1,115 @@
+r"""Softmax attention of many runs over shared prompts in one fused GPU kernel (Triton), for the training step.
+
+:class:`~softmax_as_linear.train.SoftmaxPrediction` needs, for every prompt ``b`` and run ``j`` with
+score vector :math:`u` and value row :math:`v` attending to the first :math:`L_j` tokens,
+
+.. math::
+    a_i = \operatorname{softmax}_{i \le L_j}(z_i^\top u), \quad c_i = v^\top z_i, \quad
+    \hat y = \sum_i a_i c_i, \quad \bar z = \sum_i a_i z_i, \quad
+    \partial \hat y / \partial u = \sum_i a_i c_i z_i - \hat y\, \bar z .
+
+Computed with tensor operations, this writes and reads a ``(prompts, runs, L)`` score tensor several
+times, and with ten seeds that memory traffic sets the pace of a step on a GPU. :func:`softmax_sums`
+does it in one pass over the tokens: one program per prompt loads each block of token positions once,
+forms the scores and values of all runs from it, and keeps running sums with an online maximum
+(the sums are rescaled when the maximum grows), so nothing of size ``L`` is ever written.
+
+It runs on CUDA float32 tensors when Triton is installed (it comes with PyTorch's CUDA builds);
+:func:`available` says whether it applies. With ``TRITON_INTERPRET=1`` set before import, Triton
+runs the same kernel on the CPU, which is how the tests check it against the tensor formulas.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import Tensor
+
+try:
+    import triton
+    import triton.language as tl
+except ImportError:  # a CPU build of PyTorch: the tensor formulas are used instead
+    triton = None
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+BLOCK = 64  # token positions per iteration of the kernel
+#: False: the tensor formulas everywhere (the benchmark's baseline; environment ``SOFTMAX_AS_LINEAR_FUSED=0``).
+ENABLED = os.environ.get("SOFTMAX_AS_LINEAR_FUSED", "1") != "0"
+
+
+def available(tokens_t: Tensor) -> bool:
+    """Whether :func:`softmax_sums` runs for these tokens: enabled, Triton present, float32, and a CUDA
+    device (or any device when Triton runs interpreted)."""
+    return (ENABLED and triton is not None and tokens_t.dtype == torch.float32
+            and (tokens_t.is_cuda or INTERPRETED))
+
+
+if triton is not None:
+
+    @triton.jit
+    def _softmax_sums_kernel(tokens_ptr, u_ptr, v_ptr, lengths_ptr, pred_ptr, mean_ptr, grad_u_ptr,
+                             n_runs, n_positions, stride_tb, stride_td, stride_tl, D: tl.constexpr,
+                             RUNS: tl.constexpr, DIM: tl.constexpr, BLOCK: tl.constexpr):
+        b = tl.program_id(0)
+        runs = tl.arange(0, RUNS)
+        dims = tl.arange(0, DIM)
+        run_ok = runs < n_runs
+        dim_ok = dims < D
+        # u, v: (N, n_runs, D) contiguous, zero-padded to (RUNS, DIM)
+        rd = b * n_runs * D + runs[:, None] * D + dims[None, :]
+        rd_ok = run_ok[:, None] & dim_ok[None, :]
+        u = tl.load(u_ptr + rd, mask=rd_ok, other=0.0)
+        v = tl.load(v_ptr + rd, mask=rd_ok, other=0.0)
+        lengths = tl.load(lengths_ptr + runs, mask=run_ok, other=0)
+
+        top = tl.full((RUNS,), -1e30, tl.float32)  # running maximum of the scores
+        norm = tl.zeros((RUNS,), tl.float32)  # sum e_i
+        value = tl.zeros((RUNS,), tl.float32)  # sum e_i c_i
+        token_sum = tl.zeros((RUNS, DIM), tl.float32)  # sum e_i z_i
+        weighted_sum = tl.zeros((RUNS, DIM), tl.float32)  # sum e_i c_i z_i
+        for start in range(0, n_positions, BLOCK):
+            positions = start + tl.arange(0, BLOCK)
+            z = tl.load(tokens_ptr + b * stride_tb + dims[:, None] * stride_td + positions[None, :] * stride_tl,
+                        mask=dim_ok[:, None] & (positions[None, :] < n_positions), other=0.0)  # (DIM, BLOCK)
+            scores = tl.dot(u, z, input_precision="ieee")  # (RUNS, BLOCK)
+            values = tl.dot(v, z, input_precision="ieee")
+            inside = positions[None, :] < lengths[:, None]
+            scores = tl.where(inside, scores, -1e30)
+            new_top = tl.maximum(top, tl.max(scores, axis=1))
+            rescale = tl.exp(top - new_top)
+            e = tl.where(inside, tl.exp(scores - new_top[:, None]), 0.0)
+            ec = e * values
+            z_t = tl.trans(z)  # (BLOCK, DIM)
+            norm = norm * rescale + tl.sum(e, axis=1)
+            value = value * rescale + tl.sum(ec, axis=1)
+            token_sum = token_sum * rescale[:, None] + tl.dot(e, z_t, input_precision="ieee")
+            weighted_sum = weighted_sum * rescale[:, None] + tl.dot(ec, z_t, input_precision="ieee")
+            top = new_top
+        norm = tl.where(run_ok, norm, 1.0)  # padding runs attend to nothing
+        pred = value / norm
+        mean = token_sum / norm[:, None]
+        grad_u = weighted_sum / norm[:, None] - pred[:, None] * mean
+        tl.store(pred_ptr + b * n_runs + runs, pred, mask=run_ok)
+        tl.store(mean_ptr + rd, mean, mask=rd_ok)
+        tl.store(grad_u_ptr + rd, grad_u, mask=rd_ok)
+
+
+def softmax_sums(tokens_t: Tensor, u: Tensor, v: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    r"""Predictions of many softmax-attention runs on shared prompts and the sums their gradients need.
+
+    tokens_t ``(N, >= D, L)``: the tokens as columns (rows past ``D`` are ignored); u, v ``(N, n, D)``;
+    lengths ``(n,)`` integers, run ``j`` attending to positions ``< lengths[j]`` (each at least 1)
+    -> predictions :math:`\hat y` ``(N, n)``, mean tokens :math:`\bar z` ``(N, n, D)`` and
+    :math:`\partial \hat y / \partial u` ``(N, n, D)``. Needs :func:`available`.
+    """
+    N, n, D = u.shape
+    u, v = u.contiguous(), v.contiguous()
+    lengths = lengths.to(device=u.device, dtype=torch.int32).contiguous()
+    pred = u.new_empty(N, n)
+    mean, grad_u = u.new_empty(N, n, D), u.new_empty(N, n, D)
+    runs = max(16, triton.next_power_of_2(n))
+    dim = max(16, triton.next_power_of_2(D))  # tl.dot needs every side of at least 16
+    _softmax_sums_kernel[(N,)](tokens_t, u, v, lengths, pred, mean, grad_u, n, tokens_t.shape[-1],
+                               tokens_t.stride(0), tokens_t.stride(1), tokens_t.stride(2), D=D, RUNS=runs,
+                               DIM=dim, BLOCK=BLOCK)
+    return pred, mean, grad_u
