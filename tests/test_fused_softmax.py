@@ -106,3 +106,19 @@ def test_cuda_training_with_the_kernel_matches_the_tensor_path(monkeypatch):
     np.testing.assert_allclose(fused.eval_risk, plain.eval_risk, rtol=1e-4)
     for name in plain.params:
         np.testing.assert_allclose(fused.params[name], plain.params[name], rtol=1e-4, atol=1e-5)
+
+
+def test_a_failing_kernel_falls_back_to_the_tensor_formulas(monkeypatch):
+    def broken(*args):
+        raise RuntimeError("no kernel here")
+
+    monkeypatch.setattr(fused_softmax, "available", lambda tokens_t: fused_softmax.ENABLED)
+    monkeypatch.setattr(fused_softmax, "ENABLED", True)
+    monkeypatch.setattr(fused_softmax, "softmax_sums", broken)
+    cfg = sweep_config("smoke", seeds=(327,), steps=4, record_every=2)
+    with pytest.warns(UserWarning, match="fused softmax kernel failed"):
+        fell_back = train(cfg, device="cpu")
+    assert not fused_softmax.ENABLED
+    monkeypatch.undo()
+    plain = train(cfg, device="cpu")
+    np.testing.assert_array_equal(fell_back.eval_risk, plain.eval_risk)

@@ -92,3 +92,15 @@ def test_mean_se_of_arrays_and_tensors():
     assert stats.mean_se(torch.tensor([1.0, 3.0], dtype=torch.float64)) == pytest.approx((2.0, 1.0))
     with pytest.raises(ValueError, match="at least 2"):
         stats.mean_se([1.0])
+
+
+def test_proportion_interval_is_clopper_pearson():
+    low, high = stats.proportion_interval(9, 10)
+    assert abs(low - 0.5550) < 1e-4 and abs(high - 0.99747) < 1e-4  # tabulated values
+    assert stats.proportion_interval(0, 5)[0] == 0.0 and stats.proportion_interval(5, 5)[1] == 1.0
+    g = np.random.default_rng(0)
+    covered = [low <= 0.3 <= high for low, high in (stats.proportion_interval(g.binomial(20, 0.3), 20)
+                                                     for _ in range(2000))]
+    assert np.mean(covered) >= 0.95  # exact intervals cover at least their level
+    with pytest.raises(ValueError, match="successes"):
+        stats.proportion_interval(11, 10)

@@ -17,6 +17,7 @@ Modules, one job each:
 - :mod:`~softmax_as_linear.sweep`: a training sweep's settings and results (:class:`TrainConfig`,
   :class:`TrainResult`) and their files (sweep archive, checkpoint).
 - :mod:`~softmax_as_linear.train`: the batched training engine.
+- :mod:`~softmax_as_linear.fused_softmax`: its softmax part as one GPU kernel (Triton), where available.
 - :mod:`~softmax_as_linear.evaluation`: final risks of a trained sweep on fresh prompts (exact for linear attention).
 - :mod:`~softmax_as_linear.dynamics`: trained runs read against the theory (infinite-prompt gradient flow,
   Theorem 4.3; outcome of every seed; balance of the parameters).
@@ -49,7 +50,7 @@ __all__ = [
 ]
 
 _SUBMODULES = ("artifacts", "attention", "concentration", "devices", "dynamics", "evaluation", "experiments",
-               "figures", "geometry", "icl", "measure_figures", "measures", "models", "presets", "seeding", "stats",
+               "figures", "fused_softmax", "geometry", "icl", "measure_figures", "measures", "models", "presets", "seeding", "stats",
                "style", "sweep", "tilting", "train", "training_panel", "widgets")
 # Even torch loads on first use, so that the command line's --help and --version answer at once.
 _LAZY_NAMES = {

@@ -21,6 +21,7 @@ runs the same kernel on the CPU, which is how the tests check it against the ten
 from __future__ import annotations
 
 import os
+import warnings
 
 import torch
 from torch import Tensor
@@ -113,3 +114,19 @@ def softmax_sums(tokens_t: Tensor, u: Tensor, v: Tensor, lengths: Tensor) -> tup
                                tokens_t.stride(0), tokens_t.stride(1), tokens_t.stride(2), D=D, RUNS=runs,
                                DIM=dim, BLOCK=BLOCK)
     return pred, mean, grad_u
+
+
+def try_softmax_sums(tokens_t: Tensor, u: Tensor, v: Tensor, lengths: Tensor):
+    """:func:`softmax_sums` where :func:`available`, else ``None``. Where the kernel cannot be compiled
+    or launched on this GPU, a warning says so once and the kernel is switched off (``None`` from then
+    on: the caller uses the tensor formulas)."""
+    global ENABLED
+    if not available(tokens_t):
+        return None
+    try:
+        return softmax_sums(tokens_t, u, v, lengths)
+    except Exception as error:  # Triton reports compilation and launch failures with many exception types
+        ENABLED = False
+        warnings.warn(f"the fused softmax kernel failed on this device ({type(error).__name__}: {error}); "
+                      "going on with the tensor formulas")
+        return None

@@ -2,6 +2,7 @@
 
 - :func:`mean_se`: mean of i.i.d. samples and its standard error;
 - :func:`mean_interval`: mean of i.i.d. samples and its Student-t interval;
+- :func:`proportion_interval`: exact (Clopper-Pearson) interval for a share, e.g. of seeds in which a claim holds;
 - :class:`Estimate`: such means and intervals, one per prompt length;
 - :func:`loglog_slope`: least-squares slope of ``log y`` against ``log x``, its standard error and interval;
 - :func:`variation_ratio`: how far a positive curve is from monotone (1 for a monotone curve).
@@ -57,6 +58,20 @@ def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
     mean = float(x.mean())
     half = float(_scipy_stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
     return mean, mean - half, mean + half
+
+
+def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    r"""Clopper-Pearson interval for the probability :math:`p` behind ``successes`` out of ``n``
+    independent trials (for instance the seeds in which a training claim holds): the :math:`p` that
+    the binomial tails do not reject at ``1 - level``. Exact, so never narrower than its level needs."""
+    n, successes = int(n), int(successes)
+    if n < 1 or not 0 <= successes <= n:
+        raise ValueError(f"successes must lie in [0, n] with n >= 1, got successes={successes!r}, n={n!r}")
+    _check_level(level)
+    tail = (1 - level) / 2
+    low = 0.0 if successes == 0 else float(_scipy_stats.beta.ppf(tail, successes, n - successes + 1))
+    high = 1.0 if successes == n else float(_scipy_stats.beta.ppf(1 - tail, successes + 1, n - successes))
+    return low, high
 
 
 def estimate(rows, level: float = 0.95) -> Estimate:

@@ -20,6 +20,9 @@ them all:
 * **Softmax by length buckets.** Scores of all softmax runs of similar length are one batched matrix
   product over the bucket's longest prefix, with the positions past each run's ``L`` masked. On a
   GPU, where arithmetic is cheap and kernel launches are not, all lengths form one bucket.
+* **Softmax in one kernel on a GPU.** Where Triton is installed (PyTorch's CUDA builds bring it), the
+  softmax runs of a bucket are one kernel that reads each block of tokens once and never writes the
+  scores (:mod:`~softmax_as_linear.fused_softmax`); elsewhere the two products above.
 * **One graph per step on a GPU.** On CUDA the whole step (drawing the batch, forward, backward,
   divergence bookkeeping, optimiser) is captured once as a CUDA graph and replayed: the same
   kernels and random numbers as running it op by op, without launching some hundred kernels from
@@ -83,8 +86,9 @@ class SoftmaxPrediction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, tokens_t, u, v, mask, lengths):
-        if fused_softmax.available(tokens_t):
-            pred, mean_token, grad_u = fused_softmax.softmax_sums(tokens_t, u, v, lengths)
+        fused = fused_softmax.try_softmax_sums(tokens_t, u, v, lengths)
+        if fused is not None:
+            pred, mean_token, grad_u = fused
             if any(ctx.needs_input_grad):
                 ctx.save_for_backward(grad_u, mean_token)
             return pred
