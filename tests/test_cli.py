@@ -191,7 +191,8 @@ def test_reproduce_smoke_with_seeds_and_sampler(tmp_path):
     assert origin["final_prompts"] == presets.FINAL_PROMPTS["smoke"]
     assert data["seeds"] == [327, 0, 1] and len(data["linear_exact_per_seed"]) == 3
     assert (tmp_path / "sweep_kms_published_smoke_final.npz").exists()
-    assert "Data: smoke preset, 3 seeds, sampler published" in figures.provenance_note(data)
+    note = figures.provenance_note(data)
+    assert "Data: smoke preset, 3 seeds (lines: their median; shaded: their range" in note and "sampler published" in note
     fig8 = json.loads((tmp_path / "fig8_smoke_published.json").read_text())
     assert np.asarray(fig8["softmax_per_seed"]).shape[0] == 3
     assert experiments.saved_figure("fig6", "smoke", tmp_path, sampler="published")["sampler"] == "published"

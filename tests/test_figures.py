@@ -205,3 +205,7 @@ def test_provenance_note_says_where_a_partial_sweep_stopped_and_how_long_it_trai
     done = figures.provenance_note({"provenance": origin, "complete": True, "steps": 300_000})
     assert "300,000 steps" in done and "partial" not in done
     assert figures.provenance_note({}) == "Provenance: not recorded in this file."
+    ten = {"provenance": {**origin, "settings": {**origin["settings"], "seeds": [327, *range(9)]}}}
+    assert "10 seeds (lines: their median; shaded: their 10-90 % range; dotted: seed 327)" in figures.provenance_note(ten)
+    one = {"provenance": {**origin, "settings": {**origin["settings"], "seeds": [327]}}}
+    assert "1 seed," in figures.provenance_note(one)

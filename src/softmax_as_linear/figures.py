@@ -129,7 +129,13 @@ def provenance_note(data: dict) -> str:
     # a sweep records its training time (summed over resumptions); a concentration figure its wall time
     spent = (f"{origin['training_seconds']:g} s of training" if "training_seconds" in origin
              else f"{origin.get('wall_seconds', '?')} s wall time")
-    parts = [f"{origin.get('preset', '?')} preset", f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}",
+    count = f"{len(seeds)} seed{'s' if len(seeds) != 1 else ''}"
+    if len(seeds) >= BAND_MIN_SEEDS:  # how the figure draws them (see _seed_traces)
+        q_low, q_high = (int(round(100 * q)) for q in BAND_QUANTILES)
+        shaded = "range" if len(seeds) < QUANTILE_BAND_SEEDS else f"{q_low}-{q_high} % range"
+        dotted = f"; dotted: seed {PAPER_SEED}" if PAPER_SEED in seeds else ""
+        count += f" (lines: their median; shaded: their {shaded}{dotted})"
+    parts = [f"{origin.get('preset', '?')} preset", count,
              f"sampler {settings.get('sampler', 'paper')}", trained, f"computed on {device}",
              f"torch {origin.get('torch', '?')}", f"commit {commit}", spent, origin.get("date", "")]
     return "Data: " + ", ".join(p for p in parts if p) + "."
