@@ -67,6 +67,10 @@ def test_live_measure_view_figure():
     eye = torch.eye(2, **F64)
     fig = measure_figures.measure_view_figure(law, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 20)
     assert len(fig.data) == 4 and len(fig.data[2].x) == 32
+    # with the Gaussian law chosen, its curve is the reference: drawn and named once
+    fig = measure_figures.measure_view_figure(gaussian, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 20)
+    curves = [trace.name for trace in fig.data if trace.name and "T[μ] on the circle" in trace.name]
+    assert len(fig.data) == 3 and len(curves) == 1
     with pytest.raises(ValueError, match="L"):
         measure_figures.measure_view_figure(law, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 0)
 

@@ -171,7 +171,8 @@ def normalisation_figure(lengths, unnormalised, linear_rms, softmax_rms, n_promp
 def measure_view_figure(law, reference_law, queries, query, U, V, L: int) -> go.Figure:
     """The live panel of Chapter 1: 32 prompts of ``L`` tokens of ``law`` (seed 7) and the limit
     :math:`T[\\mu](z)` at ``query``, on the image of the circle ``queries`` ``(n, 2)`` under :math:`T[\\mu]`, drawn
-    with the image under the Gaussian ``reference_law`` (dashed). ``U``, ``V`` ``(2, 2)``.
+    with the image under the Gaussian ``reference_law`` (dashed; left out when ``law`` is of the same kind, since
+    the two coincide). ``U``, ``V`` ``(2, 2)``.
     """
     L = _checks.positive_int("L", L)
     curve = infinite_prompt_softmax(law, queries, U, V)
@@ -181,8 +182,9 @@ def measure_view_figure(law, reference_law, queries, query, U, V, L: int) -> go.
     outputs = softmax_attention(tokens, query, U, V)
     fig = style.new_figure(f"{LAW_NAMES[law.kind]} tokens, L = {L:,}", "first coordinate", "second coordinate",
                            yaxis=dict(scaleanchor="x"))
-    fig.add_trace(go.Scatter(x=xy(reference)[0], y=xy(reference)[1], mode="lines",
-                             name="T[μ] on the circle, Gaussian law", line=dict(color="#999", dash="dash")))
+    if law.kind != reference_law.kind:
+        fig.add_trace(go.Scatter(x=xy(reference)[0], y=xy(reference)[1], mode="lines",
+                                 name="T[μ] on the circle, Gaussian law", line=dict(color="#999", dash="dash")))
     fig.add_trace(go.Scatter(x=xy(curve)[0], y=xy(curve)[1], mode="lines",
                              name=f"T[μ] on the circle, {LAW_NAMES[law.kind]}",
                              line=dict(color=style.LAW_COLORS[law.kind])))
