@@ -3,6 +3,7 @@
 #   tests      the GPU tests (CUDA-graph step against the op-by-op step, fused softmax kernel against the
 #              tensor formulas, resumption, exact risks, sampler);
 #   bench      the training benchmark (per-run loop against the batched core; 1 and 10 seeds at once);
+#   profile    where a step's time goes: its kernels by region, 10 seeds (benchmarks/profile_step.py);
 #   isotropic  the paper-scale isotropic sweep (Figures 2-4), SEEDS seeds;
 #   kms        the paper-scale KMS sweep with the paper's sampler (Figures 6-8), SEEDS seeds;
 #   published  the paper-scale KMS sweep with the published code's sampler (Figures 6-8), SEEDS seeds.
@@ -10,7 +11,7 @@
 #   bash benchmarks/gpu.sh [DEST]            (default DEST=results: where the chapters read)
 #
 # Settings (environment):
-#   PARTS="tests bench isotropic kms published"  the parts to run, in this order (default: all)
+#   PARTS="tests bench profile isotropic kms published"  the parts to run, in this order (default: all)
 #   SEEDS=10            seeds per sweep (327 first)      PRESET=paper   (smoke: a CPU check in a minute)
 #   DEVICE=cuda         (cpu for the check)              PYTHON=python3
 #   SWEEP_MINUTES=6     bounds each sweep's training; a stopped sweep resumes from its checkpoint in DEST
@@ -33,7 +34,7 @@ seeds=${SEEDS:-10}
 device=${DEVICE:-cuda}
 minutes=${SWEEP_MINUTES:-6}
 margin=${MARGIN:-120}
-parts=" ${PARTS:-tests bench isotropic kms published} "
+parts=" ${PARTS:-tests bench profile isotropic kms published} "
 start_all=$(date +%s)
 deadline=$(( start_all + ${DEADLINE:-86400} ))
 cd "$(dirname "$0")/.."
@@ -88,7 +89,16 @@ if [[ $parts == *" bench "* ]]; then
         timeout 300 $python benchmarks/bench_train.py --device cpu --steps 2 --seeds 1 2 --quick 2>&1 | tee "$dest/bench_train.log"
     fi
 fi
-copy_out  # the tests' and the benchmark's logs
+if [[ $parts == *" profile "* ]]; then
+    echo "== where a step's time goes"
+    if [ "$device" = cuda ]; then
+        timeout 180 $python benchmarks/profile_step.py --seeds "$seeds" --covariance isotropic kms 2>&1 \
+            | grep -v -i "warn" | tee "$dest/profile_step.log"
+    else
+        echo "skipped: needs CUDA"
+    fi
+fi
+copy_out  # the tests', the benchmark's and the profile's logs
 
 sweep() {  # sweep NAME SAMPLER FIGURES...
     local name=$1 sampler=$2

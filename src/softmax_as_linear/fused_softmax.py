@@ -35,7 +35,8 @@ except ImportError:  # a CPU build of PyTorch: the tensor formulas are used inst
     triton = None
 
 INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
-BLOCK = 64  # token positions per iteration of the kernel
+BLOCK = 64  # token positions per iteration of the kernel (interpreted; on a GPU it is timed)
+TILE = 4  # runs per program (interpreted; on a GPU it is timed)
 #: False: the tensor formulas everywhere (the benchmark's baseline; environment ``SOFTMAX_AS_LINEAR_FUSED=0``).
 ENABLED = os.environ.get("SOFTMAX_AS_LINEAR_FUSED", "1") != "0"
 
@@ -49,12 +50,11 @@ def available(tokens_t: Tensor) -> bool:
 
 if triton is not None:
 
-    @triton.jit
-    def _softmax_sums_kernel(tokens_ptr, u_ptr, v_ptr, lengths_ptr, pred_ptr, mean_ptr, grad_u_ptr,
-                             n_runs, n_positions, stride_tb, stride_td, stride_tl, D: tl.constexpr,
-                             RUNS: tl.constexpr, DIM: tl.constexpr, BLOCK: tl.constexpr):
-        b = tl.program_id(0)
-        runs = tl.arange(0, RUNS)
+    def _kernel(tokens_ptr, u_ptr, v_ptr, lengths_ptr, pred_ptr, mean_ptr, grad_u_ptr, n_runs, n_positions,
+                stride_tb, stride_td, stride_tl, D: tl.constexpr, DIM: tl.constexpr, RUNS: tl.constexpr,
+                BLOCK: tl.constexpr):
+        b = tl.program_id(0)  # the prompt
+        runs = tl.program_id(1) * RUNS + tl.arange(0, RUNS)  # this program's tile of runs
         dims = tl.arange(0, DIM)
         run_ok = runs < n_runs
         dim_ok = dims < D
@@ -64,29 +64,30 @@ if triton is not None:
         u = tl.load(u_ptr + rd, mask=rd_ok, other=0.0)
         v = tl.load(v_ptr + rd, mask=rd_ok, other=0.0)
         lengths = tl.load(lengths_ptr + runs, mask=run_ok, other=0)
+        longest = tl.minimum(tl.max(lengths, axis=0), n_positions)  # the tile reads no token past it
 
         top = tl.full((RUNS,), -1e30, tl.float32)  # running maximum of the scores
         norm = tl.zeros((RUNS,), tl.float32)  # sum e_i
         value = tl.zeros((RUNS,), tl.float32)  # sum e_i c_i
         token_sum = tl.zeros((RUNS, DIM), tl.float32)  # sum e_i z_i
         weighted_sum = tl.zeros((RUNS, DIM), tl.float32)  # sum e_i c_i z_i
-        for start in range(0, n_positions, BLOCK):
+        for start in range(0, longest, BLOCK):
             positions = start + tl.arange(0, BLOCK)
             z = tl.load(tokens_ptr + b * stride_tb + dims[:, None] * stride_td + positions[None, :] * stride_tl,
-                        mask=dim_ok[:, None] & (positions[None, :] < n_positions), other=0.0)  # (DIM, BLOCK)
-            scores = tl.dot(u, z, input_precision="ieee")  # (RUNS, BLOCK)
-            values = tl.dot(v, z, input_precision="ieee")
+                        mask=dim_ok[:, None] & (positions[None, :] < longest), other=0.0)  # (DIM, BLOCK)
+            # D is a handful: products summed over a small axis, no padding to a matrix unit's tile
+            scores = tl.sum(u[:, :, None] * z[None, :, :], axis=1)  # (RUNS, BLOCK)
+            values = tl.sum(v[:, :, None] * z[None, :, :], axis=1)
             inside = positions[None, :] < lengths[:, None]
             scores = tl.where(inside, scores, -1e30)
             new_top = tl.maximum(top, tl.max(scores, axis=1))
             rescale = tl.exp(top - new_top)
             e = tl.where(inside, tl.exp(scores - new_top[:, None]), 0.0)
             ec = e * values
-            z_t = tl.trans(z)  # (BLOCK, DIM)
             norm = norm * rescale + tl.sum(e, axis=1)
             value = value * rescale + tl.sum(ec, axis=1)
-            token_sum = token_sum * rescale[:, None] + tl.dot(e, z_t, input_precision="ieee")
-            weighted_sum = weighted_sum * rescale[:, None] + tl.dot(ec, z_t, input_precision="ieee")
+            token_sum = token_sum * rescale[:, None] + tl.sum(e[:, None, :] * z[None, :, :], axis=2)
+            weighted_sum = weighted_sum * rescale[:, None] + tl.sum(ec[:, None, :] * z[None, :, :], axis=2)
             top = new_top
         norm = tl.where(run_ok, norm, 1.0)  # padding runs attend to nothing
         pred = value / norm
@@ -96,6 +97,14 @@ if triton is not None:
         tl.store(mean_ptr + rd, mean, mask=rd_ok)
         tl.store(grad_u_ptr + rd, grad_u, mask=rd_ok)
 
+    if INTERPRETED:
+        _softmax_sums_kernel = triton.jit(_kernel)
+        _CONFIGS = None
+    else:  # tile size, block and warps chosen by timing a few on the first call for each shape
+        _CONFIGS = [triton.Config({"RUNS": runs, "BLOCK": block}, num_warps=warps)
+                    for runs, block, warps in ((4, 64, 2), (4, 64, 4), (4, 128, 4), (8, 64, 4), (2, 64, 1), (2, 128, 2))]
+        _softmax_sums_kernel = triton.autotune(_CONFIGS, key=["n_runs", "n_positions"])(triton.jit(_kernel))
+
 
 def softmax_sums(tokens_t: Tensor, u: Tensor, v: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor, Tensor]:
     r"""Predictions of many softmax-attention runs on shared prompts and the sums their gradients need.
@@ -104,17 +113,22 @@ def softmax_sums(tokens_t: Tensor, u: Tensor, v: Tensor, lengths: Tensor) -> tup
     lengths ``(n,)`` integers, run ``j`` attending to positions ``< lengths[j]`` (each at least 1)
     -> predictions :math:`\hat y` ``(N, n)``, mean tokens :math:`\bar z` ``(N, n, D)`` and
     :math:`\partial \hat y / \partial u` ``(N, n, D)``. Needs :func:`available`.
+
+    Runs are taken in tiles of a few consecutive ones, each tile reading the tokens up to its longest
+    length only: with increasing lengths (a sweep's), short runs cost little.
     """
     N, n, D = u.shape
     u, v = u.contiguous(), v.contiguous()
     lengths = lengths.to(device=u.device, dtype=torch.int32).contiguous()
     pred = u.new_empty(N, n)
     mean, grad_u = u.new_empty(N, n, D), u.new_empty(N, n, D)
-    runs = max(16, triton.next_power_of_2(n))
-    dim = max(16, triton.next_power_of_2(D))  # tl.dot needs every side of at least 16
-    _softmax_sums_kernel[(N,)](tokens_t, u, v, lengths, pred, mean, grad_u, n, tokens_t.shape[-1],
-                               tokens_t.stride(0), tokens_t.stride(1), tokens_t.stride(2), D=D, RUNS=runs,
-                               DIM=dim, BLOCK=BLOCK)
+    args = (tokens_t, u, v, lengths, pred, mean, grad_u, n, tokens_t.shape[-1],
+            tokens_t.stride(0), tokens_t.stride(1), tokens_t.stride(2))
+    dim = triton.next_power_of_2(D)
+    if _CONFIGS is None:
+        _softmax_sums_kernel[(N, triton.cdiv(n, TILE))](*args, D=D, DIM=dim, RUNS=TILE, BLOCK=BLOCK)
+    else:
+        _softmax_sums_kernel[lambda meta: (N, triton.cdiv(n, meta["RUNS"]))](*args, D=D, DIM=dim)
     return pred, mean, grad_u
 
 

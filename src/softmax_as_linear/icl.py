@@ -161,29 +161,51 @@ class RegressionTask:
         L = _checks.positive_int("L", L)
         if generator is not None:
             device = generator.device
-        d = self.d
-        key = (torch.device(device) if device is not None else torch.device("cpu"), dtype)
+        draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype, device=device)  # noqa: E731
+        w = draw(n_prompts, self.d)
+        # One standard normal draw per entry: position 0 is the query, entry d holds the label noise.
+        z = draw(n_prompts, L + 1, self.D)
+        return self._assemble(w, z)
+
+    def sample_stacked(self, n_prompts: int, L: int, generators: list[torch.Generator],
+                       dtype=torch.float32) -> Batch:
+        """One batch per generator, stacked: every tensor of the :class:`Batch` has a leading axis
+        ``(S,)``, ``S = len(generators)``. Entry ``s`` is what :meth:`sample` draws from ``generators[s]``
+        (the same random numbers); the arithmetic after the draws is done once for all."""
+        n_prompts = _checks.positive_int("n_prompts", n_prompts)
+        L = _checks.positive_int("L", L)
+        if not generators:
+            raise ValueError("generators must hold at least one generator")
+        device = generators[0].device
+        w = torch.empty(len(generators), n_prompts, self.d, dtype=dtype, device=device)
+        z = torch.empty(len(generators), n_prompts, L + 1, self.D, dtype=dtype, device=device)
+        for s, generator in enumerate(generators):
+            w[s].normal_(generator=generator)
+            z[s].normal_(generator=generator)
+        return self._assemble(w, z)
+
+    def _assemble(self, w: Tensor, z: Tensor) -> Batch:
+        """Standard normal draws ``w (..., n, d)`` and ``z (..., n, L + 1, D)`` -> the prompts (in place in ``z``)."""
+        d, dtype, device = self.d, z.dtype, z.device
+        key = (device, dtype)
         if key not in self._factor_on:
             self._factor_on[key] = self._prompt_factor.to(*key)
         factor = self._factor_on[key]
-        draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype, device=device)  # noqa: E731
-        w = draw(n_prompts, d) * math.sqrt(self.task_var)
-        # One standard normal draw per entry: position 0 is the query, entry d holds the label noise.
-        z = draw(n_prompts, L + 1, d + 1)
+        w = w * math.sqrt(self.task_var)
+        noise = torch.full((*w.shape[:-1], 1), math.sqrt(self.noise_var), dtype=dtype, device=device)
         # y = x^T w + s eps with x = F xi is a single product of the raw draw with (F^T w, s).
-        noise = torch.full((n_prompts, 1), math.sqrt(self.noise_var), dtype=dtype, device=device)
-        coefficients = torch.cat([w if self._isotropic else w @ factor, noise], 1)
-        y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)
+        coefficients = torch.cat([w if self._isotropic else w @ factor, noise], -1)
+        y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)  # (..., n, L + 1)
         if not self._isotropic:
             if self.sampler == "published":  # isotropic query: x_q = xi_q
-                y[:, 0] = (z[:, 0] * torch.cat([w, noise], 1)).sum(-1)
-                z[:, 1:, :d] = z[:, 1:, :d] @ factor.T
+                y[..., 0] = (z[..., 0, :] * torch.cat([w, noise], -1)).sum(-1)
+                z[..., 1:, :d] = z[..., 1:, :d] @ factor.T
             else:
                 z[..., :d] = z[..., :d] @ factor.T
         z[..., d] = y
-        query = z[:, 0].clone()
-        query[:, d] = 0
-        return Batch(z[:, 1:], query, y[:, 0].clone(), w)
+        query = z[..., 0, :].clone()
+        query[..., d] = 0
+        return Batch(z[..., 1:, :], query, y[..., 0].clone(), w)
 
 
 def _block(U: Tensor, V: Tensor, d: int):

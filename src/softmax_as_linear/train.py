@@ -248,21 +248,14 @@ class SweepData:
         self.L_max = max(cfg.lengths)
         self.generators = [seeding.generator(seed, "train", device=device) for seed in cfg.seeds]
         held_out = [seeding.generator(seed, "held_out", device=device) for seed in cfg.seeds]
-        self.eval = self._stack([task.sample(cfg.eval_prompts, self.L_max, g, dtype) for g in held_out])
+        self.eval = self._draw(cfg.eval_prompts, held_out)
         self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
         self._pending = None  # (generator states before the batch, future of the batch)
 
-    @staticmethod
-    def _stack(batches):
-        return (torch.stack([b.tokens for b in batches]), torch.stack([b.query for b in batches]),
-                torch.stack([b.target for b in batches]))
-
-    def _draw(self):
-        batches = [self.task.sample(self.cfg.batch_size, self.L_max, g, self.dtype) for g in self.generators]
-        if len(batches) == 1:
-            b = batches[0]
-            return b.tokens.unsqueeze(0), b.query.unsqueeze(0), b.target.unsqueeze(0)
-        return self._stack(batches)
+    def _draw(self, n_prompts: int | None = None, generators=None):
+        batch = self.task.sample_stacked(n_prompts or self.cfg.batch_size, self.L_max, generators or self.generators,
+                                         self.dtype)
+        return batch.tokens, batch.query, batch.target
 
     def batch(self):
         """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step."""
