@@ -183,6 +183,18 @@ def test_sampling_is_reproducible_and_has_the_right_law():
     assert big.w.var(0).mean().item() == pytest.approx(task.task_var, rel=0.03)
 
 
+@pytest.mark.parametrize("sampler", icl.SAMPLERS)
+@pytest.mark.parametrize("kind", ["isotropic", "kms"])
+def test_stacked_sampling_draws_what_each_generator_draws_alone(kind, sampler):
+    task = TASKS[kind]() if sampler == "paper" else getattr(icl.RegressionTask, kind)(3, sampler=sampler)
+    seeds = (5, 6, 7)
+    stacked = task.sample_stacked(4, 9, [torch.Generator().manual_seed(s) for s in seeds], dtype=torch.float64)
+    for i, seed in enumerate(seeds):
+        alone = task.sample(4, 9, torch.Generator().manual_seed(seed), dtype=torch.float64)
+        for name in ("tokens", "query", "target", "w"):
+            torch.testing.assert_close(getattr(stacked, name)[i], getattr(alone, name), rtol=1e-12, atol=1e-12)
+
+
 def test_kms_covariance():
     sigma = icl.kms_covariance(4, 0.5)
     assert sigma[0, 3] == pytest.approx(0.125) and torch.equal(sigma, sigma.T)
@@ -198,6 +210,8 @@ def test_kms_covariance():
     (lambda: icl.RegressionTask(2, task_var=-1.0), "task_var"),
     (lambda: icl.RegressionTask(2, noise_var=float("nan")), "noise_var"),
     (lambda: icl.RegressionTask(2).sample(3, 0), "L"),
+    (lambda: icl.RegressionTask(2).sample_stacked(3, 4, []), "generators"),
+    (lambda: icl.RegressionTask(2).sample_stacked(0, 4, [torch.Generator()]), "n_prompts"),
     (lambda: icl.optimal_linear_risk(0, icl.RegressionTask(2)), "L"),
     (lambda: icl.bayes_risk(0, icl.RegressionTask(2)), "L"),
     (lambda: icl.infinite_prompt_risk(torch.eye(2), torch.eye(3), icl.RegressionTask(2)), "U"),

@@ -9,12 +9,13 @@ score vector :math:`u` and value row :math:`v` attending to the first :math:`L_j
     \partial \hat y / \partial u = \sum_i a_i c_i z_i - \hat y\, \bar z .
 
 Computed with tensor operations, this writes and reads a ``(prompts, runs, L)`` score tensor several
-times. :func:`softmax_sums` does it in one pass over the tokens: one program per prompt loads each
-block of token positions once, forms the scores and values of all runs from it, and keeps running
-sums with an online maximum (the sums are rescaled when the maximum grows), so nothing of size ``L``
-is ever written. On an
-H200 this makes the graphed training step 1.11 (one seed) to 1.14 (ten seeds) times faster: the
-score tensor was not what limits the step (``benchmarks/README.md``).
+times. :func:`softmax_sums` does it in one pass over the tokens: one program per prompt and tile of a
+few consecutive runs loads each block of token positions once, up to the tile's longest length only,
+forms the scores and values of its runs from it, and keeps running sums with an online maximum (the
+sums are rescaled when the maximum grows), so nothing of size ``L`` is ever written. With the token
+dimension a handful, the products over it are plain sums, not matrix-unit products (which would pad
+it to 16). On an H200 the graphed training step of the paper sweep is 1.28 (one seed) to 1.88 (ten
+seeds) times faster than with the tensor formulas (``benchmarks/README.md``).
 
 It runs on CUDA float32 tensors when Triton is installed (it comes with PyTorch's CUDA builds);
 :func:`available` says whether it applies. With ``TRITON_INTERPRET=1`` set before import, Triton

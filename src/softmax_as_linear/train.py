@@ -21,8 +21,9 @@ them all:
   product over the bucket's longest prefix, with the positions past each run's ``L`` masked. On a
   GPU, where arithmetic is cheap and kernel launches are not, all lengths form one bucket.
 * **Softmax in one kernel on a GPU.** Where Triton is installed (PyTorch's CUDA builds bring it), the
-  softmax runs of a bucket are one kernel that reads each block of tokens once and never writes the
-  scores (:mod:`~softmax_as_linear.fused_softmax`); elsewhere the two products above.
+  softmax runs of a bucket are one kernel in which each tile of a few runs reads the tokens once, up to
+  its longest length, and never writes the scores (:mod:`~softmax_as_linear.fused_softmax`); elsewhere
+  the two products above.
 * **One graph per step on a GPU.** On CUDA the whole step (drawing the batch, forward, backward,
   divergence bookkeeping, optimiser) is captured once as a CUDA graph and replayed: the same
   kernels and random numbers as running it op by op, without launching some hundred kernels from
@@ -237,6 +238,8 @@ def _length_buckets(lengths: tuple[int, ...], waste: float = 1.25) -> list[list[
 class SweepData:
     """Per-seed generators for training batches (stream ``"train"``) and the fixed held-out prompts
     (stream ``"held_out"``, :attr:`eval`), as tensors ``(S, B, L_max, D)``, ``(S, B, D)``, ``(S, B)``.
+    Each seed's normal draws come from its own generator; the arithmetic that turns them into prompts
+    is done once for all seeds (:meth:`~softmax_as_linear.icl.RegressionTask.sample_stacked`).
 
     With ``prefetch`` (on a CPU), the next batch is drawn on a second thread while the current
     step computes; batches and generator states are exactly those of drawing in turn, and
