@@ -40,7 +40,7 @@ lint: $(READY)
 	$(VENV)/bin/ruff check src tests benchmarks tools
 
 unit: $(READY)
-	$(PY) -m pytest tests -q --ignore=tests/test_browser.py --ignore=tests/test_lab.py
+	$(PY) -m pytest tests -q --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
 
 nbval: $(READY)
 	$(PY) -m pytest --nbval notebooks -q -p no:cacheprovider
@@ -51,12 +51,12 @@ book-strict: $(READY)
 
 # Every page of the strictly built book in headless Chromium; screenshots land in _build/screenshots/.
 browser: book-strict $(CHROMIUM)
-	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/test_browser.py -q -p no:cacheprovider
+	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_browser.py -q -p no:cacheprovider
 
 # The live chapters in JupyterLab with a real kernel, driven in headless Chromium (a few minutes);
 # screenshots land in _build/lab-screenshots/.
 live: $(READY) $(CHROMIUM)
-	REQUIRE_LAB=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/test_lab.py -q -p no:cacheprovider
+	REQUIRE_LAB=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_lab.py -q -p no:cacheprovider
 
 # The package installed with pip (not editable, CPU torch) in a fresh virtual environment under /tmp,
 # running a chapter from a folder outside the repository.

@@ -33,8 +33,8 @@ CASES = {
 def run_case(name: str) -> dict:
     import torch
 
-    from softmax_as_linear import concentration as conc
-    from softmax_as_linear.measures import TokenLaw
+    from softmax_as_linear.theory import concentration as conc
+    from softmax_as_linear.theory.measures import TokenLaw
 
     g = torch.Generator().manual_seed(0)
     U, _ = torch.linalg.qr(torch.randn(3, 3, generator=g, dtype=torch.float64))
@@ -48,9 +48,9 @@ def run_case(name: str) -> dict:
     elif name == "single-1e6":
         conc.gap_curve(law, U, V, [1_000_000])
     elif name.startswith("figure1"):
-        from softmax_as_linear import experiments
+        from softmax_as_linear.experiments import concentration_figures
 
-        experiments.figure1(name.split("-")[1], device="cpu")
+        concentration_figures.figure1(name.split("-")[1], device="cpu")
     seconds = time.perf_counter() - start
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"case": name, "seconds": seconds, "peak_mb": peak_mb, "threads": torch.get_num_threads()}

@@ -4,7 +4,7 @@
 
 (a) Per-run loop, as the published code runs: one ``nn.Module`` per (activation, L) run that projects
     every token by W_K and W_V, one query per prompt, plain SGD, one thread, one run at a time.
-(b) The batched core (:func:`softmax_as_linear.train.train`'s step): every run of the sweep in one
+(b) The batched core (:func:`softmax_as_linear.engine.train.train`'s step): every run of the sweep in one
     computation per step, on one thread (like for like), then as ``train`` runs: on a CPU with the
     next batch drawn on a second thread, on one compute thread and on all the threads torch has;
     on a GPU with the step captured once as a CUDA graph and replayed.
@@ -26,11 +26,14 @@ import time
 import numpy as np
 import torch
 
-from softmax_as_linear import fused_softmax
-from softmax_as_linear.devices import resolve_device
-from softmax_as_linear.models import AttentionModel
-from softmax_as_linear.presets import PAPER_LENGTHS, sweep_config, sweep_seeds
-from softmax_as_linear.train import SweepData, SweepModel, cuda_graphed, held_out_risk, make_step
+from softmax_as_linear.core.devices import resolve_device
+from softmax_as_linear.engine import fused_softmax
+from softmax_as_linear.engine.batched import SweepModel
+from softmax_as_linear.engine.cuda_graph import cuda_graphed
+from softmax_as_linear.engine.data import SweepData
+from softmax_as_linear.engine.train import held_out_risk, make_step
+from softmax_as_linear.experiments.presets import PAPER_LENGTHS, sweep_config, sweep_seeds
+from softmax_as_linear.theory.models import AttentionModel
 
 PROBE_LENGTHS = (10, 100, 1000)
 SWEEP_STEPS = 300_000

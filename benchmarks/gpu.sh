@@ -63,21 +63,21 @@ if [[ $parts == *" tests "* ]]; then
     # The captured step first: without it the paper-scale sweeps would run op by op, far too slowly.
     # Then the fused softmax kernel: where it fails, everything after runs on the tensor formulas.
     if [ "$device" = cuda ]; then
-        if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py -k cuda_graph 2>&1 \
+        if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/engine/test_train.py -k cuda_graph 2>&1 \
                 | tee "$dest/tests.log" | tail -n 15; then
             echo "the CUDA-graph step fails: stopping before the benchmark and the sweeps"
             copy_out
             exit 1
         fi
-        if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_fused_softmax.py -k cuda 2>&1 \
+        if ! timeout 150 $python -m pytest -q -p no:cacheprovider tests/engine/test_fused_softmax.py -k cuda 2>&1 \
                 | tee -a "$dest/tests.log" | tail -n 15; then
             echo "the fused softmax kernel fails: going on with the tensor formulas (SOFTMAX_AS_LINEAR_FUSED=0)"
             export SOFTMAX_AS_LINEAR_FUSED=0
         fi
-        timeout 150 $python -m pytest -q -p no:cacheprovider tests/test_train.py tests/test_evaluation.py \
+        timeout 150 $python -m pytest -q -p no:cacheprovider tests/engine/test_train.py tests/engine/test_evaluation.py \
             -k "cuda and not cuda_graph" 2>&1 | tee -a "$dest/tests.log" | tail -n 15
     else
-        timeout 300 $python -m pytest -q -p no:cacheprovider tests/test_evaluation.py 2>&1 | tee "$dest/tests.log" | tail -n 5
+        timeout 300 $python -m pytest -q -p no:cacheprovider tests/engine/test_evaluation.py 2>&1 | tee "$dest/tests.log" | tail -n 5
     fi
 fi
 

@@ -17,8 +17,11 @@ import collections
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from softmax_as_linear.presets import sweep_config, sweep_seeds
-from softmax_as_linear.train import SweepData, SweepModel, cuda_graphed, make_step
+from softmax_as_linear.engine.batched import SweepModel
+from softmax_as_linear.engine.cuda_graph import cuda_graphed
+from softmax_as_linear.engine.data import SweepData
+from softmax_as_linear.engine.train import make_step
+from softmax_as_linear.experiments.presets import sweep_config, sweep_seeds
 
 REGIONS = ("data", "forward", "backward", "optimiser")
 

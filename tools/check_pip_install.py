@@ -50,7 +50,7 @@ MISSING_NEEDS = ("fig2_lecture.json", "python -m softmax_as_linear reproduce fig
 
 WHERE_FROM = """
 import softmax_as_linear, sysconfig
-from softmax_as_linear import artifacts
+from softmax_as_linear.core import artifacts
 site = sysconfig.get_paths()["purelib"]
 found = artifacts.find_result("fig2_paper.json")
 assert softmax_as_linear.__file__.startswith(site), softmax_as_linear.__file__

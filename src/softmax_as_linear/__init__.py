@@ -1,71 +1,99 @@
 """Softmax as linear attention: the library of the executable course on Boyer & Boursier (arXiv 2512.11784).
 
-Modules, one job each:
+Its folders are its layers; a module imports only from its own layer and the ones listed before it.
 
-- :mod:`~softmax_as_linear.attention`: softmax and normalised linear attention of a prompt, and
-  their Gaussian infinite-prompt limits (Lemma 2.1).
-- :mod:`~softmax_as_linear.measures`: token laws (Gaussian and non-Gaussian) with known moments.
-- :mod:`~softmax_as_linear.tilting`: the tilted measure behind softmax attention and the infinite-prompt
-  limit of any token law (closed form, importance sampling, quadrature).
-- :mod:`~softmax_as_linear.geometry`: plane geometry of the measure-view chapters (rotations, points as x/y).
-- :mod:`~softmax_as_linear.concentration`: estimators of finite-prompt attention against its infinite-prompt
-  limit (Propositions 3.1 and 3.4).
-- :mod:`~softmax_as_linear.stats`: means, standard errors and intervals that claims are checked against.
-- :mod:`~softmax_as_linear.icl`: in-context linear regression, its closed-form risks and reference solutions.
-- :mod:`~softmax_as_linear.models`: the paper's four-matrix attention model and its (U, V) view.
-- :mod:`~softmax_as_linear.seeding`: the one rule that turns a seed into every random stream of an experiment.
-- :mod:`~softmax_as_linear.sweep`: a training sweep's settings and results (:class:`TrainConfig`,
-  :class:`TrainResult`) and their files (sweep archive, checkpoint).
-- :mod:`~softmax_as_linear.train`: the batched training engine.
-- :mod:`~softmax_as_linear.fused_softmax`: its softmax part as one GPU kernel (Triton), where available.
-- :mod:`~softmax_as_linear.evaluation`: final risks of a trained sweep on fresh prompts (exact for linear attention).
-- :mod:`~softmax_as_linear.dynamics`: trained runs read against the theory (infinite-prompt gradient flow,
-  Theorem 4.3; outcome of every seed; balance of the parameters).
-- :mod:`~softmax_as_linear.presets`: every named setting (training sweeps, Figures 1 and 5, the training
-  panel's first run).
-- :mod:`~softmax_as_linear.experiments`: the data of every paper figure, and where its saved file lives.
-- :mod:`~softmax_as_linear.style`: the plotly style and the figure helpers every chapter shares.
-- :mod:`~softmax_as_linear.figures`: builders of the course's figures.
-- :mod:`~softmax_as_linear.measure_figures`: builders of the figures of the measure-view chapters (0 to 3).
-- :mod:`~softmax_as_linear.widgets` and :mod:`~softmax_as_linear.training_panel`: live ipywidgets panels,
-  and training from a widget in the background.
-- :mod:`~softmax_as_linear.artifacts`: where result files live, and how they are written (atomically) and read.
-- :mod:`~softmax_as_linear.devices`: choice of device.
-- :mod:`~softmax_as_linear.__main__`: the command line that reproduces the paper's figures.
-- ``_checks``: the argument checks behind every ``ValueError`` that names an argument.
+- :mod:`~softmax_as_linear.registry`: the named choices (figures, presets, samplers, laws, devices, the
+  paper's seed, the version), without torch.
+- ``core``: foundations that know nothing of the paper.
 
-Every module, and so torch, is imported on first use of one of its names (``sal.RegressionTask``,
-``sal.style``), so importing the package is instant and the command line's ``--help`` does not load torch.
+  - :mod:`~softmax_as_linear.core.checks`: the argument checks behind every ``ValueError`` that names an argument.
+  - :mod:`~softmax_as_linear.core.seeding`: the one rule that turns a seed into every random stream of an experiment.
+  - :mod:`~softmax_as_linear.core.devices`: choice of device (CUDA when present, else the CPU).
+  - :mod:`~softmax_as_linear.core.stats`: means, standard errors and intervals that claims are checked against.
+  - :mod:`~softmax_as_linear.core.artifacts`: where result files live, and how they are written (atomically) and read.
+  - :mod:`~softmax_as_linear.core.provenance`: where a result was computed (device, versions, commit, time).
+- ``theory``: the paper's mathematical objects and their estimators.
+
+  - :mod:`~softmax_as_linear.theory.attention`: softmax and normalised linear attention of a prompt, and
+    their Gaussian infinite-prompt limits (Lemma 2.1).
+  - :mod:`~softmax_as_linear.theory.measures`: token laws (Gaussian and non-Gaussian) with known moments.
+  - :mod:`~softmax_as_linear.theory.tilting`: the tilted measure behind softmax attention and the
+    infinite-prompt limit of any token law (closed form, importance sampling, quadrature).
+  - :mod:`~softmax_as_linear.theory.concentration`: estimators of finite-prompt attention against its
+    infinite-prompt limit (Propositions 3.1 and 3.4).
+  - :mod:`~softmax_as_linear.theory.regression`: in-context linear regression, its closed-form risks and
+    reference solutions.
+  - :mod:`~softmax_as_linear.theory.models`: the paper's four-matrix attention model and its (U, V) view.
+  - :mod:`~softmax_as_linear.theory.flow`: the infinite-prompt gradient flow (Theorem 4.3's reference dynamics).
+  - :mod:`~softmax_as_linear.theory.stability`: the gaps to the infinite-prompt limit along a parameter
+    trajectory (Section 4).
+- ``engine``: training.
+
+  - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`TrainConfig`,
+    :class:`TrainResult`) and their files.
+  - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
+  - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep.
+  - :mod:`~softmax_as_linear.engine.fused_softmax`: the softmax part of the forward pass as one GPU kernel (Triton).
+  - :mod:`~softmax_as_linear.engine.cuda_graph`: the training step captured as a CUDA graph.
+  - :mod:`~softmax_as_linear.engine.train`: the training loop.
+  - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
+    for linear attention).
+- ``experiments``: the paper's experiments.
+
+  - :mod:`~softmax_as_linear.experiments.presets`: every named setting (sweeps, Figures 1 and 5, the
+    training panel's first run).
+  - :mod:`~softmax_as_linear.experiments.paper_figures`: the data of the training figures (2-4, 6-8) and
+    where their files live.
+  - :mod:`~softmax_as_linear.experiments.concentration_figures`: Figures 1 and 5, and the gaps along a trained run.
+  - :mod:`~softmax_as_linear.experiments.analysis`: trained runs read against the theory (flow gap, seed outcomes).
+  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures, file by file.
+- ``figures``: plotly figures.
+
+  - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
+  - :mod:`~softmax_as_linear.figures.geometry`: plane geometry of the measure-view figures.
+  - :mod:`~softmax_as_linear.figures.measure_view`: the figures of the measure-view chapters (0 to 3).
+  - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
+- ``panels``: live ipywidgets panels.
+
+  - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
+  - :mod:`~softmax_as_linear.panels.training`: training from a panel, in the background.
+- :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``).
+
+The most used names load from the top on first use (``sal.RegressionTask``, ``sal.softmax_attention``),
+so importing the package is instant and the command line's ``--help`` does not load torch.
 """
 import importlib
 
-__version__ = "0.1.0"
+from .registry import VERSION
+
+__version__ = VERSION
 
 __all__ = [
-    "AttentionModel", "RegressionTask", "TokenLaw", "TrainConfig", "TrainResult", "attention", "bayes_risk",
-    "block_init", "gaussian_attention", "gaussian_linear_attention", "icl", "infinite_prompt_linear",
-    "infinite_prompt_risk", "infinite_prompt_softmax", "kms_covariance", "limit_parameters", "linear_attention",
-    "linear_attention_risk",
-    "measures", "models", "optimal_linear_risk", "softmax_attention", "tilted_gaussian", "tilting",
+    "AttentionModel", "RegressionTask", "TokenLaw", "TrainConfig", "TrainResult", "bayes_risk", "block_init",
+    "degenerate_limit_parameters", "gaussian_attention", "gaussian_linear_attention", "infinite_prompt_linear", "infinite_prompt_risk",
+    "infinite_prompt_softmax", "kms_covariance", "limit_parameters", "linear_attention", "linear_attention_risk",
+    "optimal_linear_risk", "softmax_attention", "tilted_gaussian", "train",
 ]
 
-_SUBMODULES = ("artifacts", "attention", "concentration", "devices", "dynamics", "evaluation", "experiments",
-               "figures", "fused_softmax", "geometry", "icl", "measure_figures", "measures", "models", "presets", "seeding", "stats",
-               "style", "sweep", "tilting", "train", "training_panel", "widgets")
 # Even torch loads on first use, so that the command line's --help and --version answer at once.
 _LAZY_NAMES = {
-    "AttentionModel": "models", "RegressionTask": "icl", "TokenLaw": "measures", "TrainConfig": "sweep",
-    "TrainResult": "sweep", "bayes_risk": "icl", "block_init": "icl", "gaussian_attention": "attention",
-    "gaussian_linear_attention": "attention", "infinite_prompt_linear": "tilting", "infinite_prompt_risk": "icl",
-    "infinite_prompt_softmax": "tilting", "kms_covariance": "icl", "limit_parameters": "icl",
-    "linear_attention": "attention", "linear_attention_risk": "icl", "optimal_linear_risk": "icl", "softmax_attention": "attention",
-    "tilted_gaussian": "attention",
+    "AttentionModel": "theory.models", "RegressionTask": "theory.regression", "TokenLaw": "theory.measures",
+    "TrainConfig": "engine.sweep", "TrainResult": "engine.sweep", "bayes_risk": "theory.regression",
+    "block_init": "theory.regression", "degenerate_limit_parameters": "theory.regression",
+    "gaussian_attention": "theory.attention",
+    "gaussian_linear_attention": "theory.attention", "infinite_prompt_linear": "theory.tilting",
+    "infinite_prompt_risk": "theory.regression", "infinite_prompt_softmax": "theory.tilting",
+    "kms_covariance": "theory.regression", "limit_parameters": "theory.regression",
+    "linear_attention": "theory.attention", "linear_attention_risk": "theory.regression",
+    "optimal_linear_risk": "theory.regression", "softmax_attention": "theory.attention",
+    "tilted_gaussian": "theory.attention", "train": "engine.train",
 }
+_SUBPACKAGES = ("core", "theory", "engine", "experiments", "figures", "panels")
 
 
 def __getattr__(name: str):
-    # Submodules (and a few names) load on first access, so `import softmax_as_linear` stays light.
-    if name in _SUBMODULES:
+    # Subpackages and the names above load on first access, so `import softmax_as_linear` stays light.
+    if name in _SUBPACKAGES:
         return importlib.import_module(f".{name}", __name__)
     if name in _LAZY_NAMES:
         return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
@@ -73,4 +101,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_NAMES))
+    return sorted(set(globals()) | set(_SUBPACKAGES) | set(_LAZY_NAMES))

@@ -1,0 +1,2 @@
+"""Foundations that know nothing of the paper: argument checks, the seeding rule, devices, statistics,
+result files and their provenance."""

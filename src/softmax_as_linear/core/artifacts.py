@@ -1,0 +1,148 @@
+"""Result files: where they live, and how they are written (atomically) and read.
+
+The *results folder* is where ``python -m softmax_as_linear reproduce`` writes by default and where
+the chapters look first. It is, in this order:
+
+1. the folder named by the environment variable ``SOFTMAX_AS_LINEAR_RESULTS``, when it is set;
+2. ``results/`` of the source checkout, when the library runs from one (``pip install -e .``);
+3. ``./results`` in the working directory otherwise (the library installed with ``pip install``).
+
+The paper-scale files the chapters read (``results/*.json`` of the repository) also ship inside the
+package, so a chapter that finds nothing in the results folder falls back on that copy. A file is
+written to a temporary name in the same folder and renamed over the target, which is atomic on
+POSIX file systems, so an interrupted run never leaves half a file.
+"""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import tempfile
+
+import numpy as np
+
+ENV_VAR = "SOFTMAX_AS_LINEAR_RESULTS"
+_PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # softmax_as_linear/
+_CHECKOUT = _PACKAGE.parents[1]
+SHIPPED = _PACKAGE / "results"  # the copy of the repository's results/*.json inside an installed package
+
+
+def _from_checkout() -> bool:
+    return (_CHECKOUT / "pyproject.toml").is_file() and (_CHECKOUT / "src" / _PACKAGE.name).is_dir()
+
+
+def results_folder() -> pathlib.Path:
+    """The results folder: ``$SOFTMAX_AS_LINEAR_RESULTS``, else the checkout's ``results/``, else ``./results``."""
+    if os.environ.get(ENV_VAR):
+        return pathlib.Path(os.environ[ENV_VAR]).expanduser()
+    if _from_checkout():
+        return _CHECKOUT / "results"
+    return pathlib.Path("results")
+
+
+# The results folder when the library was imported; read it through `results_folder()` to follow
+# later changes of the environment variable or of the working directory.
+RESULTS = results_folder()
+
+
+def search_path(folder=None) -> list[pathlib.Path]:
+    """The folders a result file is looked for in: ``folder`` alone when given, else the results
+    folder and then the copy shipped with the package."""
+    if folder is not None:
+        return [pathlib.Path(folder)]
+    shipped = [SHIPPED] if SHIPPED.is_dir() else []
+    return list(dict.fromkeys([results_folder(), *shipped]))
+
+
+def find_result(name: str, folder=None) -> pathlib.Path | None:
+    """The first file called ``name`` along :func:`search_path`, or ``None``."""
+    for place in search_path(folder):
+        if (place / name).is_file():
+            return place / name
+    return None
+
+
+def default_command(name: str) -> str:
+    """The reproduction command that writes ``<figure>_<preset>.json``."""
+    stem = pathlib.Path(name).stem
+    figure, _, preset = stem.partition("_")
+    return f"python -m softmax_as_linear reproduce {figure} --preset {preset or 'lecture'}"
+
+
+def load_result(name: str, folder=None, command: str | None = None) -> dict:
+    """The JSON result file ``name`` (e.g. ``"fig1_paper.json"``) found along :func:`search_path`.
+
+    Raises ``FileNotFoundError`` naming the file, the folders searched and the command that writes it.
+    """
+    path = find_result(name, folder)
+    if path is None:
+        searched = ", ".join(str(p) for p in search_path(folder))
+        raise FileNotFoundError(
+            f"result file {name!r} not found (looked in {searched}). Write it into the results folder with\n"
+            f"    {command or default_command(name)}\n"
+            f"or set {ENV_VAR} to the folder that holds it.")
+    return load_json(path)
+
+
+def atomic_write(path, write) -> pathlib.Path:
+    """Write ``path`` through ``write(stream)`` (a binary stream) so that it appears whole or not at all.
+
+    The bytes go to a temporary file beside ``path``, are flushed to disk and then renamed over
+    ``path``; an interrupted write leaves the old file (or none) and no temporary file. The new
+    file gets the usual permissions (``0o666`` less the umask). Returns ``path``.
+    """
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            write(stream)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are for everyone
+        os.replace(tmp, path)
+    except BaseException:
+        pathlib.Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if hasattr(value, "detach"):  # torch tensor
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def save_json(path, data: dict) -> pathlib.Path:
+    """Write ``data`` (tensors and arrays become lists) as indented JSON, atomically."""
+    text = json.dumps(_jsonable(data), indent=1, allow_nan=True)
+    return atomic_write(pathlib.Path(path), lambda stream: stream.write(text.encode()))
+
+
+def load_json(path) -> dict:
+    return json.loads(pathlib.Path(path).read_text())
+
+
+def save_npz(path, **arrays) -> pathlib.Path:
+    """Write arrays (tensors accepted) to a compressed ``.npz``, atomically."""
+    arrays = {k: np.asarray(_jsonable(v)) for k, v in arrays.items()}
+    return atomic_write(pathlib.Path(path), lambda stream: np.savez_compressed(stream, **arrays))
+
+
+def load_npz(path) -> dict[str, np.ndarray]:
+    with np.load(pathlib.Path(path), allow_pickle=False) as data:
+        return {k: data[k] for k in data.files}

@@ -1,0 +1,66 @@
+"""Where a result was computed: device and its name, machine, torch and Python versions, commit, wall time.
+
+Every result file the course writes carries :func:`provenance` (the reproduction command adds the
+settings of what it ran); :func:`device_name` names the GPU or the CPU model.
+"""
+from __future__ import annotations
+
+import datetime
+import os
+import pathlib
+import platform
+import subprocess
+
+
+def _git(*args: str) -> str | None:
+    """The output of ``git args`` run in the package's folder, or None outside a checkout."""
+    try:
+        out = subprocess.run(["git", *args], cwd=pathlib.Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip()
+
+
+def provenance(device, seconds: float) -> dict:
+    """Where and how a result was computed: device, machine, torch version, commit (and whether the source
+    tree had uncommitted changes), wall time and the load average at the end (the machine may be shared).
+
+    The environment variable ``SOFTMAX_AS_LINEAR_COMMIT``, when set, names the commit instead of git (a copy
+    of the source tree on another machine may carry a stale ``.git``); ``uncommitted_changes`` is then
+    unknown (None)."""
+    import torch
+
+    device = str(device)
+    commit, changes = os.environ.get("SOFTMAX_AS_LINEAR_COMMIT"), None
+    if not commit:
+        commit = _git("rev-parse", "HEAD") or None
+        status = _git("status", "--porcelain", "--untracked-files=no")
+        changes = None if status is None else bool(status)
+    where = {"device": device, "torch": torch.__version__, "python": platform.python_version(),
+             "commit": commit, "uncommitted_changes": changes, "wall_seconds": round(float(seconds), 1),
+             "machine": platform.machine(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}
+    if device.startswith("cuda") and torch.cuda.is_available():
+        where["gpu"] = torch.cuda.get_device_name()
+    if hasattr(os, "getloadavg"):
+        where["load_average_at_end"] = round(os.getloadavg()[0], 2)
+    return where
+
+
+def device_name(device) -> str:
+    """The GPU's name for a CUDA device, else the CPU's model name (``/proc/cpuinfo``), else the machine type."""
+    import torch
+
+    device = torch.device(device)
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo") as info:
+            return next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or platform.machine()
+
+
+def utc_now() -> str:
+    """The date and time now, UTC, as ``YYYY-MM-DDTHH:MM:SSZ``."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,0 +1,85 @@
+r"""Final risks of a trained sweep: measured on a large fresh set of prompts, and exact for linear attention.
+
+The held-out set recorded along training (``eval_prompts`` per seed, one set shared by every ``L``) is
+small: its sampling error is a few per cent of the risk and the same at every ``L`` of a seed. The final
+parameters of each run are therefore scored again here on ``n_prompts`` fresh prompts per seed and
+``L`` (stream ``"evaluation"`` of :mod:`~softmax_as_linear.core.seeding`), the same prompts for the softmax
+and the linear run of that seed and ``L``, so that their difference is paired. Linear attention also gets
+its exact risk :math:`R_L(U, V)` (:func:`~softmax_as_linear.theory.regression.linear_attention_risk`), free of sampling
+noise. Standard error of a mean of ``n`` per-prompt losses: sample standard deviation over :math:`\sqrt n`.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..core import checks, seeding
+from ..core.devices import resolve_device
+from ..theory.models import predict_unchecked
+from ..theory.regression import linear_attention_risk
+from .sweep import TrainResult
+
+#: Per-chunk budget of prompt entries (``prompts x L x D``), about 64 MB in float32.
+CHUNK_ENTRIES = 1 << 24
+
+
+def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto", dtype=torch.float32) -> dict:
+    """Score the final parameters of every run of ``result`` on fresh prompts; exact risk of the linear runs.
+
+    Returns a dict of arrays (axes seed ``S``, length ``nL``, activation ``nA`` as in the sweep):
+    ``risk`` and ``risk_se`` ``(S, nL, nA)`` (R = MSE/2 and its standard error; NaN for diverged runs),
+    ``paired_difference`` and ``paired_difference_se`` ``(S, nL)`` (softmax minus linear on the same
+    prompts; NaN without both activations), ``linear_exact`` ``(S, nL)`` (NaN without a linear run),
+    and ``n_prompts``.
+    """
+    n_prompts = checks.int_at_least("n_prompts", n_prompts, 2)
+    device = resolve_device(device)
+    cfg = result.config
+    task = cfg.task()
+    S, nL, nA = len(cfg.seeds), len(cfg.lengths), len(cfg.activations)
+    U_all, V_all = (torch.as_tensor(np.asarray(m)[:, :, :, -1], dtype=torch.float64) for m in result.uv())
+    risk = np.full((S, nL, nA), np.nan)
+    risk_se = np.full((S, nL, nA), np.nan)
+    difference = np.full((S, nL), np.nan)
+    difference_se = np.full((S, nL), np.nan)
+    exact = np.full((S, nL), np.nan)
+    both = set(cfg.activations) == {"softmax", "linear"}
+    for s, seed in enumerate(cfg.seeds):
+        for l, L in enumerate(cfg.lengths):
+            alive = [a for a in range(nA) if not result.diverged[s, l, a]]
+            if "linear" in cfg.activations:
+                a = cfg.activations.index("linear")
+                if a in alive:
+                    exact[s, l] = float(linear_attention_risk(U_all[s, l, a], V_all[s, l, a], L, task))
+            if not alive:
+                continue
+            params = {a: (U_all[s, l, a].to(device, dtype), V_all[s, l, a].to(device, dtype)) for a in alive}
+            generator = seeding.generator(seed, "evaluation", L, device=device)
+            chunk = max(1, min(n_prompts, CHUNK_ENTRIES // (L * cfg.D)))
+            sums = np.zeros((nA, 2))
+            diff_sums = np.zeros(2)
+            done = 0
+            while done < n_prompts:
+                n = min(chunk, n_prompts - done)
+                batch = task.sample(n, L, generator, dtype=dtype, device=device)
+                losses = {}
+                for a, (U, V) in params.items():
+                    pred = predict_unchecked(batch.tokens, batch.query, U, V, cfg.activations[a])
+                    losses[a] = (0.5 * (pred - batch.target) ** 2).double()
+                    sums[a] += [float(losses[a].sum()), float((losses[a] ** 2).sum())]
+                if both and len(losses) == 2:
+                    diff = losses[cfg.activations.index("softmax")] - losses[cfg.activations.index("linear")]
+                    diff_sums += [float(diff.sum()), float((diff**2).sum())]
+                done += n
+            for a in alive:
+                mean = sums[a, 0] / n_prompts
+                var = max(sums[a, 1] / n_prompts - mean**2, 0.0) * n_prompts / (n_prompts - 1)
+                risk[s, l, a], risk_se[s, l, a] = mean, math.sqrt(var / n_prompts)
+            if both and len(alive) == 2:
+                mean = diff_sums[0] / n_prompts
+                var = max(diff_sums[1] / n_prompts - mean**2, 0.0) * n_prompts / (n_prompts - 1)
+                difference[s, l], difference_se[s, l] = mean, math.sqrt(var / n_prompts)
+    return {"risk": risk, "risk_se": risk_se, "paired_difference": difference,
+            "paired_difference_se": difference_se, "linear_exact": exact, "n_prompts": np.array(n_prompts)}

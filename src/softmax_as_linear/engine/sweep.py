@@ -1,0 +1,257 @@
+r"""A training sweep's settings and results, and their files.
+
+- :class:`TrainConfig`: everything that defines a sweep (task, prompt lengths, activations, seeds,
+  optimiser, initialisation), validated;
+- :class:`TrainResult`: its recorded trajectories, axes ``(seed, length, activation, record)``;
+- :func:`save_sweep` / :func:`load_sweep`: a result as one ``.npz`` (the paper-scale files of ``results/``);
+- :func:`save_checkpoint` / :func:`load_checkpoint`: the state of an unfinished training, to resume it.
+
+Every file is written atomically (:mod:`~softmax_as_linear.core.artifacts`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..core import checks, seeding
+from ..core.artifacts import atomic_write, load_npz, save_npz
+from ..registry import ACTIVATIONS, COVARIANCES, SAMPLERS
+from ..theory.models import uv_from_weights
+from ..theory.regression import RegressionTask
+
+PARAMETRISATIONS = ("four_matrix", "uv")
+INIT_SCHEMES = ("pytorch", "block", "given")
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Everything that defines a sweep. Invalid fields raise ``ValueError`` naming the field.
+
+    Attributes:
+        d: input dimension (tokens have ``D = d + 1`` entries).
+        covariance: ``"isotropic"`` (:math:`\\Sigma = I`) or ``"kms"`` (:math:`\\rho^{|i-j|}`).
+        rho: KMS parameter, used when ``covariance == "kms"``.
+        sampler: ``"paper"`` (prompt and query inputs :math:`N(0, \\Sigma)`, the paper's model) or
+            ``"published"`` (prompt inputs :math:`N(0, C\\Sigma C^\\top)`, queries :math:`N(0, I)`, as the
+            published code draws them); see :class:`~softmax_as_linear.theory.regression.RegressionTask`.
+        task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
+        lengths: prompt lengths ``L``, increasing. activations: subset of ``("softmax", "linear")``.
+        seeds: one independent replicate per seed, in ``[0, 10_000)``; its initialisation, training
+            batches and held-out prompts are the streams ``"init"``, ``"train"`` and ``"held_out"`` of
+            :mod:`~softmax_as_linear.core.seeding`.
+        steps: optimisation steps. batch_size: fresh prompts per step and seed.
+        lr: learning rate. optimizer: ``"sgd"`` (the paper) or ``"adam"``.
+        parametrisation: ``"four_matrix"`` (W_Q, W_K, W_V, W_O; the experiments) or ``"uv"`` (the theory).
+        init: ``"pytorch"`` (default ``nn.Linear`` draws from the seed; the paper), ``"block"``
+            (Assumption 5.1 with ``alpha``; ``"uv"`` only) or ``"given"`` (weights passed to :func:`~softmax_as_linear.engine.train.train`).
+        init_scale: multiplies the PyTorch initialisation (a small value gives a near-zero start).
+        alpha: scale of the block initialisation.
+        record_every: record risks and parameters every this many steps (and at 0 and the end).
+        eval_prompts: size of the fixed held-out set, per seed.
+        blowup: divergence threshold, in units of the risk of the zero predictor.
+        dtype: ``"float32"`` or ``"float64"``.
+    """
+
+    d: int = 5
+    covariance: str = "isotropic"
+    rho: float = 0.5
+    sampler: str = "paper"
+    task_var: float | None = None
+    noise_var: float = 0.1
+    lengths: tuple[int, ...] = (10, 100)
+    activations: tuple[str, ...] = ACTIVATIONS
+    seeds: tuple[int, ...] = (327,)
+    steps: int = 1000
+    batch_size: int = 128
+    lr: float = 1e-3
+    optimizer: str = "sgd"
+    parametrisation: str = "four_matrix"
+    init: str = "pytorch"
+    init_scale: float = 1.0
+    alpha: float = 0.1
+    record_every: int = 100
+    eval_prompts: int = 1024
+    blowup: float = 1e3
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        checks.positive_int("d", self.d)
+        checks.one_of("covariance", self.covariance, COVARIANCES)
+        checks.in_open_interval("rho", self.rho, -1.0, 1.0)
+        checks.one_of("sampler", self.sampler, SAMPLERS)
+        if self.task_var is not None:
+            checks.positive_float("task_var", self.task_var)
+        checks.positive_float("noise_var", self.noise_var, allow_zero=True)
+        lengths = tuple(checks.positive_int("lengths", L) for L in self.lengths)
+        if not lengths or list(lengths) != sorted(set(lengths)):
+            raise ValueError(f"lengths must be a non-empty increasing sequence of integers >= 1, got {self.lengths!r}")
+        object.__setattr__(self, "lengths", lengths)
+        activations = tuple(self.activations)
+        if not activations or len(set(activations)) != len(activations):
+            raise ValueError(f"activations must be distinct names among {ACTIVATIONS}, got {self.activations!r}")
+        for a in activations:
+            checks.one_of("activations", a, ACTIVATIONS)
+        object.__setattr__(self, "activations", activations)
+        seeds = tuple(int(s) for s in self.seeds)
+        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+            raise ValueError(f"seeds must be distinct non-negative integers, got {self.seeds!r}")
+        for seed in seeds:
+            seeding.check_seed("seeds", seed)
+        object.__setattr__(self, "seeds", seeds)
+        checks.int_at_least("steps", self.steps, 0)
+        checks.positive_int("batch_size", self.batch_size)
+        checks.positive_float("lr", self.lr)
+        checks.one_of("optimizer", self.optimizer, OPTIMIZERS)
+        checks.one_of("parametrisation", self.parametrisation, PARAMETRISATIONS)
+        checks.one_of("init", self.init, INIT_SCHEMES)
+        if self.init == "block" and self.parametrisation != "uv":
+            raise ValueError("init 'block' (Assumption 5.1) needs parametrisation 'uv'")
+        checks.positive_float("init_scale", self.init_scale)
+        checks.positive_float("alpha", self.alpha)
+        checks.positive_int("record_every", self.record_every)
+        checks.positive_int("eval_prompts", self.eval_prompts)
+        checks.positive_float("blowup", self.blowup)
+        checks.one_of("dtype", self.dtype, ("float32", "float64"))
+
+    def replace(self, **changes) -> "TrainConfig":
+        """A copy with some fields changed (validated again)."""
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @property
+    def D(self) -> int:
+        return self.d + 1
+
+    def task(self) -> RegressionTask:
+        if self.covariance == "isotropic":
+            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler)
+        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler)
+
+    def record_steps(self) -> list[int]:
+        return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
+
+
+@dataclass
+class TrainResult:
+    """Trajectories of a sweep. Axes: seed ``S``, length ``nL``, activation ``nA``, record ``T``.
+
+    Attributes:
+        config: the :class:`TrainConfig`.
+        steps: ``(T,)`` steps at which records were taken; ``times`` the matching gradient-flow times.
+        train_risk: ``(S, nL, nA, T)`` risk R on the training batch of that step (NaN after divergence).
+        eval_risk: ``(S, nL, nA, T)`` risk R on the fixed held-out prompts.
+        eval_sd: ``(S, nL, nA, T)`` sample standard deviation of the per-prompt losses behind ``eval_risk``
+            (so :attr:`eval_se` is measured, not assumed; NaN in results written before it was recorded).
+        params: name -> ``(S, nL, nA, T, ...)`` parameters (four matrices, or ``U`` and ``V``).
+        diverged_at: ``(S, nL, nA)`` step at which a run diverged, -1 if it did not.
+        seconds: wall time spent training (this process, resumed parts included).
+    """
+
+    config: TrainConfig
+    steps: np.ndarray
+    train_risk: np.ndarray
+    eval_risk: np.ndarray
+    params: dict[str, np.ndarray]
+    diverged_at: np.ndarray
+    seconds: float = 0.0
+    complete: bool = True
+    eval_sd: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.eval_sd is None:
+            self.eval_sd = np.full_like(self.eval_risk, np.nan)
+
+    @property
+    def eval_se(self) -> np.ndarray:
+        """``(S, nL, nA, T)`` standard error of each held-out risk, ``eval_sd / sqrt(eval_prompts)``."""
+        return self.eval_sd / np.sqrt(self.config.eval_prompts)
+
+    @property
+    def times(self) -> np.ndarray:
+        """Gradient-flow time of each record, :math:`t = 2\\,\\mathrm{lr}\\,k` (SGD on the MSE)."""
+        return 2 * self.config.lr * self.steps
+
+    @property
+    def diverged(self) -> np.ndarray:
+        """``(S, nL, nA)`` True where the run diverged."""
+        return self.diverged_at >= 0
+
+    def index(self, activation: str, L: int, seed: int | None = None) -> tuple[int, int, int]:
+        cfg = self.config
+        if L not in cfg.lengths:
+            raise ValueError(f"L={L} is not among the sweep's lengths {cfg.lengths}")
+        checks.one_of("activation", activation, cfg.activations)
+        seed = cfg.seeds[0] if seed is None else seed
+        if seed not in cfg.seeds:
+            raise ValueError(f"seed={seed} is not among the sweep's seeds {cfg.seeds}")
+        return cfg.seeds.index(seed), cfg.lengths.index(L), cfg.activations.index(activation)
+
+    def parameter_gap(self) -> np.ndarray:
+        """``(S, nL, T)`` squared distance :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` over all parameters."""
+        cfg = self.config
+        if set(cfg.activations) != set(ACTIVATIONS):
+            raise ValueError("parameter_gap needs both activations in the sweep")
+        s, lin = cfg.activations.index("softmax"), cfg.activations.index("linear")
+        total = 0.0
+        for value in self.params.values():
+            diff = value[:, :, s] - value[:, :, lin]
+            total = total + (diff**2).reshape(*diff.shape[:3], -1).sum(-1)
+        return total
+
+    def uv(self) -> tuple[np.ndarray, np.ndarray]:
+        """The (U, V) view of the recorded parameters, each ``(S, nL, nA, T, D, D)``."""
+        if "U" in self.params:
+            return self.params["U"], self.params["V"]
+        p = {k: torch.from_numpy(v) for k, v in self.params.items()}
+        U, V = uv_from_weights(p["W_Q"], p["W_K"], p["W_V"], p["W_O"])
+        return U.numpy(), V.numpy()
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """Flat arrays for :func:`softmax_as_linear.core.artifacts.save_npz`."""
+        out = {"steps": self.steps, "train_risk": self.train_risk, "eval_risk": self.eval_risk,
+               "eval_sd": self.eval_sd, "diverged_at": self.diverged_at, "seconds": np.array(self.seconds),
+               "complete": np.array(self.complete)}
+        out.update({f"param_{k}": v for k, v in self.params.items()})
+        return out
+
+    @classmethod
+    def from_arrays(cls, config: TrainConfig, arrays: dict[str, np.ndarray]) -> "TrainResult":
+        params = {k[len("param_"):]: v for k, v in arrays.items() if k.startswith("param_")}
+        return cls(config, arrays["steps"], arrays["train_risk"], arrays["eval_risk"], params,
+                   arrays["diverged_at"], float(arrays["seconds"]), bool(arrays["complete"]), arrays.get("eval_sd"))
+
+
+def save_sweep(path, result: TrainResult) -> pathlib.Path:
+    """Write a sweep's trajectories and its configuration to one ``.npz``, atomically."""
+    return save_npz(path, config_json=np.array(json.dumps(result.config.as_dict())), **result.to_arrays())
+
+
+def load_sweep(path) -> TrainResult:
+    """Read a sweep written by :func:`save_sweep`."""
+    arrays = load_npz(path)
+    fields = json.loads(str(arrays.pop("config_json")))
+    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+    return TrainResult.from_arrays(TrainConfig(**fields), arrays)
+
+
+def save_checkpoint(path, state: dict) -> pathlib.Path:
+    """Write a training state (a dict of tensors, arrays and numbers, with ``state["config"]`` the
+    config's :meth:`TrainConfig.as_dict`) with ``torch.save``, atomically."""
+    return atomic_write(pathlib.Path(path), lambda stream: torch.save(state, stream))
+
+
+def load_checkpoint(path, config: TrainConfig, device) -> dict:
+    """The state saved by :func:`save_checkpoint` at ``path``, its tensors on ``device``; a
+    ``ValueError`` if it was written for another configuration."""
+    state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
+    if state["config"] != config.as_dict():
+        raise ValueError(f"checkpoint {path} was written for a different configuration")
+    return state

@@ -1,0 +1,191 @@
+"""ipywidgets panels for the live chapters (Binder, Colab, JupyterLab).
+
+A panel is a set of controls and a function that draws from their values. :func:`panel` wires them
+so that a bad value shows its ``ValueError`` message under the controls instead of a traceback.
+The rendered book shows the static counterparts built with :func:`softmax_as_linear.figures.style.slider_figure`.
+
+A number typed into a control is read by the library, not by the browser: ipywidgets' own slider
+readouts and number boxes clamp an out-of-range value and drop a non-number without a word, so
+:func:`panel` gives each such control a text box and says in the panel's message line what it did
+with the value. Only controls that exist in ipywidgets 7.7 (what Colab runs) and 8 are used. A panel
+saved in a notebook shows :data:`NEEDS_KERNEL` until its cell runs.
+"""
+from __future__ import annotations
+
+import html
+import math
+from typing import Callable
+
+import ipywidgets as W
+import numpy as np
+from IPython.display import display
+
+
+def log_slider(description: str, value: float, low: float, high: float, *, integer: bool = False,
+               steps_per_decade: int = 4) -> W.Widget:
+    """A slider over ``[low, high]`` on a logarithmic scale (integer values when ``integer``)."""
+    if not 0 < low <= value <= high:
+        raise ValueError(f"value must satisfy 0 < low <= value <= high; got {low}, {value}, {high}")
+    if integer:
+        n = int(round(np.log10(high / low) * steps_per_decade)) + 1
+        options = sorted({int(round(v)) for v in np.logspace(np.log10(low), np.log10(high), n)} | {int(value)})
+        return W.SelectionSlider(options=options, value=int(value), description=description,
+                                 continuous_update=False, style={"description_width": "initial"})
+    return W.FloatLogSlider(value=value, base=10, min=np.log10(low), max=np.log10(high),
+                            step=1 / steps_per_decade, description=description, continuous_update=False,
+                            style={"description_width": "initial"})
+
+
+def message(text: str, kind: str = "error") -> W.HTML:
+    """A short coloured message (``kind`` is ``"error"``, ``"info"`` or ``"ok"``)."""
+    color = {"error": "#b00020", "info": "#555", "ok": "#2e7d32"}.get(kind, "#555")
+    return W.HTML(f'<div style="color:{color};padding:4px 0">{html.escape(text)}</div>')
+
+
+NEEDS_KERNEL = ("Live panel: its controls appear when this cell runs in a Python kernel "
+                "(run the cells above it, then this one with Shift+Enter).")
+
+
+class Panel(W.VBox):
+    """The box of a live panel. Where no kernel draws it (a notebook opened before its cells run, a
+    static view) it shows :data:`NEEDS_KERNEL` with its title instead of ipywidgets' ``VBox(children=...``.
+    """
+
+    def __init__(self, children, *, title: str | None = None, **kwargs):
+        super().__init__(children, **kwargs)
+        self._title = title or "Live panel"
+
+    def __repr__(self) -> str:  # the text/plain of the stored output, in ipywidgets 7 and 8
+        return f"{self._title}. {NEEDS_KERNEL}"
+
+    def _repr_mimebundle_(self, **kwargs):  # ipywidgets 8: a formatted note next to the widget view
+        bundle = super()._repr_mimebundle_(**kwargs)
+        bundle["text/plain"] = repr(self)
+        bundle["text/html"] = (f'<div style="border-left:4px solid #1f6f8b;padding:6px 10px;color:#333">'
+                               f"<b>{html.escape(self._title)}</b><br>{html.escape(NEEDS_KERNEL)}</div>")
+        return bundle
+
+
+def _bounds(control: W.Widget) -> tuple[float, float, bool]:
+    """``(low, high, integer)`` of a numeric control."""
+    integer = isinstance(control, (W.IntSlider, W.IntText, W.BoundedIntText))
+    if isinstance(control, W.FloatLogSlider):
+        return control.base ** control.min, control.base ** control.max, False
+    if hasattr(control, "min") and hasattr(control, "max"):
+        return control.min, control.max, integer
+    return -math.inf, math.inf, integer
+
+
+def _format(control: W.Widget) -> str:
+    value = control.value
+    return str(int(value)) if _bounds(control)[2] else f"{value:.4g}"
+
+
+# Controls whose number the reader can type in: their readout (sliders) or box is replaced by a Text
+# that the library parses. Selection sliders, dropdowns and check boxes offer only valid values.
+TYPED = (W.IntSlider, W.FloatSlider, W.FloatLogSlider, W.IntText, W.FloatText, W.BoundedIntText, W.BoundedFloatText)
+
+
+def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
+    """The widget to lay out for ``control``: the control with a text box for typed numbers.
+
+    A typed number out of range is clamped, a fractional one for an integer control rounded, and
+    ``report(message)`` says so; a non-number leaves the value as it was, and ``report`` says so too.
+    Controls outside :data:`TYPED` are returned as they are.
+    """
+    if not isinstance(control, TYPED):
+        return control
+    label = (control.description or "value").rstrip(": ")
+    is_slider = isinstance(control, (W.IntSlider, W.FloatSlider, W.FloatLogSlider))
+    entry = W.Text(value=_format(control), continuous_update=False,
+                   description="" if is_slider else control.description,
+                   style={"description_width": "initial"},
+                   layout=W.Layout(width="6.5em" if is_slider else "14em"))
+    entry.add_class("sal-typed-entry")
+
+    def typed(change):
+        text, shown = str(change["new"]).strip(), _format(control)
+        if text == shown:
+            return
+        try:
+            number = float(text.replace("_", ""))
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            entry.value = shown
+            report(f"{label}: “{text}” is not a number; the value stays {shown}.")
+            return
+        low, high, integer = _bounds(control)
+        value = min(max(number, low), high)
+        note = ""
+        if value != number:
+            note = f"{label}: {text} is outside [{low:.4g}, {high:.4g}]; set to {value:.4g}."
+        if integer and value != round(value):
+            value = int(round(value))
+            note = note or f"{label}: {text} is not a whole number; set to {value}."
+        control.value = int(value) if integer else value
+        entry.value = _format(control)
+        if note:
+            report(note)
+
+    def follow(change):
+        entry.value = _format(control)
+
+    entry.observe(typed, names="value")
+    control.observe(follow, names="value")
+    if is_slider:
+        control.readout = False
+        return W.HBox([control, entry])
+    return entry
+
+
+def layout_controls(controls: dict[str, W.Widget], report: Callable[[str], None], columns: int) -> list[W.HBox]:
+    """Rows of ``columns`` controls, each with its :func:`typed_entry`."""
+    for control in controls.values():  # whole descriptions ("query angle (°)", not "query ang...")
+        style = getattr(control, "style", None)
+        if style is not None and hasattr(style, "description_width") and not style.description_width:
+            style.description_width = "initial"
+    cells = [typed_entry(control, report) for control in controls.values()]
+    return [W.HBox(cells[i:i + columns]) for i in range(0, len(cells), columns)]
+
+
+def message_line() -> tuple[W.HTML, Callable[[str], None]]:
+    """An initially empty line for messages about typed values, and the function that writes it."""
+    line = W.HTML("")
+    line.add_class("sal-message")
+
+    def report(text: str):
+        line.value = ("" if not text else
+                      f'<div style="color:#a15c00;padding:2px 0">{html.escape(text)}</div>')
+    return line, report
+
+
+def panel(controls: dict[str, W.Widget], draw: Callable[..., None], *, columns: int = 3,
+          title: str | None = None) -> Panel:
+    """Lay out ``controls`` and call ``draw(**values)`` whenever one of them changes.
+
+    ``draw`` displays its figure (``style.show``) and may raise ``ValueError`` for a bad
+    combination of values: the message appears in place of the figure. A typed value that a control
+    cannot take is reported in the message line above the figure (see :func:`typed_entry`).
+    The returned :class:`Panel` keeps ``controls``, ``output`` and ``note`` (the message line).
+    """
+    output = W.Output()
+    note, report = message_line()
+
+    def refresh(*_):
+        report("")
+        output.clear_output(wait=True)
+        with output:
+            try:
+                draw(**{name: widget.value for name, widget in controls.items()})
+            except ValueError as error:
+                display(message(f"Cannot compute this setting: {error}"))
+
+    for widget in controls.values():
+        widget.observe(refresh, names="value")
+    rows = layout_controls(controls, report, columns)
+    header = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
+    refresh()
+    box = Panel(header + rows + [note, output], title=title)
+    box.controls, box.output, box.note = controls, output, note
+    return box

@@ -1,0 +1,45 @@
+"""The course's named choices, declared once and without importing torch: version, figures, presets,
+samplers, covariances, activations, token laws, devices and the paper's seed.
+
+Every layer reads its choices from here (the command line too, so that ``--help`` stays instant), and
+every ``ValueError`` about one of them lists the names below.
+"""
+from __future__ import annotations
+
+#: The library's version; ``pyproject.toml`` reads it from here (one source).
+VERSION = "0.2.0"
+
+#: The seed of the paper's published experiments.
+PAPER_SEED = 327
+
+#: Attention activations: softmax attention and normalised linear attention.
+ACTIVATIONS = ("softmax", "linear")
+
+#: How prompt inputs are drawn (:class:`~softmax_as_linear.theory.regression.RegressionTask`): the paper's
+#: model, or what the paper's published code draws.
+SAMPLERS = ("paper", "published")
+
+#: Input covariances of the training sweeps: :math:`\Sigma = I` or the Kac-Murdock-Szego matrix.
+COVARIANCES = ("isotropic", "kms")
+
+#: Token laws of :class:`~softmax_as_linear.theory.measures.TokenLaw`, and their names in prose.
+LAW_KINDS = ("gaussian", "uniform", "laplace", "mixture")
+LAW_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "laplace": "Laplace", "mixture": "two-Gaussian mixture"}
+
+#: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.
+PRESETS = ("paper", "lecture", "smoke")
+
+#: Where computations run: CUDA when present (``auto``), or a named device.
+DEVICES = ("auto", "cpu", "cuda")
+
+#: The paper's training figures: figure -> (input covariance of its sweep, what it shows).
+TRAINING_FIGURES = {"fig2": ("isotropic", "final"), "fig3": ("isotropic", "gap"), "fig4": ("isotropic", "trajectory"),
+                    "fig6": ("kms", "final"), "fig7": ("kms", "gap"), "fig8": ("kms", "trajectory")}
+
+#: Figures 1 and 5: softmax against linear attention at the initialisation, figure -> input covariance.
+#: That Figure 5 repeats Figure 1 with KMS inputs is the course's inference: the paper's text describes
+#: Figures 6-8 as the KMS versions of Figures 2-4 (Appendix A.2.2) and never describes Figure 5.
+CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
+
+#: Every figure the command line reproduces, in order.
+FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))

@@ -1,0 +1,471 @@
+r"""In-context linear regression (paper, Sections 4-5): the task, its risks and the reference solutions.
+
+For each prompt, :math:`w \sim N(0, \tau^2 I_d)`, inputs :math:`x_i \sim N(0, \Sigma)` i.i.d. and labels
+:math:`y_i = w^\top x_i + \varepsilon_i`, :math:`\varepsilon_i \sim N(0, s^2)`. Tokens are
+:math:`z_i = (x_i, y_i) \in \mathbb{R}^{D}`, :math:`D = d + 1`; the query token is :math:`(x_q, 0)` and the
+target :math:`y_q = w^\top x_q + \varepsilon_q`. Given :math:`w`, a token is :math:`N(0, \Gamma_w)` with
+
+.. math:: \Gamma_w = \begin{pmatrix} \Sigma & \Sigma w \\ w^\top \Sigma & w^\top \Sigma w + s^2 \end{pmatrix}.
+
+Every risk here is the theory's :math:`R = \tfrac12 \mathbb{E}[(\hat y - y_q)^2]` (half the mean squared
+error), and includes the label-noise floor :math:`s^2/2`.
+
+Two samplers of the inputs (``RegressionTask(..., sampler=...)``), with :math:`C` the lower Cholesky
+factor of :math:`\Sigma` (:math:`CC^\top = \Sigma`) and :math:`\xi \sim N(0, I_d)`:
+
+- ``"paper"`` (default, the paper's model): prompt and query inputs :math:`x = C\xi \sim N(0, \Sigma)`.
+- ``"published"`` (what the paper's published code draws): prompt inputs :math:`x_i = C C \xi_i`, of
+  covariance :math:`P = C \Sigma C^\top`, and query inputs :math:`x_q = \xi_q \sim N(0, I_d)`.
+
+Write :math:`P` for the prompt covariance and :math:`Q` for the query covariance (:math:`P = Q = \Sigma`
+for ``"paper"``). The references below use :math:`P` wherever the prompt enters and :math:`Q` wherever the
+query does; with :math:`\Sigma = I` both samplers coincide.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..core import checks
+from ..registry import SAMPLERS
+
+
+def _input_factor(covariance: Tensor) -> Tensor:
+    r"""A factor :math:`F` with :math:`F F^\top = \Sigma`: the lower Cholesky factor when :math:`\Sigma` is positive
+    definite, otherwise :math:`O \operatorname{diag}(\sqrt{\lambda})` from its eigendecomposition (degenerate
+    :math:`\Sigma`, Appendix F.3: the inputs then live in the range of :math:`\Sigma`)."""
+    factor, info = torch.linalg.cholesky_ex(covariance)
+    if int(info) == 0:
+        return factor
+    values, vectors = torch.linalg.eigh(covariance)
+    values = torch.where(values > _rank_tolerance(values), values, torch.zeros_like(values))
+    return vectors * values.sqrt()
+
+
+def _rank_tolerance(values: Tensor) -> float:
+    """Eigenvalues below this count as zero (the tolerance of ``torch.linalg.matrix_rank``)."""
+    return float(values.abs().max()) * values.numel() * torch.finfo(values.dtype).eps
+
+
+def _degenerate(covariance: Tensor) -> bool:
+    return int(torch.linalg.matrix_rank(covariance, hermitian=True)) < covariance.shape[-1]
+
+
+def kms_covariance(d: int, rho: float, *, dtype=torch.float64) -> Tensor:
+    r"""Kac-Murdock-Szego matrix :math:`\Sigma_{ij} = \rho^{|i-j|}`, shape ``(d, d)``; needs :math:`-1 < \rho < 1`."""
+    d = checks.positive_int("d", d)
+    rho = checks.in_open_interval("rho", rho, -1.0, 1.0)
+    index = torch.arange(d)
+    return torch.tensor(rho, dtype=dtype) ** (index[:, None] - index[None, :]).abs().to(dtype)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A batch of regression prompts.
+
+    tokens ``(n, L, D)``, query ``(n, D)`` (last entry 0), target ``(n,)``, w ``(n, d)``.
+    """
+
+    tokens: Tensor
+    query: Tensor
+    target: Tensor
+    w: Tensor
+
+
+class RegressionTask:
+    r"""The in-context linear regression task :math:`(d, \Sigma, \tau^2, s^2)`.
+
+    Args:
+        d: input dimension (tokens have ``D = d + 1`` entries).
+        covariance: :math:`\Sigma`, a ``(d, d)`` symmetric positive semi-definite matrix (default :math:`I_d`);
+            the theory asks it invertible, and Appendix F.3 extends it to a degenerate one.
+        task_var: :math:`\tau^2`, variance of each entry of :math:`w` (default ``1 / d``, as in the paper's code).
+        noise_var: :math:`s^2`, label-noise variance on prompt and query labels (default 0.1).
+        sampler: ``"paper"`` (prompt and query inputs :math:`N(0, \Sigma)`) or ``"published"`` (prompt
+            inputs multiplied by the Cholesky factor :math:`C` twice, :math:`N(0, C\Sigma C^\top)`, and
+            isotropic query inputs :math:`N(0, I_d)`, as the paper's published code draws them). Labels are
+            :math:`y = w^\top x + \varepsilon` with the inputs actually drawn.
+
+    Attributes ``prompt_covariance`` (:math:`P`) and ``query_covariance`` (:math:`Q`), ``(d, d)`` float64.
+    """
+
+    def __init__(self, d: int, covariance=None, task_var: float | None = None, noise_var: float = 0.1,
+                 sampler: str = "paper"):
+        self.d = checks.positive_int("d", d)
+        if covariance is None:
+            covariance = torch.eye(self.d, dtype=torch.float64)
+        covariance = checks.as_float_tensor("covariance", covariance).to(torch.float64)
+        # positive semi-definite: a degenerate Sigma is allowed (Appendix F.3), sampled through _input_factor
+        self.covariance = checks.covariance("covariance", covariance, self.d, definite=False)
+        self.task_var = checks.positive_float("task_var", 1.0 / self.d if task_var is None else task_var)
+        self.noise_var = checks.positive_float("noise_var", noise_var, allow_zero=True)
+        self.sampler = checks.one_of("sampler", sampler, SAMPLERS)
+        self._cholesky = _input_factor(self.covariance)
+        if sampler == "published" and _degenerate(self.covariance):
+            raise ValueError("sampler 'published' needs a positive definite covariance (it multiplies by the Cholesky factor)")
+        self._isotropic = torch.equal(self.covariance, torch.eye(self.d, dtype=torch.float64))
+        # Factor F of the prompt inputs (x = F xi): C, or C C for the published sampler.
+        self._prompt_factor = self._cholesky if sampler == "paper" else self._cholesky @ self._cholesky
+        self.prompt_covariance = self._prompt_factor @ self._prompt_factor.T
+        self.query_covariance = self.covariance if sampler == "paper" else torch.eye(self.d, dtype=torch.float64)
+        self._factor_on = {}  # (device, dtype) -> copy, so that sampling copies nothing to the device
+
+    @classmethod
+    def isotropic(cls, d: int = 5, task_var: float | None = None, noise_var: float = 0.1,
+                  sampler: str = "paper") -> "RegressionTask":
+        """:math:`\\Sigma = I_d` (both samplers draw the same prompts)."""
+        return cls(d, None, task_var, noise_var, sampler)
+
+    @classmethod
+    def kms(cls, d: int = 5, rho: float = 0.5, task_var: float | None = None, noise_var: float = 0.1,
+            sampler: str = "paper") -> "RegressionTask":
+        """Anisotropic inputs with the Kac-Murdock-Szego covariance :math:`\\rho^{|i-j|}`."""
+        return cls(d, kms_covariance(d, rho), task_var, noise_var, sampler)
+
+    @property
+    def D(self) -> int:
+        """Token dimension ``d + 1``."""
+        return self.d + 1
+
+    def __repr__(self) -> str:
+        eig = torch.linalg.eigvalsh(self.covariance)
+        return (f"RegressionTask(d={self.d}, Sigma eigenvalues in [{float(eig[0]):.3g}, {float(eig[-1]):.3g}], "
+                f"tau^2={self.task_var:.3g}, s^2={self.noise_var:.3g}, sampler={self.sampler!r})")
+
+    def zero_risk(self) -> float:
+        r"""Risk of the predictor :math:`\hat y = 0`: :math:`\tfrac{\tau^2}{2} \operatorname{tr} Q + \tfrac{s^2}{2}`."""
+        return 0.5 * self.task_var * float(torch.trace(self.query_covariance)) + 0.5 * self.noise_var
+
+    def token_covariance(self, w: Tensor) -> Tensor:
+        r""":math:`\Gamma_w` of a prompt token (built on the prompt covariance :math:`P`), shape ``(..., D, D)`` for ``w (..., d)``."""
+        w = checks.vector("w", checks.as_float_tensor("w", w), self.d)
+        sigma = self.prompt_covariance.to(w)
+        sigma_w = w @ sigma  # (..., d), Sigma symmetric
+        corner = (sigma_w * w).sum(-1, keepdim=True) + self.noise_var
+        top = torch.cat([sigma.expand(*w.shape[:-1], self.d, self.d), sigma_w.unsqueeze(-1)], dim=-1)
+        bottom = torch.cat([sigma_w, corner], dim=-1).unsqueeze(-2)
+        return torch.cat([top, bottom], dim=-2)
+
+    def sample(self, n_prompts: int, L: int, generator: torch.Generator | None = None,
+               dtype=torch.float32, device=None) -> Batch:
+        """Draw ``n_prompts`` independent prompts of length ``L`` (and their queries).
+
+        Reproducible for a given ``generator`` state; sampling happens on the generator's device
+        (or ``device`` when no generator is given).
+        """
+        n_prompts = checks.positive_int("n_prompts", n_prompts)
+        L = checks.positive_int("L", L)
+        if generator is not None:
+            device = generator.device
+        draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype, device=device)  # noqa: E731
+        w = draw(n_prompts, self.d)
+        # One standard normal draw per entry: position 0 is the query, entry d holds the label noise.
+        z = draw(n_prompts, L + 1, self.D)
+        return self._assemble(w, z)
+
+    def sample_stacked(self, n_prompts: int, L: int, generators: list[torch.Generator],
+                       dtype=torch.float32) -> Batch:
+        """One batch per generator, stacked: every tensor of the :class:`Batch` has a leading axis
+        ``(S,)``, ``S = len(generators)``. Entry ``s`` is what :meth:`sample` draws from ``generators[s]``
+        (the same random numbers); the arithmetic after the draws is done once for all."""
+        n_prompts = checks.positive_int("n_prompts", n_prompts)
+        L = checks.positive_int("L", L)
+        if not generators:
+            raise ValueError("generators must hold at least one generator")
+        device = generators[0].device
+        w = torch.empty(len(generators), n_prompts, self.d, dtype=dtype, device=device)
+        z = torch.empty(len(generators), n_prompts, L + 1, self.D, dtype=dtype, device=device)
+        for s, generator in enumerate(generators):
+            w[s].normal_(generator=generator)
+            z[s].normal_(generator=generator)
+        return self._assemble(w, z)
+
+    def _assemble(self, w: Tensor, z: Tensor) -> Batch:
+        """Standard normal draws ``w (..., n, d)`` and ``z (..., n, L + 1, D)`` -> the prompts (in place in ``z``)."""
+        d, dtype, device = self.d, z.dtype, z.device
+        key = (device, dtype)
+        if key not in self._factor_on:
+            self._factor_on[key] = self._prompt_factor.to(*key)
+        factor = self._factor_on[key]
+        w = w * math.sqrt(self.task_var)
+        noise = torch.full((*w.shape[:-1], 1), math.sqrt(self.noise_var), dtype=dtype, device=device)
+        # y = x^T w + s eps with x = F xi is a single product of the raw draw with (F^T w, s).
+        coefficients = torch.cat([w if self._isotropic else w @ factor, noise], -1)
+        y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)  # (..., n, L + 1)
+        if not self._isotropic:
+            if self.sampler == "published":  # isotropic query: x_q = xi_q
+                y[..., 0] = (z[..., 0, :] * torch.cat([w, noise], -1)).sum(-1)
+                z[..., 1:, :d] = z[..., 1:, :d] @ factor.T
+            else:
+                z[..., :d] = z[..., :d] @ factor.T
+        z[..., d] = y
+        query = z[..., 0, :].clone()
+        query[..., d] = 0
+        return Batch(z[..., 1:, :], query, y[..., 0].clone(), w)
+
+
+def _block(U: Tensor, V: Tensor, d: int):
+    """Split the (U, V) parameters into the pieces that act on a regression query."""
+    A_x, a_y = U[..., :d, :d], U[..., d, :d]
+    v_x, v_y = V[..., d, :d], V[..., d, d]
+    return A_x, a_y, v_x, v_y
+
+
+def infinite_prompt_risk(U, V, task: RegressionTask) -> Tensor:
+    r"""Closed form of :math:`R_\infty(U, V) = \tfrac12 \mathbb{E}[(v^\top \Gamma_w U z_q - y_q)^2]`.
+
+    Softmax and normalised linear attention share it (Lemma 2.1 with centred tokens). With
+    :math:`A = U_{:, :d} = [A_x; a_y^\top]`, :math:`v = V_{D, :} = (v_x, v_y)`, prompt covariance :math:`P`
+    and query covariance :math:`Q` (both :math:`\Sigma` for the paper's sampler),
+    :math:`M = v_y A_x^\top P + a_y (P v_x)^\top` and :math:`c_0 = A_x^\top P v_x + v_y s^2 a_y`, the
+    prediction is :math:`b_w^\top x_q` with :math:`b_w = A^\top \Gamma_w v = c_0 + M w + v_y (w^\top P w) a_y` and
+
+    .. math::
+        R_\infty = \tfrac12\big[\tau^2 \operatorname{tr}((I - M)^\top Q (I - M)) + c_0^\top Q c_0
+        + 2 v_y \tau^2 \operatorname{tr}P\, c_0^\top Q a_y
+        + v_y^2 \tau^4 ((\operatorname{tr}P)^2 + 2 \operatorname{tr}P^2)\, a_y^\top Q a_y\big] + \tfrac{s^2}{2}
+
+    U, V ``(..., D, D)`` -> ``(...)``. Differentiable in U and V.
+    """
+    U = checks.square("U", checks.as_float_tensor("U", U), task.D)
+    V = checks.square("V", checks.as_float_tensor("V", V, like=U), task.D)
+    return infinite_prompt_risk_unchecked(U, V, task)
+
+
+def _prediction_terms(U: Tensor, V: Tensor, task: RegressionTask) -> dict:
+    """Pieces of b_w = c0 + M w + v_y (w^T P w) a_y shared by the risk formulas."""
+    d, s2 = task.d, task.noise_var
+    P = task.prompt_covariance.to(U)
+    A_x, a_y, v_x, v_y = _block(U, V, d)
+    P_vx = v_x @ P
+    M = v_y[..., None, None] * (A_x.transpose(-1, -2) @ P) + a_y.unsqueeze(-1) * P_vx.unsqueeze(-2)
+    c0 = (A_x.transpose(-1, -2) @ P_vx.unsqueeze(-1)).squeeze(-1) + (v_y * s2)[..., None] * a_y
+    return dict(P=P, Q=task.query_covariance.to(U), A_x=A_x, a_y=a_y, v_x=v_x, v_y=v_y, P_vx=P_vx, M=M, c0=c0,
+                tr_P=torch.trace(P), tr_P2=torch.trace(P @ P))
+
+
+def _mean_square(t: dict, E: Tensor, tau2: float) -> Tensor:
+    r""":math:`\mathbb{E}_w[(c_0 + E w + v_y (w^\top P w) a_y)^\top Q (\cdot)]` for ``w ~ N(0, tau2 I)``."""
+    Q, c0, a_y, v_y = t["Q"], t["c0"], t["a_y"], t["v_y"]
+    quad = lambda a, b: ((a @ Q) * b).sum(-1)  # noqa: E731  a^T Q b
+    return (tau2 * (E * (Q @ E)).sum((-1, -2)) + quad(c0, c0)
+            + 2 * v_y * tau2 * t["tr_P"] * quad(c0, a_y)
+            + v_y**2 * tau2**2 * (t["tr_P"] ** 2 + 2 * t["tr_P2"]) * quad(a_y, a_y))
+
+
+def infinite_prompt_risk_unchecked(U: Tensor, V: Tensor, task: RegressionTask) -> Tensor:
+    """:func:`infinite_prompt_risk` without argument checks (for gradient-flow loops)."""
+    t = _prediction_terms(U, V, task)
+    E = torch.eye(task.d, dtype=U.dtype, device=U.device) - t["M"]  # b_w - w = c0 - E w + ...
+    return 0.5 * _mean_square(t, E, task.task_var) + 0.5 * task.noise_var
+
+
+def linear_attention_risk(U, V, L: int, task: RegressionTask) -> Tensor:
+    r"""Exact risk :math:`R_L(U, V)` of normalised linear attention at prompt length ``L``.
+
+    The prediction is :math:`\hat y = v^\top M_L U z_q`, :math:`M_L = \tfrac1L \sum_i z_i z_i^\top`. Given
+    :math:`w` and :math:`x_q`, :math:`\hat y` is a mean of ``L`` i.i.d. terms :math:`(v^\top z_i)(z_i^\top g)`,
+    :math:`g = A x_q`, with mean :math:`v^\top \Gamma_w g` and, by Isserlis' theorem, variance
+    :math:`(v^\top \Gamma_w g)^2 + (v^\top \Gamma_w v)(g^\top \Gamma_w g)`. Averaging over :math:`x_q \sim N(0, Q)`
+    (:math:`B = A Q A^\top`) and then over :math:`w \sim N(0, \tau^2 I)` in closed form:
+
+    .. math::
+        R_L = R_\infty + \frac{1}{2L}\Big(\mathbb{E}_w[b_w^\top Q b_w]
+              + \mathbb{E}_w[(v^\top \Gamma_w v)\operatorname{tr}(\Gamma_w B)]\Big),
+
+    where :math:`\mathbb{E}_w[b_w^\top Q b_w]` is the bracket of :func:`infinite_prompt_risk` with
+    :math:`I - M` replaced by :math:`M`, and, writing :math:`v^\top \Gamma_w v = \alpha_0 + 2 v_y (P v_x)^\top w + v_y^2 w^\top P w`
+    and :math:`\operatorname{tr}(\Gamma_w B) = \beta_0 + 2 (P b_{xy})^\top w + b_{yy} w^\top P w`
+    (:math:`\alpha_0 = v_x^\top P v_x + v_y^2 s^2`, :math:`\beta_0 = \operatorname{tr}(P B_{xx}) + s^2 b_{yy}`),
+
+    .. math::
+        \mathbb{E}_w[(v^\top \Gamma_w v)\operatorname{tr}(\Gamma_w B)] = \alpha_0\beta_0
+        + \tau^2 \operatorname{tr}P\,(\alpha_0 b_{yy} + v_y^2 \beta_0) + 4 v_y \tau^2 (P v_x)^\top P b_{xy}
+        + v_y^2 b_{yy} \tau^4 ((\operatorname{tr}P)^2 + 2 \operatorname{tr}P^2).
+
+    Its minimum over (U, V) is :func:`optimal_linear_risk`. Valid for both samplers (:math:`P`, :math:`Q`
+    as in the module docstring). U, V ``(..., D, D)`` -> ``(...)``, differentiable; ``L`` may also be a
+    tensor broadcasting against the batch shape.
+    """
+    U = checks.square("U", checks.as_float_tensor("U", U), task.D)
+    V = checks.square("V", checks.as_float_tensor("V", V, like=U), task.D)
+    if not torch.is_tensor(L):
+        L = checks.positive_int("L", L)
+    elif not bool((L > 0).all()):
+        raise ValueError("L must be positive")
+    return linear_attention_risk_unchecked(U, V, L, task)
+
+
+def linear_attention_risk_unchecked(U: Tensor, V: Tensor, L, task: RegressionTask) -> Tensor:
+    """:func:`linear_attention_risk` without argument checks."""
+    d, tau2, s2 = task.d, task.task_var, task.noise_var
+    t = _prediction_terms(U, V, task)
+    P, Q, A_x, a_y, v_x, v_y = t["P"], t["Q"], t["A_x"], t["a_y"], t["v_x"], t["v_y"]
+    eye = torch.eye(d, dtype=U.dtype, device=U.device)
+    infinite = 0.5 * _mean_square(t, eye - t["M"], tau2) + 0.5 * s2
+    mean_b2 = _mean_square(t, t["M"], tau2)
+    # B = A Q A^T with A = [A_x; a_y^T]: blocks B_xx = A_x Q A_x^T, b_xy = A_x Q a_y, b_yy = a_y^T Q a_y.
+    A_xQ = A_x @ Q
+    B_xx = A_xQ @ A_x.transpose(-1, -2)
+    b_xy = (A_xQ @ a_y.unsqueeze(-1)).squeeze(-1)
+    b_yy = ((a_y @ Q) * a_y).sum(-1)
+    alpha0 = (t["P_vx"] * v_x).sum(-1) + v_y**2 * s2
+    beta0 = (P * B_xx).sum((-1, -2)) + s2 * b_yy
+    tr_P, tr_P2 = t["tr_P"], t["tr_P2"]
+    mean_ab = (alpha0 * beta0 + tau2 * tr_P * (alpha0 * b_yy + v_y**2 * beta0)
+               + 4 * v_y * tau2 * (t["P_vx"] * (b_xy @ P)).sum(-1)
+               + v_y**2 * b_yy * tau2**2 * (tr_P**2 + 2 * tr_P2))
+    return infinite + (mean_b2 + mean_ab) / (2 * L)
+
+
+def finite_prompt_covariance(L: int, task: RegressionTask) -> Tensor:
+    r""":math:`\Gamma_L = (1 + \tfrac1L) P + \tfrac{\operatorname{tr}P + s^2/\tau^2}{L} I_d`, shape ``(d, d)``
+    (:math:`P` the prompt covariance, :math:`\Sigma` for the paper's sampler)."""
+    L = checks.positive_int("L", L)
+    sigma = task.prompt_covariance
+    eye = torch.eye(task.d, dtype=sigma.dtype)
+    return (1 + 1 / L) * sigma + (torch.trace(sigma) + task.noise_var / task.task_var) / L * eye
+
+
+def optimal_linear_risk(L: int, task: RegressionTask) -> float:
+    r"""Smallest risk of normalised linear attention at prompt length ``L`` (over all U, V).
+
+    The optimum predicts :math:`\hat y = x_q^\top \Gamma_L^{-1} \tfrac1L \sum_i y_i x_i`, with risk
+    :math:`\tfrac{\tau^2}{2}\operatorname{tr}(Q (I - P \Gamma_L^{-1})) + \tfrac{s^2}{2}`, that is
+    :math:`\tfrac{\tau^2}{2}[\operatorname{tr}\Sigma - \operatorname{tr}(\Sigma \Gamma_L^{-1} \Sigma)] + \tfrac{s^2}{2}`
+    for the paper's sampler (:math:`P = Q = \Sigma`). Terms even in :math:`w` cannot help, so the optimal
+    matrix :math:`\Gamma_L^{-1}` is the same whatever the query covariance :math:`Q`.
+    """
+    gamma_L = finite_prompt_covariance(L, task)
+    P, Q = task.prompt_covariance, task.query_covariance
+    excess = torch.trace(Q) - torch.trace(Q @ P @ torch.linalg.inv(gamma_L))
+    return float(0.5 * task.task_var * excess + 0.5 * task.noise_var)
+
+
+def bayes_risk(L: int, task: RegressionTask, n_samples: int = 20_000, generator: torch.Generator | None = None,
+               seed: int = 0) -> tuple[float, float]:
+    r"""Risk of the Bayes-optimal (posterior-mean, i.e. ridge) predictor at prompt length ``L``, by Monte Carlo.
+
+    .. math:: R_{\mathrm{Bayes}}(L) = \tfrac12 \mathbb{E}_X\big[\operatorname{tr}(Q\, C_X)\big] + \tfrac{s^2}{2},
+        \qquad C_X = \big(X^\top X / s^2 + I / \tau^2\big)^{-1}
+
+    (:math:`C_X` is the posterior covariance of :math:`w` given the prompt, whose rows are drawn from
+    :math:`N(0, P)`; with :math:`s = 0` it is :math:`\tau^2 (I - P_X)`, so the risk is 0 once :math:`L \ge d`.)
+    The predictor :math:`\hat y = \hat w^\top x_q` with the posterior mean :math:`\hat w` minimises
+    :math:`\mathbb{E}[(\hat w - w)^\top Q (\hat w - w)]` for every :math:`Q`, so it is the Bayes predictor for
+    both samplers: under ``"published"`` it is the ridge estimate from the (:math:`C\Sigma C^\top`) prompt,
+    scored on isotropic queries (:math:`Q = I`).
+
+    Returns ``(estimate, standard_error)`` over ``n_samples`` draws of the inputs :math:`X` (``L x d``).
+    """
+    L = checks.positive_int("L", L)
+    n_samples = checks.int_at_least("n_samples", n_samples, 2)
+    if generator is None:
+        generator = torch.Generator().manual_seed(seed)
+    d = task.d
+    sigma, chol = task.query_covariance, task._prompt_factor
+    totals = []
+    for start in range(0, n_samples, 4096):
+        n = min(4096, n_samples - start)
+        X = torch.randn(n, L, d, generator=generator, dtype=torch.float64) @ chol.T
+        gram = X.transpose(-1, -2) @ X
+        eye = torch.eye(d, dtype=torch.float64)
+        if task.noise_var > 0:
+            posterior = task.task_var * torch.linalg.inv(eye + (task.task_var / task.noise_var) * gram)
+        else:
+            posterior = task.task_var * (eye - torch.linalg.pinv(gram, hermitian=True) @ gram)
+        totals.append(0.5 * (posterior * sigma).sum((-1, -2)))
+    values = torch.cat(totals) + 0.5 * task.noise_var
+    return float(values.mean()), float(values.std() / math.sqrt(n_samples))
+
+
+def limit_parameters(task: RegressionTask, L: int | None = None) -> tuple[Tensor, Tensor]:
+    r"""Limit of the gradient flow from the Assumption 5.1 initialisation (Remark 5.3, Zhang et al. 2024).
+
+    .. math:: U^* = c^{-1} \begin{pmatrix} G^{-1} & 0 \\ 0 & 0 \end{pmatrix}, \quad V^* = c\, e_D e_D^\top,
+        \quad c = \operatorname{tr}(G^{-2})^{1/4},
+
+    with :math:`G = P` (the prompt covariance, :math:`\Sigma` for the paper's sampler) for infinite prompts
+    (the limit of softmax and of normalised linear attention alike) and :math:`G = \Gamma_L` at prompt
+    length ``L``. At finite ``L`` this is the limit of *normalised linear attention* trained on
+    :math:`R_L` (Zhang et al. 2024, Theorem 4.1, there without label noise; the noise enters
+    :math:`\Gamma_L` through :math:`s^2/\tau^2`), which attains :func:`optimal_linear_risk`; it is not the limit
+    of softmax attention at finite ``L``, which has no closed form. For a degenerate :math:`\Sigma` use
+    :func:`degenerate_limit_parameters` (Appendix F.3).
+    Returns ``(U*, V*)``, each ``(D, D)`` in float64.
+    """
+    if L is None and _degenerate(task.prompt_covariance):
+        raise ValueError("task: the covariance is degenerate; its limit depends on the initialisation "
+                         "(Appendix F.3): use degenerate_limit_parameters(task, alpha)")
+    G = task.prompt_covariance if L is None else finite_prompt_covariance(L, task)
+    G_inv = torch.linalg.inv(G)
+    c = torch.trace(G_inv @ G_inv) ** 0.25
+    D = task.D
+    U = torch.zeros(D, D, dtype=torch.float64)
+    U[: task.d, : task.d] = G_inv / c
+    V = torch.zeros(D, D, dtype=torch.float64)
+    V[task.d, task.d] = c
+    return U, V
+
+
+def degenerate_limit_parameters(task: RegressionTask, alpha: float, theta=None) -> tuple[Tensor, Tensor]:
+    r"""Limit of the infinite-prompt gradient flow from Assumption 5.1 for a possibly degenerate :math:`\Sigma`
+    (Appendix F.3, extending Zhang et al. 2024 with the Moore-Penrose inverse :math:`\Sigma^+`).
+
+    The gradient of :math:`R_\infty` in the block :math:`A_x` of :math:`U` has the form :math:`\Sigma(\cdot)\Sigma`,
+    so with :math:`\Pi` the orthogonal projection on the range of :math:`\Sigma` only :math:`\Pi A_x \Pi` moves;
+    the rest, :math:`N = \alpha(\Theta\Theta^\top - \Pi\Theta\Theta^\top\Pi)`, keeps its initial value. The
+    flow converges to
+
+    .. math:: A_x^* = \Sigma^+ / c + N, \qquad v_y^* = c, \qquad
+        c^2 = \tfrac12\big(\|N\|_F^2 + \sqrt{\|N\|_F^4 + 4\|\Sigma^+\|_F^2}\big),
+
+    where :math:`c` keeps the balance :math:`\|A_x\|_F^2 = v_y^2` of the start; the predictor
+    :math:`v_y x_q^\top A_x^{*\top}\Sigma w = x_q^\top \Pi w = w^\top x_q` (inputs lie in the range of
+    :math:`\Sigma`) is Bayes optimal. For an invertible :math:`\Sigma`, :math:`N = 0` and this is
+    :func:`limit_parameters` (Remark 5.3). ``alpha``, ``theta``: as in :func:`block_init`.
+    Returns ``(U*, V*)``, each ``(D, D)`` in float64.
+    """
+    U0, _ = block_init(task, alpha, theta)
+    d = task.d
+    sigma = task.prompt_covariance
+    pinv = torch.linalg.pinv(sigma, hermitian=True)
+    project = sigma @ pinv
+    start = U0[:d, :d]
+    N = start - project @ start @ project
+    n2, p2 = float((N**2).sum()), float((pinv**2).sum())
+    c = math.sqrt(0.5 * (n2 + math.sqrt(n2**2 + 4 * p2)))
+    U = torch.zeros(task.D, task.D, dtype=torch.float64)
+    U[:d, :d] = pinv / c + N
+    V = torch.zeros(task.D, task.D, dtype=torch.float64)
+    V[d, d] = c
+    return U, V
+
+
+def block_init(task: RegressionTask, alpha: float, theta=None) -> tuple[Tensor, Tensor]:
+    r"""Initialisation of Assumption 5.1: :math:`U(0) = \alpha \begin{pmatrix}\Theta\Theta^\top & 0\\ 0 & 0\end{pmatrix}`,
+    :math:`V(0) = \alpha\, e_D e_D^\top`.
+
+    ``theta`` is a ``(d, k)`` matrix with :math:`\|\Theta\Theta^\top\|_F = 1`; the default has
+    :math:`\Theta\Theta^\top = I_d/\sqrt d`. Returns ``(U0, V0)``, each ``(D, D)`` in float64.
+    """
+    alpha = checks.positive_float("alpha", alpha)
+    d = task.d
+    if theta is None:
+        gram = torch.eye(d, dtype=torch.float64) / math.sqrt(d)
+    else:
+        theta = checks.finite("theta", checks.as_float_tensor("theta", theta).to(torch.float64))
+        if theta.ndim != 2 or theta.shape[0] != d:
+            raise ValueError(f"theta must have shape ({d}, k), got {tuple(theta.shape)}")
+        gram = theta @ theta.T
+        norm = float(torch.linalg.matrix_norm(gram))
+        if abs(norm - 1.0) > 1e-6:
+            raise ValueError(f"theta must satisfy ||theta theta^T||_F = 1, got {norm:.6g}")
+    U = torch.zeros(task.D, task.D, dtype=torch.float64)
+    U[:d, :d] = alpha * gram
+    V = torch.zeros(task.D, task.D, dtype=torch.float64)
+    V[d, d] = alpha
+    return U, V

@@ -1,0 +1,363 @@
+"""The rendered book as a reader gets it: every built page, loaded in headless Chromium.
+
+The built site ``_build/html`` is served on a free port of 127.0.0.1. Every page must load with no
+JavaScript error and no request leaving 127.0.0.1, typeset all its mathematics, draw every plotly
+figure, move every figure's slider to every step (each step must redraw the figure with exactly its
+own traces), and keep its exercise solutions folded until their toggle is clicked. A full-page
+screenshot of each page is written to ``_build/screenshots/`` for review (``BOOK_HTML=DIR`` checks
+a book built into ``DIR`` instead, with its screenshots beside it).
+
+Static checks of the built HTML come first: every page of ``_toc.yml`` is built, no page loads
+anything from outside the site or names a CDN, internal links and anchors resolve, and every
+chapter has its Binder and Colab launch buttons and hides its Colab install cell.
+
+Run after building the book (``make test`` builds it strictly, then runs this file with
+``REQUIRE_BOOK=1``, which turns the missing-book skip into a failure).
+"""
+from __future__ import annotations
+
+import functools
+import html.parser
+import os
+import pathlib
+import re
+import shutil
+import threading
+import urllib.parse
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+import yaml
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SITE = pathlib.Path(os.environ.get("BOOK_HTML") or ROOT / "_build" / "html")  # a book built elsewhere
+SCREENSHOTS = SITE.parent / "screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CDN_HOSTS = ("unpkg.com", "jsdelivr.net", "cdnjs.cloudflare.com", "cdn.plot.ly", "mathjax.org",
+             "googleapis.com", "gstatic.com", "polyfill.io", "code.jquery.com", "plausible.io")
+
+if not (SITE / "index.html").exists():
+    reason = f"the book is not built ({SITE} has no index.html): run `make book` or `make test`"
+    if os.environ.get("REQUIRE_BOOK") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason, allow_module_level=True)
+
+PAGES = sorted(str(p.relative_to(SITE)) for p in SITE.rglob("*.html")
+               if not p.relative_to(SITE).parts[0].startswith("_"))
+CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
+
+
+def _text(page: str) -> str:
+    return (SITE / page).read_text(encoding="utf-8")
+
+
+def _toc_files() -> list[str]:
+    return re.findall(r"file:\s*(\S+)", (ROOT / "_toc.yml").read_text())
+
+
+def _notebook_pages() -> list[str]:
+    """Built pages whose source is a notebook (its copy is served under ``_sources``)."""
+    return [page for page in PAGES if (SITE / "_sources" / page).with_suffix(".ipynb").exists()]
+
+
+# --- the built HTML ------------------------------------------------------------------------------
+
+def test_every_page_of_the_toc_is_built():
+    missing = [f for f in _toc_files() + [yaml.safe_load((ROOT / "_toc.yml").read_text())["root"]]
+               if not (SITE / f"{f}.html").exists()]
+    assert not missing, f"not built: {missing}"
+
+
+class _Links(html.parser.HTMLParser):
+    """Collects the ids of a page, the URLs it loads by itself, and the links a reader can follow."""
+
+    LOADING = {"script": "src", "img": "src", "iframe": "src", "source": "src", "audio": "src",
+               "video": "src", "embed": "src", "link": "href"}
+
+    def __init__(self):
+        super().__init__()
+        self.ids, self.loads, self.links = set(), [], []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if attrs.get("id"):
+            self.ids.add(attrs["id"])
+        if tag in self.LOADING and attrs.get(self.LOADING[tag]):
+            if not (tag == "link" and attrs.get("rel") in ("canonical", "alternate")):
+                self.loads.append(attrs[self.LOADING[tag]])
+        if tag == "a" and attrs.get("href"):
+            self.links.append(attrs["href"])
+
+
+@functools.cache
+def _parse(page: str) -> _Links:
+    parser = _Links()
+    parser.feed(_text(page))
+    return parser
+
+
+def _is_external(url: str) -> bool:
+    return bool(urllib.parse.urlsplit(url).scheme) or url.startswith("//")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_loads_nothing_from_outside_the_site(page):
+    external = [url for url in _parse(page).loads if _is_external(url) and not url.startswith("data:")]
+    assert not external, f"{page} loads {external}"
+    cdn = sorted({host for host in CDN_HOSTS if host in _text(page)})
+    assert not cdn, f"{page} names the content delivery networks {cdn}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_internal_links_resolve(page):
+    broken = []
+    for href in _parse(page).links:
+        if _is_external(href):
+            continue
+        target, _, anchor = urllib.parse.unquote(href).partition("#")
+        path = (SITE / page).parent / target if target else SITE / page
+        path = path.resolve()
+        if path.is_dir():
+            path = path / "index.html"
+        if not path.exists():
+            broken.append(href)
+        elif anchor and path.suffix == ".html" and anchor not in _parse(str(path.relative_to(SITE))).ids:
+            broken.append(href)
+    assert not broken, f"{page} links to missing pages or anchors: {broken}"
+
+
+def test_every_chapter_has_binder_and_colab_buttons():
+    repo = CONFIG["repository"]
+    org_repo = urllib.parse.urlsplit(repo["url"]).path.strip("/")
+    buttons = CONFIG["launch_buttons"]
+    assert _notebook_pages(), "no chapter was built from a notebook"
+    for page in _notebook_pages():
+        notebook = pathlib.PurePosixPath(page).with_suffix(".ipynb")
+        text = _text(page).replace("&amp;", "&")
+        binder = f"{buttons['binderhub_url']}/v2/gh/{org_repo}/{repo['branch']}?urlpath=lab/tree/{notebook}"
+        colab = f"{buttons['colab_url']}/github/{org_repo}/blob/{repo['branch']}/{notebook}"
+        assert binder in text, f"{page} lacks the Binder button {binder}"
+        assert colab in text, f"{page} lacks the Colab button {colab}"
+        assert "google.colab" not in text, f"{page} shows its Colab install cell (tag it remove-cell)"
+
+
+# --- the pages in a browser ----------------------------------------------------------------------
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(SITE)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if os.environ.get("REQUIRE_BOOK") != "1":
+        pytest.importorskip("playwright", reason="playwright is in the `test` extra: pip install -e '.[test]'")
+    from playwright.sync_api import sync_playwright
+
+    if not pathlib.Path(CHROMIUM).exists():
+        pytest.fail(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium", pytrace=False)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as playwright:
+        # Playwright gives every launch a fresh, temporary profile (--user-data-dir).
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+class _Visit:
+    """One page in a fresh browser context, with everything that went wrong on the way."""
+
+    def __init__(self, browser, site_url: str, page: str):
+        self.origin = site_url.rstrip("/")
+        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context.route("**/*", self._only_local)
+        self.tab = self.context.new_page()
+        self.errors: list[str] = []
+        self.tab.on("pageerror", lambda error: self.errors.append(f"JavaScript error: {error}"))
+        self.tab.on("console", lambda m: m.type == "error" and self.errors.append(f"console error: {m.text}"))
+        self.tab.on("request", self._record_request)
+        self.tab.on("response", lambda r: r.status >= 400 and self.errors.append(f"HTTP {r.status}: {r.url}"))
+        self.tab.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url} ({r.failure})"))
+        self.tab.goto(site_url + page, wait_until="networkidle")  # idle: index.html redirects
+        if self.tab.locator(".math").count():  # MathJax is loaded (deferred) on pages with mathematics
+            self.tab.wait_for_function("() => window.MathJax?.startup?.promise", timeout=15_000)
+            self.tab.evaluate("() => MathJax.startup.promise")
+
+    def _is_local(self, url: str) -> bool:
+        return url.startswith((self.origin + "/", "data:", "blob:", "about:"))
+
+    def _only_local(self, route):
+        route.continue_() if self._is_local(route.request.url) else route.abort()
+
+    def _record_request(self, request):
+        if not self._is_local(request.url):
+            self.errors.append(f"request leaving 127.0.0.1: {request.url}")
+
+    def close(self):
+        self.context.close()
+
+
+_MATH_PROBLEMS = r"""() => {
+    const math = [...document.querySelectorAll(".math")];
+    const untypeset = math.filter(e => !e.querySelector("mjx-container")).map(e => e.textContent.slice(0, 60));
+    const errors = [...document.querySelectorAll("mjx-merror")].map(e => e.textContent.slice(0, 60));
+    const wide = [...document.querySelectorAll('mjx-container[display="true"]')]
+        .filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.parentElement.textContent.slice(0, 60));
+    const raw = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest("pre, code, script, style, textarea, mjx-container")) continue;
+        if (/\\\(|\\\[|\$\$/.test(node.textContent)) raw.push(node.textContent.trim().slice(0, 60));
+    }
+    return {untypeset, errors, raw, wide};
+}"""
+
+# Markdown that reached the page as text: a directive MyST did not parse (for instance a ``` fence
+# whose title holds a `role`, which CommonMark forbids: use a ```` or ::: fence there).
+_UNPARSED_MARKUP = r"""() => {
+    const found = [];
+    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        if (node.parentElement.closest(".cell, script, style")) continue;
+        const match = node.textContent.match(/(```|:::)\{[\w:-]+\}.*|^\s*:(label|class):.*/m);
+        if (match) found.push(match[0].slice(0, 60));
+    }
+    return found;
+}"""
+
+_UNDRAWN_FIGURES = """() => [...document.querySelectorAll(".plotly-graph-div")]
+    .filter(gd => !gd.querySelector("svg.main-svg") || !(gd._fullData || []).length)
+    .map(gd => gd.id)"""
+_ALL_FIGURES_DRAWN = "() => (" + _UNDRAWN_FIGURES.removeprefix("() =>") + ").length === 0"
+
+# The drawn traces (not the slider, whose label changes with every step), and what Plotly shows.
+_FIGURE_STATE = """gd => ({
+    drawn: [...gd.querySelectorAll(".cartesianlayer, .polarlayer, .ternarylayer, .pielayer")]
+        .map(layer => layer.innerHTML).join(""),
+    visible: gd._fullData.map(trace => trace.visible === true),
+    active: gd.layout.sliders.map(slider => slider.active ?? 0),
+})"""
+
+_MOVED = "([gd, slider, step]) => gd.layout.sliders[slider].active === step"
+
+_SLIDER_GEOMETRY = """(gd, index) => {
+    const slider = gd.querySelectorAll(".slider-group")[index];
+    const centre = e => { const b = e.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; };
+    return {steps: [...slider.querySelectorAll(".slider-tick-rect")].map(e => centre(e)[0]),
+            y: centre(slider.querySelector(".slider-rail-rect"))[1]};
+}"""
+
+
+def _check_text(visit: _Visit) -> list[str]:
+    math = visit.tab.evaluate(_MATH_PROBLEMS)
+    problems = [f"math not typeset: {m!r}" for m in math["untypeset"]]
+    problems += [f"MathJax error: {m!r}" for m in math["errors"]]
+    problems += [f"raw TeX delimiters left in the text: {m!r}" for m in math["raw"]]
+    problems += [f"display equation wider than the text column: {m!r}" for m in math["wide"]]
+    problems += [f"markup left unparsed: {m!r}" for m in visit.tab.evaluate(_UNPARSED_MARKUP)]
+    return problems
+
+
+def _check_figures(visit: _Visit) -> list[str]:
+    try:
+        visit.tab.wait_for_function(_ALL_FIGURES_DRAWN, timeout=15_000)
+    except Exception:  # reported below, figure by figure
+        pass
+    return [f"plotly figure {gd} not drawn" for gd in visit.tab.evaluate(_UNDRAWN_FIGURES)]
+
+
+def _check_sliders(visit: _Visit) -> tuple[int, list[str]]:
+    """Click every step of every slider; each click must show that step's traces and redraw."""
+    problems, moves = [], 0
+    figures = visit.tab.locator(".plotly-graph-div")
+    for index in range(figures.count()):
+        gd = figures.nth(index)
+        sliders = gd.evaluate("gd => (gd.layout.sliders || []).map(s => s.steps.map(step => step.args))")
+        for s, steps in enumerate(sliders):
+            if len(steps) < 2:
+                continue
+            start = gd.evaluate(_FIGURE_STATE)["active"][s]
+            order = list(range(start + 1, len(steps))) + list(range(start + 1))
+            for step in order:
+                gd.locator(".slider-group").nth(s).scroll_into_view_if_needed()
+                before = gd.evaluate(_FIGURE_STATE)
+                geometry = gd.evaluate(_SLIDER_GEOMETRY, s)
+                if len(geometry["steps"]) != len(steps):
+                    problems.append(f"figure {index}: slider {s} draws {len(geometry['steps'])} of {len(steps)} steps")
+                    break
+                visit.tab.mouse.click(geometry["steps"][step], geometry["y"])
+                try:  # Plotly restyles on the click; give a busy machine a moment
+                    visit.tab.wait_for_function(_MOVED, arg=[gd.element_handle(), s, step], timeout=3_000)
+                except Exception:  # reported below
+                    pass
+                visit.tab.wait_for_timeout(50)
+                after = gd.evaluate(_FIGURE_STATE)
+                moves += 1
+                where = f"figure {index}, slider {s}, step {step}"
+                if after["active"][s] != step:
+                    problems.append(f"{where}: clicking the step left the slider at {after['active'][s]}")
+                visible = steps[step][0].get("visible") if steps[step] and isinstance(steps[step][0], dict) else None
+                if visible is not None and after["visible"] != [bool(v) for v in visible]:
+                    problems.append(f"{where}: the visible traces are not the step's")
+                if after["drawn"] == before["drawn"]:
+                    problems.append(f"{where}: moving the slider did not change the figure")
+    return moves, problems
+
+
+def _check_solutions(visit: _Visit) -> list[str]:
+    problems = []
+    solutions = visit.tab.locator("div.solution")
+    for index in range(solutions.count()):
+        if "dropdown" not in (solutions.nth(index).get_attribute("class") or ""):
+            problems.append(f"solution {index} is not hidden (give it `:class: dropdown`)")
+    dropdowns = visit.tab.locator("div.admonition.dropdown")
+    for index in range(dropdowns.count()):
+        dropdown = dropdowns.nth(index)
+        body = dropdown.locator(":scope > :not(.admonition-title)").first
+        if body.is_visible():
+            problems.append(f"dropdown {index} is open before its toggle is clicked")
+            continue
+        dropdown.locator(":scope > .admonition-title button.toggle-button").first.click()
+        try:
+            body.wait_for(state="visible", timeout=3_000)
+        except Exception:
+            problems.append(f"dropdown {index} stays folded when its toggle is clicked")
+    return problems
+
+
+def _screenshot(visit: _Visit, page: str):
+    visit.tab.evaluate("async () => { await document.fonts.ready; }")
+    name = page.removesuffix(".html").replace("/", "__") + ".png"
+    visit.tab.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+
+
+def test_the_book_has_slider_figures():
+    """The static counterparts of the chapters' live widgets; the browser test moves their sliders."""
+    assert any('"sliders"' in _text(page) for page in PAGES), "no page of the book has a plotly slider"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_in_the_browser(browser, site_url, page):
+    visit = _Visit(browser, site_url, page)
+    try:
+        problems = _check_text(visit) + _check_figures(visit)
+        _screenshot(visit, page)
+        moves, slider_problems = _check_sliders(visit)
+        if '"sliders"' in _text(page) and not moves:
+            slider_problems.append("the page has slider figures but no slider could be moved")
+        problems = visit.errors + problems + slider_problems + _check_solutions(visit)
+    finally:
+        visit.close()
+    assert not problems, f"{page}:\n  " + "\n  ".join(problems)

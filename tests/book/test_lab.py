@@ -1,0 +1,437 @@
+"""The live chapters as a student runs them: JupyterLab with a real kernel, driven in headless Chromium.
+
+JupyterLab is started from this environment on a free port of 127.0.0.1 with a random token, on a
+temporary copy of ``notebooks/`` (nothing tracked is touched), with the save hook that ``make lab``
+uses. Each test opens a chapter and checks what a student sees:
+
+- the lecture boxes (theorems, proofs, exercises, solutions) are rendered by jupyterlab-myst as
+  formatted boxes, solutions folded, with no directive fence left as text;
+- a panel not yet run, or reloaded, says how to bring it to life instead of showing ``VBox(children=...``;
+- opening and saving a chapter writes it back byte for byte;
+- running only the cells a live panel needs (found from the names they define and use) shows its
+  widgets, and moving its controls changes the figure it draws (read from the plotly data in the
+  page, not from pixels): the prompt length L, the covariance Σ and the initialisation α;
+- a bad value typed into a control shows a message, never a traceback;
+- the training panel trains, shows progress, stops within seconds when *Stop* is pressed and draws
+  the partial result marked as stopped.
+
+Screenshots land in ``_build/lab-screenshots/``; ``LAB_NOTEBOOKS=DIR`` tests the chapters stored in ``DIR``. ``make test`` runs this file with ``REQUIRE_LAB=1``,
+which turns a missing JupyterLab, jupyterlab-myst, Playwright or Chromium into a failure instead of a skip.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import pathlib
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "_build" / "lab-screenshots"
+CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+# Settings of the test's JupyterLab: every cell rendered (no virtual scrolling, so that the page
+# holds every box) and no news pop-up over the notebook.
+LAB_SETTINGS = {
+    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings": {"windowingMode": "none"},
+    "@jupyterlab/apputils-extension/notification.jupyterlab-settings": {"fetchNews": "false",
+                                                                        "checkForUpdates": False},
+}
+
+
+def _missing() -> str | None:
+    for module in ("jupyterlab", "jupyterlab_myst", "playwright", "ipykernel"):
+        try:
+            __import__(module)
+        except ImportError:
+            return f"{module} is not installed: pip install -e '.[test]'"
+    if not pathlib.Path(CHROMIUM).exists():
+        return f"no Chromium at {CHROMIUM}: `make test` installs Debian's"
+    return None
+
+
+if _missing():
+    if os.environ.get("REQUIRE_LAB") == "1":
+        pytest.fail(_missing(), pytrace=False)
+    pytest.skip(_missing(), allow_module_level=True)
+
+
+# --- which cells a panel needs --------------------------------------------------------------------
+
+def _names(source: str) -> tuple[set[str], set[str]]:
+    """(names a code cell defines, names it reads before defining), IPython magics removed."""
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    tree = ast.parse(TransformerManager().transform_cell(source))
+    defined, used = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (defined if isinstance(node.ctx, ast.Store) else used).add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.arg):
+            defined.add(node.arg)
+    return defined, used - defined
+
+
+def cells_for(notebook: pathlib.Path, target: int) -> list[int]:
+    """Indices of the code cells that cell ``target`` needs (those defining the names it reads,
+    recursively), in order, ``target`` last."""
+    cells = json.loads(notebook.read_text())["cells"]
+    needed = set(_names("".join(cells[target]["source"]))[1])
+    chosen = [target]
+    for index in range(target - 1, -1, -1):
+        if cells[index]["cell_type"] != "code":
+            continue
+        defined, used = _names("".join(cells[index]["source"]))
+        if defined & needed:
+            chosen.append(index)
+            needed = (needed - defined) | used
+    return sorted(chosen)
+
+
+def panel_cell(notebook: pathlib.Path, marker: str) -> int:
+    """Index of the cell whose source contains ``marker``."""
+    cells = json.loads(notebook.read_text())["cells"]
+    return next(i for i, c in enumerate(cells) if c["cell_type"] == "code" and marker in "".join(c["source"]))
+
+
+def run_to_panel(open_chapter, lab, name: str, marker: str):
+    """Open chapter ``name``, run the cells the panel cell (the one containing ``marker``) needs and
+    that cell; returns the chapter, the cell's index and the panel's output area."""
+    path = lab[2] / f"{name}.ipynb"
+    index = panel_cell(path, marker)
+    chapter = open_chapter(name)
+    chapter.run(cells_for(path, index))
+    return chapter, index, chapter.cell(index).locator(".jp-OutputArea").first
+
+
+# --- JupyterLab and the browser -------------------------------------------------------------------
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server on a copy of the chapters; yields (url, token, folder)."""
+    home = tmp_path_factory.mktemp("lab")
+    folder = home / "notebooks"
+    shutil.copytree(pathlib.Path(os.environ.get("LAB_NOTEBOOKS") or ROOT / "notebooks"), folder)
+    for name, value in LAB_SETTINGS.items():
+        (home / "settings" / name).parent.mkdir(parents=True, exist_ok=True)
+        (home / "settings" / name).write_text(json.dumps(value))
+    port, token = _free_port(), secrets.token_hex(16)
+    env = {**os.environ, "JUPYTER_CONFIG_DIR": str(home / "config"), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
+           "PYTHONPATH": os.pathsep.join([str(ROOT / "tools"), os.environ.get("PYTHONPATH", "")]),
+           "PATH": os.pathsep.join([str(pathlib.Path(sys.executable).parent), os.environ.get("PATH", "")])}
+    command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+               f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+               f"--ServerApp.root_dir={folder}", f"--LabApp.user_settings_dir={home / 'settings'}",
+               f"--LabApp.workspaces_dir={home / 'workspaces'}",
+               "--ContentsManager.pre_save_hook=execute_notebooks.pre_save_hook"]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-root")
+    log = open(home / "lab.log", "w")
+    server = subprocess.Popen(command, cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(240):
+            try:
+                urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2)
+                break
+            except OSError:
+                assert server.poll() is None, (home / "lab.log").read_text()[-3000:]
+                time.sleep(0.5)
+        else:
+            pytest.fail("JupyterLab did not start within 2 minutes:\n" + (home / "lab.log").read_text()[-3000:])
+        yield url, token, folder
+    finally:
+        server.terminate()
+        try:
+            server.wait(20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
+        yield chromium
+        chromium.close()
+
+
+class Chapter:
+    """One chapter open in JupyterLab, with the kernel idle."""
+
+    def __init__(self, browser, lab, name: str):
+        self.url, self.token, self.folder = lab
+        self.name = name
+        self.page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        self.errors = []
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        self.page.goto(f"{self.url}/lab/tree/{name}.ipynb?token={self.token}&reset")
+        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        self.wait_idle()
+
+    def wait_idle(self, timeout: float = 180):
+        """Until the status bar shows the kernel idle, with nothing queued."""
+        self.page.locator(".jp-StatusBar-Widget", has_text="| Idle").first.wait_for(timeout=timeout * 1000)
+
+    def cell(self, index: int):
+        return self.page.locator(".jp-Notebook > .jp-WindowedPanel-outer .jp-Cell, .jp-Notebook .jp-Cell").nth(index)
+
+    def run(self, indices: list[int], timeout: float = 300):
+        """Run the given cells in order (click each one's prompt, then Ctrl+Enter) and wait."""
+        for index in indices:
+            cell = self.cell(index)
+            cell.scroll_into_view_if_needed()
+            cell.locator(".jp-InputPrompt").first.click()
+            self.page.keyboard.press("Control+Enter")
+            # wait for this cell to finish (its prompt shows a number, not "*")
+            prompt = cell.locator(".jp-InputArea-prompt").first
+            deadline = time.monotonic() + timeout
+            while True:
+                text = prompt.inner_text().strip()
+                if text not in ("[*]:", "[ ]:", "") and "*" not in text:
+                    break
+                assert time.monotonic() < deadline, f"{self.name}: cell {index} still running after {timeout} s"
+                time.sleep(0.3)
+        self.wait_idle(timeout)
+
+    def save(self, timeout: float = 60):
+        """Select a cell (command mode), press Ctrl+S and wait until the file on disk changes."""
+        stored = self.folder / f"{self.name}.ipynb"
+        stamp = stored.stat().st_mtime_ns
+        self.cell(1).locator(".jp-InputPrompt").first.click()
+        self.page.keyboard.press("Control+s")
+        deadline = time.monotonic() + timeout
+        while stored.stat().st_mtime_ns == stamp:
+            assert time.monotonic() < deadline, f"{self.name}: Ctrl+S did not save the chapter"
+            time.sleep(0.5)
+        time.sleep(1)
+
+    def shot(self, label: str, locator=None):
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        if locator is not None:
+            locator.scroll_into_view_if_needed()
+        self.page.screenshot(path=str(SHOTS / f"{self.name}-{label}.png"))
+
+    def close(self):
+        self.page.close()
+
+
+@pytest.fixture
+def open_chapter(browser, lab):
+    opened = []
+
+    def open_(name: str) -> Chapter:
+        chapter = Chapter(browser, lab, name)
+        opened.append(chapter)
+        return chapter
+    yield open_
+    for chapter in opened:
+        chapter.close()
+
+
+def figure(locator) -> dict:
+    """The plotly figure drawn inside ``locator``: its title and its traces' names and data."""
+    plot = locator.locator(".js-plotly-plot").first
+    plot.wait_for(timeout=120_000)
+    return plot.evaluate("""gd => ({title: (gd.layout.title && gd.layout.title.text) || '',
+        traces: gd.data.map(t => [t.name || '', Array.from(t.x || []), Array.from(t.y || [])])})""")
+
+
+def wait_for_new_figure(locator, before: dict, timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            now = figure(locator)
+        except Exception:  # the Output widget is between two figures
+            now = before
+        if now != before:
+            return now
+        time.sleep(0.5)
+    raise AssertionError("the panel's figure did not change")
+
+
+def no_traceback(locator):
+    text = locator.inner_text()
+    assert "Traceback" not in text and locator.locator("[data-mime-type='application/vnd.jupyter.stderr']").count() == 0, \
+        text[-2000:]
+
+
+# --- the tests ------------------------------------------------------------------------------------
+
+def test_lecture_boxes_are_formatted_and_solutions_folded(open_chapter, lab):
+    source = (lab[2] / "02_lemma_2_1.ipynb").read_text()
+    expected = (source.count(":::{prf:"), source.count(":::{exercise}"), source.count(":::{solution}"))
+    chapter = open_chapter("02_lemma_2_1")
+    page = chapter.page
+    page.wait_for_selector(".jp-MarkdownCell aside.myst-proof", timeout=60_000)
+    deadline = time.monotonic() + 60
+    while True:  # jupyterlab-myst renders the cells one after the other
+        report = page.evaluate("""() => {
+            const cells = [...document.querySelectorAll('.jp-MarkdownCell')];
+            const raw = cells.map(c => c.innerText).filter(t => t.includes(':::{') || t.includes('```{'));
+            const count = s => document.querySelectorAll(s).length;
+            return {raw, proofs: count('.jp-MarkdownCell aside.myst-proof'),
+                    exercises: count('.jp-MarkdownCell aside.myst-exercise'),
+                    solutions: [...document.querySelectorAll('.jp-MarkdownCell details.myst-exercise')].map(d => d.open),
+                    admonitions: count('.jp-MarkdownCell aside.myst-admonition')};
+        }""")
+        if (report["proofs"], report["exercises"], len(report["solutions"])) == expected or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert report["raw"] == [], f"directive fences shown as text: {report['raw']}"
+    assert (report["proofs"], report["exercises"], len(report["solutions"])) == expected, report
+    assert report["solutions"] == [False] * expected[2], "solutions must start folded"
+    assert report["admonitions"] >= 1
+    chapter.shot("boxes", page.locator(".jp-MarkdownCell aside.myst-proof").first)
+    solution = page.locator(".jp-MarkdownCell details.myst-exercise").first
+    solution.locator("summary").click()
+    assert solution.evaluate("d => d.open")
+    chapter.shot("solution-open", solution)
+
+
+def test_a_panel_not_yet_run_says_it_needs_a_kernel(open_chapter):
+    chapter = open_chapter("04_isotropic_icl")
+    index = panel_cell(chapter.folder / "04_isotropic_icl.ipynb", "regression_panel(")
+    output = chapter.cell(index).locator(".jp-OutputArea").first
+    output.scroll_into_view_if_needed()
+    text = output.inner_text()
+    chapter.shot("panel-before-run", output)
+    assert "VBox(children" not in text, text
+    assert "Live panel: its controls appear when this cell runs" in text, text
+
+
+def test_opening_and_saving_a_chapter_changes_no_byte(open_chapter, lab):
+    stored = lab[2] / "01_measure_view.ipynb"
+    before = stored.read_bytes()
+    chapter = open_chapter("01_measure_view")
+    chapter.page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # figures drawn (and snapshotted)
+    time.sleep(2)
+    chapter.save()
+    after = stored.read_bytes()
+    if after != before:
+        import difflib
+        diff = list(difflib.unified_diff(before.decode().splitlines(), after.decode().splitlines(), lineterm="", n=1))
+        pytest.fail("saving an unchanged chapter rewrote it (see tools/execute_notebooks.py):\n"
+                    + "\n".join(line[:200] for line in diff[:40]))
+
+
+def test_measure_view_panel_redraws_for_L_and_reports_a_bad_value(open_chapter, lab):
+    chapter, index, output = run_to_panel(open_chapter, lab, "01_measure_view", "widgets.panel(")
+    output.locator(".widget-slider").first.wait_for(timeout=60_000)
+    before = figure(output)
+    chapter.shot("measure-panel", output)
+    # the prompt length L: a selection slider, moved with the keyboard as a student would
+    slider = output.locator(".widget-hslider", has=chapter.page.locator("text=prompt length L")).first
+    handle = slider.locator(".noUi-handle, .ui-slider-handle").first
+    handle.focus()
+    chapter.page.keyboard.press("ArrowRight")
+    after = wait_for_new_figure(output, before)
+    assert after["title"] != before["title"] and "L = " in after["title"]
+    # a non-number and an out-of-range number typed into the scale of U
+    entry = output.locator("input.widget-input, .sal-typed-entry input").first
+    entry.fill("abc")
+    entry.press("Enter")
+    note = output.locator(".sal-message")
+    note.filter(has_text="not a number").wait_for(timeout=30_000)
+    entry.fill("99")
+    entry.press("Enter")
+    note.filter(has_text="outside").wait_for(timeout=30_000)
+    wait_for_new_figure(output, after)
+    chapter.shot("measure-panel-bad-value", output)
+    no_traceback(output)
+    assert not chapter.errors, chapter.errors
+
+
+def test_flow_panel_redraws_for_the_covariance_and_the_initialisation(open_chapter, lab):
+    chapter, index, output = run_to_panel(open_chapter, lab, "05_anisotropic_icl", "covariance_from(")
+    output.locator("select").first.wait_for(timeout=60_000)
+    first = figure(output)
+    chapter.shot("flow-panel", output)
+    output.locator("select").first.select_option(label="Σ = I")  # the covariance
+    second = wait_for_new_figure(output, first)
+    alpha = output.locator(".widget-hbox", has=chapter.page.locator("text=α")).locator(".sal-typed-entry input").first
+    alpha.fill("0.05")  # the initialisation of Assumption 5.1
+    alpha.press("Enter")
+    third = wait_for_new_figure(output, second)
+    assert third["traces"][0][2] != second["traces"][0][2]  # another excess-risk curve
+    alpha.fill("1e9")  # out of range: clamped, and said so
+    alpha.press("Enter")
+    output.locator(".sal-message", has_text="outside").wait_for(timeout=30_000)
+    chapter.shot("flow-panel-changed", output)
+    no_traceback(output)
+    assert not chapter.errors, chapter.errors
+    # saved and reloaded, the panel says what to do, not `VBox(children=...`
+    chapter.save()
+    chapter.page.reload()
+    chapter.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+    chapter.wait_idle()
+    output = chapter.cell(index).locator(".jp-OutputArea").first
+    output.scroll_into_view_if_needed()
+    time.sleep(3)
+    text = output.inner_text()
+    chapter.shot("flow-panel-reloaded", output)
+    assert "VBox(children" not in text and ("Live panel" in text or output.locator("select").count()), text
+
+
+def test_training_panel_trains_stops_and_shows_the_partial_result(open_chapter, lab):
+    chapter, index, output = run_to_panel(open_chapter, lab, "04_isotropic_icl", "regression_panel(")
+    train = output.locator("button", has_text="Train")
+    stop = output.locator("button", has_text="Stop")
+    train.wait_for(timeout=60_000)
+    chapter.shot("training-panel", output)
+    progress = output.locator(".widget-hprogress .progress-bar, .widget-progress .progress-bar").first
+    # a run long enough to be stopped on a fast machine: 500 -> 10,000 steps
+    steps = output.locator(".widget-hslider", has=chapter.page.locator("text=steps")).locator(".noUi-handle").first
+    steps.focus()
+    for _ in range(4):
+        chapter.page.keyboard.press("ArrowRight")
+    train.click()
+    started = time.monotonic()
+    deadline = started + 120
+    while (progress.evaluate("e => parseFloat(e.style.width) || 0") or 0) <= 0:
+        assert time.monotonic() < deadline, "no progress within 2 minutes"
+        time.sleep(0.3)
+    time.sleep(1.0)
+    chapter.shot("training-progress", output)
+    stop.click()
+    clicked = time.monotonic()
+    status = output.locator(".sal-status")
+    status.filter(has_text="stopped at step").wait_for(timeout=30_000)
+    assert time.monotonic() - clicked < 10, "Stop took more than 10 s"
+    partial = figure(output)
+    assert "stopped at step" in partial["title"]
+    chapter.shot("training-stopped", output)
+    # another initialisation gives another run
+    output.locator("select").nth(1).select_option(label="Assumption 5.1 (α)")
+    steps.focus()
+    for _ in range(6):
+        chapter.page.keyboard.press("ArrowLeft")  # 10,000 -> 100 steps
+    train.click()
+    status.filter(has_text="finished at step").wait_for(timeout=240_000)
+    full = figure(output)
+    assert full != partial and "stopped" not in full["title"]
+    chapter.shot("training-block-init", output)
+    no_traceback(output)
+    assert not chapter.errors, chapter.errors

@@ -1,0 +1,211 @@
+"""The reproduction command: artifacts written atomically, sweeps reused, seeds and samplers with their
+provenance, clear errors, exit codes."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import softmax_as_linear.cli as cli
+from softmax_as_linear.engine.sweep import load_sweep
+from softmax_as_linear.experiments import paper_figures, presets, reproduce
+from softmax_as_linear.experiments.presets import sweep_config
+from softmax_as_linear.figures import paper
+
+TINY = dict(lengths=(5, 20), steps=30, record_every=10, eval_prompts=32, batch_size=16)
+
+
+@pytest.fixture(autouse=True)
+def results_in_tmp(tmp_path, monkeypatch):
+    # A command run without --out writes to the results folder: never the repository's from a test.
+    monkeypatch.setenv("SOFTMAX_AS_LINEAR_RESULTS", str(tmp_path / "results-folder"))
+
+
+@pytest.fixture
+def tiny_presets(monkeypatch):
+    monkeypatch.setattr("softmax_as_linear.experiments.reproduce.sweep_config",
+                        lambda preset, covariance, **kw: sweep_config(preset, covariance, **{**TINY, **kw}))
+
+
+def test_reproduce_writes_figure_and_sweep_artifacts(tmp_path, tiny_presets, capsys):
+    assert cli.main(["reproduce", "fig3", "--preset", "lecture", "--device", "cpu", "--out", str(tmp_path)]) == 0
+    figure = json.loads((tmp_path / "fig3_lecture.json").read_text())
+    assert figure["lengths"] == [5, 20] and len(figure["gap"][0]) == len(figure["steps"]) == 4
+    sweep = load_sweep(tmp_path / "sweep_isotropic_lecture.npz")
+    assert sweep.config == sweep_config("lecture", "isotropic", **TINY) and sweep.complete
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_reproduce_reuses_a_finished_sweep(tmp_path, tiny_presets, monkeypatch, capsys):
+    cli.main(["reproduce", "fig2", "--out", str(tmp_path), "--device", "cpu"])
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("the finished sweep should have been reused")
+
+    monkeypatch.setattr("softmax_as_linear.experiments.reproduce.train", no_training)
+    cli.main(["reproduce", "fig4", "--out", str(tmp_path), "--device", "cpu"])
+    assert "up to date" in capsys.readouterr().out
+    fig2 = json.loads((tmp_path / "fig2_lecture.json").read_text())
+    fig4 = json.loads((tmp_path / "fig4_lecture.json").read_text())
+    assert np.isclose(fig4["linear"][1][-1], load_sweep(tmp_path / "sweep_isotropic_lecture.npz")
+                      .eval_risk[0, 1, 1, -1])
+    assert fig2["bayes"][1] < fig2["optimal_linear"][1]
+
+
+def test_several_figures_share_one_training(tmp_path, tiny_presets, monkeypatch):
+    from softmax_as_linear.experiments import reproduce
+
+    calls, threads = [], torch.get_num_threads()
+    real = reproduce.train
+    monkeypatch.setattr(reproduce, "train", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert cli.main(["reproduce", "fig2", "fig3", "fig4", "--out", str(tmp_path), "--device", "cpu"]) == 0
+    assert len(calls) == 1
+    assert torch.get_num_threads() == threads  # the command's --threads does not outlive it
+    assert sorted(p.name for p in tmp_path.glob("fig*.json")) == ["fig2_lecture.json", "fig3_lecture.json",
+                                                                  "fig4_lecture.json"]
+    with pytest.raises(ValueError, match="at least one"):
+        reproduce.reproduce([])
+
+
+@pytest.mark.parametrize("argv, name", [
+    (["reproduce", "fig9"], "figure"),
+    (["reproduce", "fig2", "--preset", "huge"], "preset"),
+    (["reproduce", "fig2", "--device", "tpu"], "device"),
+    (["reproduce", "fig2", "--threads", "0"], "threads"),
+])
+def test_bad_arguments_name_the_argument(argv, name, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert name in capsys.readouterr().err.lower()
+
+
+def test_reproduce_function_rejects_bad_values():
+    with pytest.raises(ValueError, match="figure"):
+        reproduce.reproduce("fig9")
+    with pytest.raises(ValueError, match="preset"):
+        reproduce.reproduce("fig2", preset="full")
+
+
+def test_time_boxed_run_writes_partial_artifacts_then_resumes(tmp_path, tiny_presets, monkeypatch):
+    clock = iter([0.0] + [1e9] * 10_000)  # the deadline passes right after the start
+    monkeypatch.setattr(reproduce.time, "monotonic", lambda: next(clock))
+    code = cli.main(["reproduce", "fig2", "--out", str(tmp_path), "--device", "cpu", "--max-minutes", "1"])
+    assert code == cli.EXIT_PARTIAL == 3
+    partial = json.loads((tmp_path / "fig2_lecture.json").read_text())
+    assert partial["complete"] is False and partial["steps"] == 10
+    monkeypatch.setattr(reproduce.time, "monotonic", lambda: 0.0)
+    assert cli.main(["reproduce", "fig2", "--out", str(tmp_path), "--device", "cpu"]) == 0
+    final = json.loads((tmp_path / "fig2_lecture.json").read_text())
+    assert final["complete"] is True and final["steps"] == 30
+
+
+def test_choices_come_from_the_registry_which_needs_no_torch():
+    from softmax_as_linear import registry
+
+    assert cli.FIGURE_CHOICES == (*registry.FIGURES, "all")
+    assert registry.FIGURES == ("fig1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "fig8")
+    code = "import sys, softmax_as_linear.registry, softmax_as_linear.cli; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def _command(*args, cwd=None, env=None, **kwargs):
+    return subprocess.run([sys.executable, "-m", "softmax_as_linear", *args], capture_output=True, text=True,
+                          cwd=cwd, env={**os.environ, **(env or {})}, timeout=120, **kwargs)
+
+
+def test_help_and_version_answer_without_importing_torch():
+    probe = ("import sys\nfrom softmax_as_linear.cli import main\n"
+             "for argv in (['--help'], ['reproduce', '--help'], ['--version']):\n"
+             "    try:\n        main(argv)\n    except SystemExit as stop:\n        assert stop.code == 0\n"
+             "print('torch' in sys.modules, 'numpy' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False False"
+    import softmax_as_linear
+
+    version = _command("--version")
+    assert version.returncode == 0 and version.stdout.strip() == f"softmax_as_linear {softmax_as_linear.__version__}"
+
+
+def test_help_shows_defaults_examples_and_exit_codes():
+    text = _command("reproduce", "--help").stdout
+    for needed in ("(default: lecture)", "(default: auto)", "SOFTMAX_AS_LINEAR_RESULTS", "examples:",
+                   "exit codes:", "130", "resumes"):
+        assert needed in text, needed
+    assert "exit codes:" in _command("--help").stdout
+
+
+@pytest.mark.parametrize("argv", [[], ["reproduce"], ["reproduce", "fig2", "--max-minutes", "0"],
+                                  ["reproduce", "fig2", "--max-minutes", "soon"]])
+def test_bad_command_lines_exit_with_2_before_computing(argv, tmp_path):
+    done = _command(*argv, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "usage:" in done.stderr and not list(tmp_path.iterdir())
+
+
+def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
+    # A real process, stopped by Ctrl-C (SIGINT) while it trains.
+    runner = ("import sys\nfrom softmax_as_linear.experiments import reproduce\nreal = reproduce.sweep_config\n"
+              "reproduce.sweep_config = lambda p, c, **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
+              "record_every=10, eval_prompts=32, batch_size=16), **kw})\n"
+              "reproduce.CHECKPOINT_EVERY, reproduce.CHECKPOINT_SECONDS = 20, 0.0\n"
+              "from softmax_as_linear import cli\nsys.exit(cli.main(sys.argv[1:]))")
+    process = subprocess.Popen([sys.executable, "-c", runner, "reproduce", "fig2", "--device", "cpu",
+                                "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    checkpoint = tmp_path / "checkpoints" / "sweep_isotropic_lecture.pt"
+    deadline = time.monotonic() + 90
+    while not checkpoint.exists() and time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.2)  # training is under way once its first periodic checkpoint is written
+    process.send_signal(signal.SIGINT)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == cli.EXIT_INTERRUPTED == 130, err
+    assert "run the same command again" in err
+    assert checkpoint.exists(), err
+
+
+def test_default_out_is_the_folder_chapters_read(tmp_path, tiny_presets, monkeypatch):
+    from softmax_as_linear.core import artifacts
+
+    monkeypatch.setenv(artifacts.ENV_VAR, str(tmp_path / "runs"))
+    assert cli.main(["reproduce", "fig2", "--device", "cpu"]) == 0
+    assert (tmp_path / "runs" / "fig2_lecture.json").is_file()
+    assert artifacts.find_result("fig2_lecture.json") == tmp_path / "runs" / "fig2_lecture.json"
+    assert paper_figures.saved_figure("fig2", "lecture")["lengths"] == [5, 20]
+
+
+def test_reproduce_smoke_with_seeds_and_sampler(tmp_path):
+    code = cli.main(["reproduce", "fig6", "fig7", "fig8", "--preset", "smoke", "--seeds", "3", "--sampler", "published",
+                 "--device", "cpu", "--out", str(tmp_path)])
+    assert code == 0
+    data = json.loads((tmp_path / "fig6_smoke_published.json").read_text())
+    origin = data["provenance"]
+    for key in ("device", "device_name", "torch", "commit", "preset", "settings", "wall_seconds", "date",
+                "final_prompts"):
+        assert key in origin
+    assert origin["settings"]["sampler"] == "published" and origin["settings"]["seeds"] == [327, 0, 1]
+    assert origin["final_prompts"] == presets.FINAL_PROMPTS["smoke"]
+    assert data["seeds"] == [327, 0, 1] and len(data["linear_exact_per_seed"]) == 3
+    assert (tmp_path / "sweep_kms_published_smoke_final.npz").exists()
+    note = paper.provenance_note(data)
+    assert "Data: smoke preset, 3 seeds (lines: their median; shaded: their range" in note and "sampler published" in note
+    fig8 = json.loads((tmp_path / "fig8_smoke_published.json").read_text())
+    assert np.asarray(fig8["softmax_per_seed"]).shape[0] == 3
+    assert paper_figures.saved_figure("fig6", "smoke", tmp_path, sampler="published")["sampler"] == "published"
+    assert paper_figures.saved_figure("fig6", "smoke", tmp_path) is None  # the paper sampler's file is another one
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--seeds", "0"], "seeds"),
+    (["--sampler", "code"], "sampler"),
+])
+def test_reproduce_bad_options(argv, match, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["reproduce", "fig6", "--preset", "smoke", *argv])
+    assert match in capsys.readouterr().err

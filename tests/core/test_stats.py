@@ -1,0 +1,106 @@
+"""Means, intervals and log-log slopes: the numbers claims are checked against."""
+import numpy as np
+import pytest
+
+from softmax_as_linear.core import stats
+
+
+def test_mean_interval_matches_the_t_interval():
+    x = np.array([1.0, 2.0, 4.0, 7.0])
+    mean, low, high = stats.mean_interval(x, 0.95)
+    assert mean == pytest.approx(3.5)
+    assert high - mean == pytest.approx(3.182446 * x.std(ddof=1) / 2, rel=1e-5)
+    assert mean - low == pytest.approx(high - mean)
+
+
+def test_estimate_has_one_interval_per_row():
+    rows = np.array([[1.0, 2.0, 3.0], [10.0, 10.0, 10.0]])
+    est = stats.estimate(rows, level=0.9)
+    assert est.mean.tolist() == [2.0, 10.0] and est.level == 0.9
+    assert est.low[0] < 2.0 < est.high[0] and est.low[1] == est.high[1] == 10.0
+    assert est.as_dict()["mean"] == [2.0, 10.0]
+
+
+def test_loglog_slope_recovers_a_power_law_and_its_error():
+    x = np.array([10.0, 20.0, 50.0, 100.0, 200.0])
+    slope, se = stats.loglog_slope(x, 3.0 * x**-1.0)
+    assert slope == pytest.approx(-1.0) and se == pytest.approx(0.0, abs=1e-10)
+    noisy = stats.loglog_slope(x, 3.0 * x**-1.0 * np.exp([0.1, -0.1, 0.05, -0.05, 0.0]))
+    low, high = noisy.interval(0.95)
+    assert noisy.se > 0 and low < noisy.slope < high and noisy.dof == 3
+    assert high - noisy.slope == pytest.approx(3.182446 * noisy.se, rel=1e-5)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: stats.mean_interval([1.0]), "samples"),
+    (lambda: stats.mean_interval([1.0, 2.0], level=0.0), "level"),
+    (lambda: stats.loglog_slope([1.0, 2.0], [1.0, 2.0]), "3 points"),
+    (lambda: stats.loglog_slope([1.0, 2.0, 3.0], [1.0, 2.0, 3.0]).interval(1.0), "level"),
+])
+def test_bad_input(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_ratio_interval_is_the_delta_method_interval():
+    x = np.array([2.0, 4.0, 3.0, 5.0])
+    y = np.array([1.0, 2.0, 2.0, 3.0])
+    ratio, low, high = stats.ratio_interval(x, y, 0.95)
+    assert ratio == pytest.approx(14 / 8)
+    half = 3.182446 * (x - ratio * y).std(ddof=1) / (2 * 2.0)
+    assert high - ratio == pytest.approx(half, rel=1e-5) and ratio - low == pytest.approx(half, rel=1e-5)
+    exact = stats.ratio_interval(2 * y, y)  # x proportional to y: no spread
+    assert exact[0] == exact[1] == exact[2] == 2.0
+
+
+def test_ratio_interval_covers_at_about_its_level():
+    rng = np.random.default_rng(0)
+    hits = 0
+    for _ in range(400):
+        y = rng.exponential(1.0, 200) + 1
+        x = 0.5 * y + rng.normal(0, 0.3, 200)
+        _, low, high = stats.ratio_interval(x, y, 0.9)
+        hits += low <= 0.5 <= high
+    assert 0.85 < hits / 400 < 0.95  # binomial s.e. 0.015 around 0.9
+
+
+@pytest.mark.parametrize("x, y, match", [([1.0], [1.0], "same length"), ([1.0, 2.0], [1.0], "same length"),
+                                         ([1.0, 2.0], [1.0, -1.0], "mean 0")])
+def test_ratio_interval_bad_input(x, y, match):
+    with pytest.raises(ValueError, match=match):
+        stats.ratio_interval(x, y)
+
+
+def test_variation_ratio_is_one_for_monotone_curves_and_counts_the_detours():
+    monotone = np.array([[1.0, 2.0, 4.0, 8.0], [8.0, 4.0, 2.0, 1.0]])
+    assert np.allclose(stats.variation_ratio(monotone), 1.0)
+    detour = np.array([1.0, 8.0, 2.0])                 # up by log 8, down by log 4: net log 2
+    assert stats.variation_ratio(detour) == pytest.approx((np.log(8) + np.log(4)) / np.log(2))
+    assert stats.variation_ratio(monotone.T, axis=0).shape == (2,)
+    with pytest.raises(ValueError, match="positive"):
+        stats.variation_ratio([1.0, 0.0, 2.0])
+    with pytest.raises(ValueError, match="2 points"):
+        stats.variation_ratio([1.0])
+
+
+def test_mean_se_of_arrays_and_tensors():
+    import torch
+
+    values = np.array([[1.0, 2.0], [3.0, 6.0]])
+    mean, se = stats.mean_se(values)
+    assert mean == 3.0 and se == pytest.approx(np.std(values, ddof=1) / 2)
+    assert stats.mean_se(torch.tensor([1.0, 3.0], dtype=torch.float64)) == pytest.approx((2.0, 1.0))
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.mean_se([1.0])
+
+
+def test_proportion_interval_is_clopper_pearson():
+    low, high = stats.proportion_interval(9, 10)
+    assert abs(low - 0.5550) < 1e-4 and abs(high - 0.99747) < 1e-4  # tabulated values
+    assert stats.proportion_interval(0, 5)[0] == 0.0 and stats.proportion_interval(5, 5)[1] == 1.0
+    g = np.random.default_rng(0)
+    covered = [low <= 0.3 <= high for low, high in (stats.proportion_interval(g.binomial(20, 0.3), 20)
+                                                     for _ in range(2000))]
+    assert np.mean(covered) >= 0.95  # exact intervals cover at least their level
+    with pytest.raises(ValueError, match="successes"):
+        stats.proportion_interval(11, 10)

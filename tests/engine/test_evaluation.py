@@ -1,0 +1,48 @@
+"""Final risks of a trained sweep: on fresh prompts (paired between activations, reproducible), and the
+exact risk of the linear runs."""
+
+import numpy as np
+import pytest
+import torch
+
+from softmax_as_linear.engine.evaluation import final_evaluation
+from softmax_as_linear.engine.sweep import TrainConfig
+from softmax_as_linear.engine.train import train
+
+TINY = dict(lengths=(4, 12), steps=30, lr=1e-2, record_every=10, batch_size=32, eval_prompts=128)
+
+
+@pytest.fixture(scope="module", params=["paper", "published"])
+def tiny_sweep(request):
+    cfg = TrainConfig(covariance="kms", sampler=request.param, seeds=(327, 3), **TINY)
+    return train(cfg, device="cpu")
+
+
+def test_final_evaluation_matches_the_exact_linear_risk(tiny_sweep):
+    ev = final_evaluation(tiny_sweep, n_prompts=30_000, device="cpu", dtype=torch.float64)
+    S, nL, nA = tiny_sweep.eval_risk.shape[:3]
+    assert ev["risk"].shape == (S, nL, nA) and ev["linear_exact"].shape == (S, nL)
+    lin = tiny_sweep.config.activations.index("linear")
+    z = (ev["risk"][..., lin] - ev["linear_exact"]) / ev["risk_se"][..., lin]
+    assert np.all(np.abs(z) < 5), z
+    assert np.all(ev["risk_se"] < 0.02 * ev["risk"])
+    # the same prompts for both activations: the paired difference is the difference of the two means
+    soft = tiny_sweep.config.activations.index("softmax")
+    assert np.allclose(ev["paired_difference"], ev["risk"][..., soft] - ev["risk"][..., lin], rtol=1e-9, atol=1e-12)
+    assert np.all(ev["paired_difference_se"] < ev["risk_se"][..., soft])
+    # reproducible: one generator per (seed, L), stream "evaluation"
+    again = final_evaluation(tiny_sweep, n_prompts=30_000, device="cpu", dtype=torch.float64)
+    assert np.array_equal(again["risk"], ev["risk"])
+
+
+def test_final_evaluation_bad_input(tiny_sweep):
+    with pytest.raises(ValueError, match="n_prompts"):
+        final_evaluation(tiny_sweep, n_prompts=1)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_final_evaluation_cuda(tiny_sweep):
+    ev = final_evaluation(tiny_sweep, n_prompts=100_000, device="cuda")
+    lin = tiny_sweep.config.activations.index("linear")
+    z = (ev["risk"][..., lin] - ev["linear_exact"]) / ev["risk_se"][..., lin]
+    assert np.all(np.abs(z) < 5), z

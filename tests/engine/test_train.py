@@ -1,0 +1,213 @@
+"""The batched training engine: equivalence with per-run computation, pairing, divergence, resumption,
+the data thread, the CUDA graph, and bad calls."""
+import os
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import softmax_as_linear.engine.train as train_module
+from softmax_as_linear.engine.batched import SoftmaxPrediction, SweepModel
+from softmax_as_linear.engine.data import SweepData
+from softmax_as_linear.engine.sweep import TrainConfig
+from softmax_as_linear.engine.train import train
+from softmax_as_linear.theory import models, regression
+
+SMALL = dict(lengths=(5, 12, 30), steps=40, record_every=10, eval_prompts=64, batch_size=32)
+# Every test that takes ``device`` also runs on a GPU when one is present.
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device"))]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_batched_predictions_equal_per_run_models(device):
+    cfg = TrainConfig(lengths=(3, 7, 20, 50), seeds=(1, 2), dtype="float64", eval_prompts=4)
+    sweep = SweepModel(cfg, torch.device(device), None)
+    tokens, query, _ = SweepData(cfg, sweep.task, torch.device(device), torch.float64).batch()
+    pred = sweep.predict(tokens, query)
+    for s in range(2):
+        for l, L in enumerate(cfg.lengths):
+            for a, activation in enumerate(cfg.activations):
+                w = {n: p[s, l, a] for n, p in sweep.params.items()}
+                U, V = models.uv_from_weights(w["W_Q"], w["W_K"], w["W_V"], w["W_O"])
+                expected = models.predict(tokens[s, :, :L], query[s], U, V, activation)
+                assert torch.allclose(pred[s, l, a], expected, atol=1e-12)
+
+
+def test_softmax_prediction_gradient():
+    g = torch.Generator().manual_seed(0)
+    tokens = torch.randn(4, 9, 3, generator=g, dtype=torch.float64)
+    u = torch.randn(4, 2, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    v = torch.randn(4, 2, 3, generator=g, dtype=torch.float64, requires_grad=True)
+    mask = torch.zeros(2, 9, dtype=torch.float64)
+    mask[0, 4:] = float("-inf")
+    tokens_t = torch.cat([tokens.transpose(1, 2), torch.ones(4, 1, 9, dtype=torch.float64)], dim=1)
+    assert torch.autograd.gradcheck(lambda a, b: SoftmaxPrediction.apply(tokens_t, a, b, mask, torch.tensor([4, 9])), (u, v))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_paired_runs_share_initialisation_and_batches(device):
+    both = train(TrainConfig(**SMALL), device=device)
+    for name, value in both.params.items():
+        first = value[..., 0, :, :]
+        assert np.array_equal(first[:, :, 0], first[:, :, 1]), name  # softmax vs linear at step 0
+        assert np.array_equal(first[:, 0], first[:, -1]), name  # every L starts from the same weights
+    # Each activation trained alone sees the same batches as in the pair: identical trajectories.
+    alone = {a: train(TrainConfig(**SMALL, activations=(a,)), device=device) for a in ("softmax", "linear")}
+    for a, name in enumerate(("softmax", "linear")):
+        np.testing.assert_allclose(alone[name].eval_risk[:, :, 0], both.eval_risk[:, :, a], rtol=1e-6)
+    assert not np.allclose(both.eval_risk[:, :, 0, -1], both.eval_risk[:, :, 1, -1])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_lowers_the_risk(device):
+    result = train(TrainConfig(lengths=(20,), steps=300, lr=1e-2, record_every=100, eval_prompts=512), device=device)
+    assert np.all(result.eval_risk[..., -1] < result.eval_risk[..., 0])
+    assert result.times[-1] == pytest.approx(2 * 1e-2 * 300)
+
+
+def _one_diverging_seed():
+    """Seed 1 starts from weights 30 times larger and blows up; seed 2 goes on normally."""
+    base = models.AttentionModel(6, seed=0).weights()
+    init = {n: torch.stack([30 * w.detach(), w.detach()]) for n, w in base.items()}
+    return TrainConfig(**{**SMALL, "lengths": (10,)}, seeds=(1, 2), init="given", lr=0.05), init
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_divergence_is_caught_per_run(device):
+    cfg, init = _one_diverging_seed()
+    result = train(cfg, init_weights=init, device=device)
+    assert result.diverged[0].all() and not result.diverged[1].any()
+    assert np.isnan(result.eval_risk[0, ..., -1]).all()
+    assert np.isfinite(result.eval_risk[1, ..., -1]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("parametrisation", ["four_matrix", "uv"])
+def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, parametrisation, device):
+    cfg = TrainConfig(**SMALL, parametrisation=parametrisation, optimizer="adam", lr=1e-2)
+    full = train(cfg, device=device)
+    checkpoint = tmp_path / "run.pt"
+    calls = []
+
+    def stop_once():
+        calls.append(1)
+        return len(calls) == 2  # stop at the second record (step 20)
+
+    partial = train(cfg, checkpoint=checkpoint, checkpoint_every=7, should_stop=stop_once, device=device)
+    assert not partial.complete and partial.steps[-1] == 20
+    resumed = train(cfg, checkpoint=checkpoint, device=device)
+    assert resumed.complete
+    np.testing.assert_array_equal(resumed.steps, full.steps)
+    np.testing.assert_allclose(resumed.eval_risk, full.eval_risk, rtol=1e-6)
+    for name in full.params:
+        np.testing.assert_allclose(resumed.params[name], full.params[name], rtol=1e-5, atol=1e-7)
+
+
+def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path):
+    cfg = TrainConfig(**SMALL)
+    checkpoint = tmp_path / "run.pt"
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, checkpoint=checkpoint, should_stop=interrupt)
+    assert checkpoint.exists() and not list(tmp_path.glob(".*.tmp"))
+    np.testing.assert_allclose(train(cfg, checkpoint=checkpoint).eval_risk, train(cfg).eval_risk, rtol=1e-6)
+    with pytest.raises(ValueError, match="different configuration"):
+        train(cfg.replace(lr=0.5), checkpoint=checkpoint)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lecture_preset_linear_attention_reaches_the_best_linear_risk(device):
+    from softmax_as_linear.experiments.presets import sweep_config
+
+    cfg = sweep_config("lecture", lengths=(200,), activations=("linear",), record_every=500)
+    result = train(cfg, device=device)
+    final = float(np.mean(result.eval_risk[0, 0, 0, -3:]))
+    best = regression.optimal_linear_risk(200, cfg.task())
+    # Within 2% of the optimum (held-out error of 2048 prompts and SGD jitter included).
+    assert abs(final - best) < 0.02 * best
+
+
+def test_bad_calls():
+    with pytest.raises(ValueError, match="init_weights"):
+        train(TrainConfig(init="given", steps=1))
+    with pytest.raises(ValueError, match="device"):
+        train(TrainConfig(steps=1), device="tpu")
+    with pytest.raises(ValueError, match="config"):
+        train({"steps": 1})
+
+
+def test_prefetched_batches_and_states_match_drawing_in_turn():
+    cfg = TrainConfig(lengths=(3, 7), seeds=(1, 2), batch_size=4, eval_prompts=8)
+    task, cpu = cfg.task(), torch.device("cpu")
+    plain, ahead = SweepData(cfg, task, cpu, torch.float32), SweepData(cfg, task, cpu, torch.float32, prefetch=True)
+    for step in range(3):
+        expected_state = plain.state()
+        assert all(torch.equal(a, b) for a, b in zip(ahead.state(), expected_state)), step
+        for a, b in zip(ahead.batch(), plain.batch()):
+            assert torch.equal(a, b), step
+    saved = ahead.state()  # two batches drawn ahead of it would be wrong: it must be after 3 batches
+    replay = SweepData(cfg, task, cpu, torch.float32)
+    replay.load_state(saved)
+    for a, b in zip(replay.batch(), plain.batch()):
+        assert torch.equal(a, b)
+    ahead.load_state(saved)
+    ahead.batch()
+    ahead.close()
+    for a, b in zip(ahead.batch(), plain.batch()):  # after close: drawing in turn, nothing skipped
+        assert torch.equal(a, b)
+
+
+def test_resume_with_the_data_thread_equals_drawing_in_turn(tmp_path, monkeypatch):
+    """With a spare core ``train`` draws batches on a second thread; an interrupted and resumed
+    run must equal one that drew every batch in turn."""
+    cfg = TrainConfig(**SMALL)
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)  # no spare core: batches drawn in turn
+    in_turn = train(cfg)
+    monkeypatch.setattr(os, "cpu_count", lambda: torch.get_num_threads() + 1)
+    made = []
+    monkeypatch.setattr(train_module, "SweepData", lambda *a, **k: made.append(k["prefetch"]) or SweepData(*a, **k))
+    checkpoint, calls = tmp_path / "run.pt", []
+    partial = train(cfg, checkpoint=checkpoint, checkpoint_every=7,
+                    should_stop=lambda: calls.append(1) or len(calls) == 2)
+    assert not partial.complete
+    resumed = train(cfg, checkpoint=checkpoint)
+    assert made == [True, True]
+    np.testing.assert_allclose(resumed.eval_risk, in_turn.eval_risk, rtol=1e-6)
+    for name in in_turn.params:
+        np.testing.assert_allclose(resumed.params[name], in_turn.params[name], rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("covariance", ["isotropic", "kms"])
+def test_cuda_graph_replays_the_step_op_by_op(covariance):
+    # The captured step computes what the step run op by op computes, random batches included,
+    # and a run that diverges inside the graph is caught at the same step.
+    cfg, init = _one_diverging_seed()
+    cfg = cfg.replace(lengths=(10, 40, 200), covariance=covariance)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        graphed = train(cfg, init_weights=init, device="cuda")
+    assert not [w for w in caught if "CUDA graph" in str(w.message)]  # captured, not fallen back to op by op
+    eager = train(cfg, init_weights=init, device="cuda", cuda_graph=False)
+    np.testing.assert_array_equal(graphed.diverged_at, eager.diverged_at)
+    assert graphed.diverged[0].all() and not graphed.diverged[1].any()
+    np.testing.assert_allclose(graphed.eval_risk, eager.eval_risk, rtol=1e-5)
+    np.testing.assert_allclose(graphed.train_risk, eager.train_risk, rtol=1e-5)
+    for name in eager.params:
+        np.testing.assert_allclose(graphed.params[name], eager.params[name], rtol=1e-5, atol=1e-6)
+
+
+def test_checkpoint_seconds_spaces_the_periodic_saves(tmp_path, monkeypatch):
+    saved = []
+    real = train_module.save_checkpoint
+    monkeypatch.setattr(train_module, "save_checkpoint", lambda path, state: saved.append(state["step"]) or real(path, state))
+    cfg = TrainConfig(**SMALL)
+    train(cfg, checkpoint=tmp_path / "every.pt", checkpoint_every=5)
+    assert saved == [*range(5, cfg.steps, 5), cfg.steps]
+    saved.clear()
+    train(cfg, checkpoint=tmp_path / "spaced.pt", checkpoint_every=5, checkpoint_seconds=1e9)
+    assert saved == [cfg.steps]  # only the final state

@@ -1,0 +1,82 @@
+"""Trained runs read against the theory: the distance to the infinite-prompt flow, and per-seed outcomes."""
+import numpy as np
+import pytest
+import torch
+
+from softmax_as_linear.engine.sweep import TrainConfig
+from softmax_as_linear.engine.train import train
+from softmax_as_linear.experiments import analysis
+from softmax_as_linear.theory import models, regression
+from softmax_as_linear.theory.flow import infinite_prompt_flow
+
+BLOCK = dict(parametrisation="uv", init="block", alpha=0.3, lr=1e-2, record_every=20, eval_prompts=32)
+
+
+def test_flow_gap_is_zero_for_the_flow_itself():
+    # A "run" whose recorded parameters are the flow has distance 0 and the flow's risk.
+    result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=40, batch_size=8, **BLOCK))
+    task = result.config.task()
+    U0, V0 = regression.block_init(task, 0.3)
+    path = infinite_prompt_flow(U0, V0, task, result.times, max_dt=0.1)
+    result.params["U"][0, 0, 0] = path["U"]
+    result.params["V"][0, 0, 0] = path["V"]
+    gap = analysis.flow_gap(result)
+    assert max(gap["distance"]["linear"][0]) < 1e-20
+    np.testing.assert_allclose(gap["risk"]["linear"][0], gap["flow_risk"], rtol=1e-12)
+
+
+def test_flow_gap_shrinks_with_the_prompt_length():
+    # Theorem 4.3 in miniature: with many prompts per step (little SGD noise), the run at L = 400
+    # stays closer to the infinite-prompt flow than the run at L = 4, for both activations.
+    cfg = TrainConfig(lengths=(4, 400), steps=200, batch_size=256, **BLOCK)
+    gap = analysis.flow_gap(train(cfg))
+    for activation in ("softmax", "linear"):
+        short, long = gap["max_distance"][activation]
+        assert long < 0.2 * short, (activation, short, long)
+    assert gap["times"][-1] == pytest.approx(2 * 1e-2 * 200)
+
+
+def test_flow_gap_needs_the_uv_parametrisation_and_a_known_seed():
+    four = train(TrainConfig(lengths=(5,), steps=10, record_every=10, eval_prompts=8, batch_size=8))
+    with pytest.raises(ValueError, match="parametrisation"):
+        analysis.flow_gap(four)
+    uv = train(TrainConfig(lengths=(5,), steps=10, batch_size=8, **{**BLOCK, "record_every": 10}))
+    with pytest.raises(ValueError, match="seed"):
+        analysis.flow_gap(uv, seed=12345)
+
+
+def test_seed_outcomes_counts_diverged_stalled_and_trained():
+    # Seed 1 starts 30 times too large and diverges; seed 2 starts at exactly zero, where every
+    # gradient vanishes, so it stalls at the risk of the zero predictor; seed 3 trains.
+    base = models.AttentionModel(6, seed=0).weights()
+    init = {n: torch.stack([30 * w.detach(), 0 * w.detach(), w.detach()]) for n, w in base.items()}
+    cfg = TrainConfig(lengths=(10,), activations=("linear",), seeds=(1, 2, 3), steps=300, record_every=50,
+                      eval_prompts=256, batch_size=64, init="given", lr=0.05)
+    result = train(cfg, init_weights=init)
+    out = analysis.seed_outcomes(result, tolerance=0.2)
+    assert out["diverged"]["linear"] == [1] and out["stalled"]["linear"] == [1] and out["trained"]["linear"] == [1]
+    final = np.array(out["final"]["linear"])[:, 0]
+    assert np.isnan(final[0]) and final[1] > final[2]
+    assert out["optimal_linear"] == [pytest.approx(regression.optimal_linear_risk(10, cfg.task()))]
+
+
+def test_seed_outcomes_rejects_bad_arguments():
+    result = train(TrainConfig(lengths=(5,), steps=10, record_every=10, eval_prompts=8, batch_size=8))
+    with pytest.raises(ValueError, match="tolerance"):
+        analysis.seed_outcomes(result, tolerance=-1)
+    with pytest.raises(ValueError, match="tail"):
+        analysis.seed_outcomes(result, tail=0)
+
+
+def test_flow_conserves_the_balance_and_the_horizon_restricts_the_maximum():
+    # The block start has ||U||_F^2 = ||v||^2 = alpha^2; the infinite-prompt flow keeps the difference at 0.
+    result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=100, batch_size=32, **BLOCK))
+    gap = analysis.flow_gap(result, horizon=0.4)
+    # (the run starts from its float32 copy of the block initialisation, hence a balance of order 1e-8)
+    assert np.ptp(gap["flow_balance"]) < 1e-12 and abs(gap["flow_balance"][0]) < 1e-7
+    assert gap["balance"]["linear"][0][0] == pytest.approx(gap["flow_balance"][0], abs=1e-15)
+    times, distance = np.array(gap["times"]), np.array(gap["distance"]["linear"][0])
+    assert gap["max_distance"]["linear"][0] == pytest.approx(distance[times <= 0.4].max())
+    assert gap["max_distance"]["linear"][0] < distance.max()
+    with pytest.raises(ValueError, match="horizon"):
+        analysis.flow_gap(result, horizon=-1.0)

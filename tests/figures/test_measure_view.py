@@ -1,0 +1,139 @@
+"""Figures of the measure-view chapters: each builder draws one trace per curve, cloud or contour, one slider
+step per precomputed panel, and a mismatched or impossible argument is a ValueError naming it."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from softmax_as_linear.figures import measure_view
+from softmax_as_linear.registry import LAW_KINDS as KINDS
+from softmax_as_linear.theory import concentration
+from softmax_as_linear.theory.measures import TokenLaw
+
+LENGTHS = [10, 20, 40]
+GAP_LENGTHS = [10, 100, 200, 400]   # the output-gap figure fits its slope over L >= 100
+F64 = dict(dtype=torch.float64)
+
+
+def _steps(fig):
+    return len(fig.layout.sliders[0].steps)
+
+
+def _circle(n=9, radius=1.5):
+    angles = torch.linspace(0, 2 * math.pi, n, **F64)
+    return radius * torch.stack([angles.cos(), angles.sin()], dim=-1)
+
+
+@pytest.fixture(scope="module")
+def curves():
+    law = TokenLaw.standard("gaussian", 2, 0.5)
+    eye = torch.eye(2, **F64)
+    return {sigma: concentration.gap_curve(law, sigma * eye, eye, GAP_LENGTHS, n_prompts=4, n_queries=2, gradients=True)
+            for sigma in (0.5, 1.0)}
+
+
+def test_quick_tour_figures():
+    error = np.array([1.0, 0.5, 0.25])
+    fig = measure_view.prompt_error_figure(LENGTHS, error, 0.1 * error)
+    assert len(fig.data) == 3 and fig.layout.xaxis.type == "log"
+    np.testing.assert_allclose(fig.data[2].y, [1.0, 0.5, 0.25])        # slope -1 through the first point
+    pairs = [(np.arange(4.0), np.arange(4.0) + 0.1)] * 3
+    fig = measure_view.limit_scatter_figure(LENGTHS, pairs)
+    assert len(fig.data) == 1 + 3 and _steps(fig) == 3
+
+
+def test_measure_view_figures():
+    rms = {kind: np.array([0.3, 0.2, 0.1]) for kind in KINDS}
+    assert len(measure_view.lln_figure(LENGTHS, rms, 5).data) == len(KINDS) + 1
+    clouds = {kind: torch.zeros(3, 5, 2, **F64) for kind in KINDS}
+    limits = {kind: torch.zeros(2, **F64) for kind in KINDS}
+    fig = measure_view.cloud_figure(LENGTHS, clouds, limits, active=1, x_range=(-1, 1), y_range=(-1, 1))
+    assert len(fig.data) == 3 * 2 * len(KINDS) and _steps(fig) == 3
+    assert fig.layout.title.text == "Outputs of 5 prompts of length L"
+    images = {kind: [_circle(), _circle()] for kind in KINDS}
+    fig = measure_view.circle_image_figure([0.1, 0.2], images, radius=1.5, active=0, x_range=(-2, 2),
+                                              y_range=(-2, 2))
+    assert len(fig.data) == 2 * len(KINDS) and _steps(fig) == 2
+    values = np.array([1.0, 2.0, 3.0])
+    assert len(measure_view.normalisation_figure(LENGTHS, values, values, values, 5).data) == 3
+    outputs = [dict.fromkeys(KINDS, torch.zeros(4, 2, **F64))] * 2
+    fig = measure_view.query_angle_figure([0, 30], outputs, [limits] * 2, {k: _circle() for k in KINDS},
+                                             length=100, radius=1.5, active=0, x_range=(-2, 2), y_range=(-2, 2))
+    assert len(fig.data) == len(KINDS) + 2 * 2 * len(KINDS) and _steps(fig) == 2
+    assert fig.layout.title.text.startswith("4 prompts of L = 100 tokens")
+
+
+def test_live_measure_view_figure():
+    law, gaussian = TokenLaw.standard("laplace", 2), TokenLaw.standard("gaussian", 2)
+    eye = torch.eye(2, **F64)
+    fig = measure_view.measure_view_figure(law, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 20)
+    assert len(fig.data) == 4 and len(fig.data[2].x) == 32
+    # with the Gaussian law chosen, its curve is the reference: drawn and named once
+    fig = measure_view.measure_view_figure(gaussian, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 20)
+    curves = [trace.name for trace in fig.data if trace.name and "T[μ] on the circle" in trace.name]
+    assert len(fig.data) == 3 and len(curves) == 1
+    with pytest.raises(ValueError, match="L"):
+        measure_view.measure_view_figure(law, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 0)
+
+
+def test_lemma_figures():
+    law = TokenLaw.standard("gaussian", 2)
+    points, mean, cov = torch.randn(10, 2, **F64), torch.zeros(2, **F64), torch.eye(2, **F64)
+    fig = measure_view.tilted_measure_figure(points, mean, cov, [0, 90], [points, points], [mean, mean],
+                                                active=1, x_range=(-3, 3), y_range=(-3, 3))
+    assert len(fig.data) == 3 + 2 * 3 and _steps(fig) == 2
+    assert len(measure_view.output_cloud_figure(points, mean, cov, length=50).data) == 1 + 3
+    fig = measure_view.mean_shift_gap_figure([0, 1, 2], [0, 1, 2], [0, 2], [0, 2], [0.1, 0.1], length=100_000,
+                                                n_prompts=8)
+    assert fig.data[1].name == "prompts of 10⁵ tokens (8 per point)"
+    fig = measure_view.mean_shift_circle_figure([0, 1], [points] * 2, [points] * 2, radius=1.5, x_range=(-3, 3),
+                                                   y_range=(-3, 3))
+    assert len(fig.data) == 4 and _steps(fig) == 2
+    line, few = torch.linspace(-1, 1, 5, **F64)[:, None], torch.zeros(2, 1, **F64)
+    values = {kind: torch.zeros(5, **F64) for kind in KINDS}
+    two = {kind: torch.zeros(2, **F64) for kind in KINDS}
+    fig = measure_view.one_dimensional_figure(line, values, few, two, few, two, two, U=torch.tensor([[0.4]]),
+                                                 V=torch.eye(1), length=1_000)
+    assert len(fig.data) == 3 * len(KINDS) and fig.layout.title.text.endswith("(U = 0.4, V = 1)")
+    fig = measure_view.one_dimensional_scale_figure(line, [0.1, 0.2], [values, values], active=0, y_range=(-5, 5))
+    assert len(fig.data) == 2 * len(KINDS) and _steps(fig) == 2
+    fig = measure_view.query_outputs_figure([0.5, 1.0], [points] * 2, [points] * 2, [points] * 2, [points[:5]] * 2,
+                                               radius=1.5, length=100, active=0, x_range=(-3, 3), y_range=(-3, 3))
+    assert len(fig.data) == 2 * 4 and fig.data[2].name == "2 prompts, L = 100"
+    assert fig.layout.title.text.startswith("Outputs at five queries")
+    fig = measure_view.lemma_figure(law, torch.tensor([0.5, 0.2], **F64), 0.5 * cov, cov, _circle())
+    assert len(fig.data) == 1 + 4 + 2 + 4 and "‖z‖ = 1.5" in fig.data[7].name
+
+
+def test_concentration_figures(curves):
+    n = len(curves)
+    assert len(measure_view.output_gap_figure(curves).data) == 2 * n + 1
+    assert len(measure_view.ess_figure(curves, 2).data) == 2 * n
+    assert len(measure_view.gradient_gap_figure(curves).data) == 3 * n
+    first, second = curves.values()
+    assert len(measure_view.self_attention_gap_figure(first, second, query_norm=2.5, sigma=0.5).data) == 4
+    paired = {(k, inc): curve for k, curve in zip((0.5, 1.0), curves.values()) for inc in (False, True)}
+    fig = measure_view.query_in_measure_figure([0.5, 1.0], paired, sigma=0.5, active=1)
+    assert len(fig.data) == 2 * 4 and _steps(fig) == 2
+    by_law = {(kind, s): curve for kind in ("gaussian", "uniform") for s, curve in curves.items()}
+    slopes = dict.fromkeys(by_law, -1.0)
+    fig = measure_view.law_gap_figure(list(curves), ["gaussian", "uniform"], by_law, slopes, norm_U=1, active=0)
+    assert len(fig.data) == 2 * 2 and _steps(fig) == 2 and "two token laws, ‖U‖ = 1" in fig.layout.title.text
+    assert len(measure_view.gap_figure(first, "E_L").data) == 2
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: measure_view.prompt_error_figure(LENGTHS, [1.0, 0.5], [0.1, 0.1]), "mean_error"),
+    (lambda: measure_view.limit_scatter_figure(LENGTHS, []), "pairs"),
+    (lambda: measure_view.lln_figure(LENGTHS, {"gaussian": [1.0]}, 5), "rms"),
+    (lambda: measure_view.mean_shift_gap_figure([0, 1], [0], [0], [0], [0.1], length=10, n_prompts=2),
+     "closed_gap"),
+    (lambda: measure_view.one_dimensional_scale_figure(torch.zeros(3, 1), [0.1, 0.2], [{}], active=0,
+                                                          y_range=(-1, 1)), "curves"),
+    (lambda: measure_view.lemma_figure(TokenLaw.standard("gaussian", 3), torch.zeros(3), torch.eye(3),
+                                          torch.eye(3), _circle()), "law"),
+])
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()

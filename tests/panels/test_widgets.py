@@ -1,0 +1,117 @@
+"""Panels without a browser: typed values are checked by the library and reported in the message
+line, a bad setting shows a message instead of a traceback, and a panel shown without a kernel
+says that it needs one."""
+import ipywidgets as W
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from softmax_as_linear.panels import widgets
+
+
+@pytest.fixture
+def shell():
+    return InteractiveShell.instance()
+
+
+def _entry(panel, control):
+    """The text box that :func:`widgets.typed_entry` put next to ``control``."""
+    for row in panel.children:
+        for cell in getattr(row, "children", ()):
+            if cell is control:
+                return None
+            if isinstance(cell, W.HBox) and control in cell.children:
+                return cell.children[1]
+            if isinstance(cell, W.Text) and "sal-typed-entry" in cell._dom_classes and cell.description == control.description:
+                return cell
+    raise AssertionError("no entry for this control")
+
+
+@pytest.fixture
+def drawn(shell):
+    calls = []
+
+    def draw(L, a, seed, law):
+        if a == 0.125:
+            raise ValueError("a = 1/8 is not allowed")
+        calls.append((L, a, seed, law))
+
+    controls = {"L": widgets.log_slider("prompt length L", 100, 10, 1000, integer=True),
+                "a": W.FloatSlider(value=0.5, min=0.0, max=1.0, step=0.05, description="a"),
+                "seed": W.BoundedIntText(value=3, min=0, max=10, description="seed"),
+                "law": W.Dropdown(options=["gaussian", "uniform"], value="gaussian", description="law")}
+    return widgets.panel(controls, draw, title="Test panel"), calls
+
+
+def test_panel_draws_once_and_on_every_change(drawn):
+    panel, calls = drawn
+    assert calls == [(100, 0.5, 3, "gaussian")]
+    panel.controls["law"].value = "uniform"
+    assert calls[-1] == (100, 0.5, 3, "uniform") and panel.note.value == ""
+
+
+def test_sliders_get_a_checked_text_box_instead_of_their_readout(drawn):
+    panel, calls = drawn
+    a = panel.controls["a"]
+    box = _entry(panel, a)
+    assert a.readout is False and box.value == "0.5"
+    box.value = "0.25"
+    assert a.value == 0.25 and calls[-1][1] == 0.25 and panel.note.value == ""
+    a.value = 0.75  # dragging the slider updates the box
+    assert box.value == "0.75"
+
+
+@pytest.mark.parametrize("typed, value, words", [("7", 1.0, "outside [0, 1]; set to 1"),
+                                                 ("-3", 0.0, "outside [0, 1]; set to 0"),
+                                                 ("abc", 0.5, "“abc” is not a number; the value stays 0.5"),
+                                                 ("nan", 0.5, "is not a number"), ("", 0.5, "is not a number")])
+def test_out_of_range_and_non_numbers_are_reported(drawn, typed, value, words):
+    panel, _ = drawn
+    box = _entry(panel, panel.controls["a"])
+    box.value = typed
+    assert panel.controls["a"].value == value and words in panel.note.value
+    assert box.value == widgets._format(panel.controls["a"])
+
+
+def test_integer_boxes_round_and_clamp(drawn):
+    panel, calls = drawn
+    box = _entry(panel, panel.controls["seed"])
+    box.value = "4.6"
+    assert panel.controls["seed"].value == 5 and "not a whole number" in panel.note.value
+    box.value = "1e6"
+    assert panel.controls["seed"].value == 10 and "outside [0, 10]" in panel.note.value
+    assert calls[-1][2] == 10
+
+
+def test_a_valid_change_clears_the_message(drawn):
+    panel, _ = drawn
+    box = _entry(panel, panel.controls["a"])
+    box.value = "9"
+    assert panel.note.value
+    panel.controls["law"].value = "uniform"
+    assert panel.note.value == ""
+
+
+def test_a_bad_setting_shows_a_message_not_a_traceback(drawn, capsys):
+    panel, _ = drawn
+    _entry(panel, panel.controls["a"]).value = "0.125"  # draw raises ValueError: no exception escapes
+    # without a kernel the Output widget cannot capture, so the message widget lands on stdout
+    assert "Cannot compute this setting: a = 1/8 is not allowed" in capsys.readouterr().out
+
+
+def test_selection_sliders_keep_their_readout(drawn):
+    panel, _ = drawn
+    assert panel.controls["L"].readout is True and _entry(panel, panel.controls["L"]) is None
+
+
+def test_a_panel_without_kernel_says_it_needs_one(drawn):
+    panel, _ = drawn
+    bundle = panel._repr_mimebundle_()
+    assert "VBox" not in bundle["text/plain"] and widgets.NEEDS_KERNEL in bundle["text/plain"]
+    assert bundle["text/plain"].startswith("Test panel")
+    assert widgets.NEEDS_KERNEL in bundle["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+
+
+def test_log_slider_rejects_a_value_outside_its_range():
+    with pytest.raises(ValueError, match="low <= value <= high"):
+        widgets.log_slider("x", 5.0, 10.0, 100.0)

@@ -1,0 +1,105 @@
+"""The package: its docstring lists every module, its folders are layers that import only downwards,
+public names load on first use, and importing it loads neither torch's users nor the plotting libraries."""
+import ast
+import pathlib
+import re
+import subprocess
+import sys
+
+import softmax_as_linear as sal
+
+PACKAGE = pathlib.Path(sal.__file__).parent
+# Lowest first: a module may import from its own layer and the layers before it.
+LAYERS = ("registry", "core", "theory", "engine", "experiments", "figures", "panels", "cli")
+
+
+def _modules() -> dict[str, pathlib.Path]:
+    return {".".join(p.relative_to(PACKAGE).with_suffix("").parts): p for p in PACKAGE.rglob("*.py")
+            if p.stem not in ("__init__", "__main__")}
+
+
+def _layer(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
+def _imports(module: str, path: pathlib.Path) -> set[str]:
+    """The modules of the package that ``module`` imports (relative or absolute imports)."""
+    package = module.split(".")[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.startswith("softmax_as_linear"):
+                target = node.module.removeprefix("softmax_as_linear").lstrip(".")
+            else:
+                continue
+            names = [a.name for a in node.names]
+            for candidate in [f"{target}.{n}" if target else n for n in names] + [target]:
+                if candidate in _modules():
+                    found.add(candidate)
+                    break
+    return found
+
+
+def test_the_docstring_lists_every_module_of_the_tree():
+    listed = set(re.findall(r":mod:`~softmax_as_linear\.([\w.]+)`", sal.__doc__))
+    modules = set(_modules())
+    assert listed == modules, f"listed but absent: {sorted(listed - modules)}; absent from the list: {sorted(modules - listed)}"
+
+
+def test_every_module_says_its_one_job_in_its_first_line():
+    for module, path in _modules().items():
+        doc = ast.get_docstring(ast.parse(path.read_text()))
+        assert doc and doc.strip(), f"{module} has no docstring"
+
+
+def test_layers_import_only_downwards_and_have_no_cycles():
+    graph = {m: _imports(m, p) for m, p in _modules().items()}
+    for module, targets in graph.items():
+        for target in targets:
+            assert _layer(target) <= _layer(module), f"{module} (layer {LAYERS[_layer(module)]}) imports {target}"
+    # no cycles between modules (depth-first search)
+    state = {}
+
+    def visit(m, trail):
+        if state.get(m) == "open":
+            raise AssertionError(f"import cycle: {' -> '.join(trail + [m])}")
+        if state.get(m) == "done":
+            return
+        state[m] = "open"
+        for t in graph[m]:
+            visit(t, trail + [m])
+        state[m] = "done"
+
+    for m in graph:
+        visit(m, [])
+
+
+def test_public_names_resolve_lazily():
+    assert sal.TrainConfig.__module__ == "softmax_as_linear.engine.sweep"
+    assert sal.RegressionTask.__module__ == "softmax_as_linear.theory.regression"
+    for name in sal.__all__:
+        assert getattr(sal, name) is not None, name
+    assert sal.figures.__name__ == "softmax_as_linear.figures"
+    assert {"TrainConfig", "theory", "engine"} <= set(dir(sal))
+
+
+def test_import_is_light():
+    code = ("import sys, softmax_as_linear as sal; import softmax_as_linear.__main__; "
+            "print(sorted(m for m in ('torch', 'plotly', 'ipywidgets', 'IPython') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+    code = "import sys, softmax_as_linear as sal; sal.TrainConfig; print('plotly' in sys.modules, 'ipywidgets' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False False"
+
+
+def test_the_version_has_one_source():
+    from softmax_as_linear import registry
+
+    assert sal.__version__ == registry.VERSION
+    text = (PACKAGE.parents[1] / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in text and 'attr = "softmax_as_linear.registry.VERSION"' in text
+    assert f"version: {registry.VERSION}" in (PACKAGE.parents[1] / "CITATION.cff").read_text()

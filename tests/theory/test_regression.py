@@ -1,0 +1,401 @@
+"""In-context regression: closed-form risks against Monte Carlo, gradients, reference solutions, the two
+samplers, a degenerate input covariance (Appendix F.3), bad input."""
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from softmax_as_linear.theory import regression
+from softmax_as_linear.theory.attention import linear_attention, softmax_attention
+from softmax_as_linear.theory.flow import infinite_prompt_flow
+
+from helpers import random_spd, rank_four_covariance
+
+TASKS = {
+    "isotropic": lambda: regression.RegressionTask.isotropic(d=3, task_var=0.5, noise_var=0.2),
+    "kms": lambda: regression.RegressionTask.kms(d=3, rho=0.6, task_var=0.4, noise_var=0.1),
+    "random": lambda: regression.RegressionTask(3, random_spd(3, torch.Generator().manual_seed(99)), 0.7, 0.3),
+}
+
+
+def _random_uv(seed, D=4, scale=0.5):
+    g = torch.Generator().manual_seed(seed)
+    return (scale * torch.randn(D, D, generator=g, dtype=torch.float64),
+            scale * torch.randn(D, D, generator=g, dtype=torch.float64))
+
+
+def _mc_mean(values):
+    return float(values.mean()), float(values.std() / math.sqrt(values.numel()))
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("seed", [21, 22])
+def test_infinite_prompt_risk_monte_carlo(name, seed):
+    # Independent estimate: draw w, x_q, eps_q; the infinite-prompt prediction is v^T Gamma_w U z_q.
+    task = TASKS[name]()
+    U, V = _random_uv(seed)
+    g = torch.Generator().manual_seed(1000 + seed)
+    n = 400_000
+    w = torch.randn(n, 3, generator=g, dtype=torch.float64) * math.sqrt(task.task_var)
+    x = torch.randn(n, 3, generator=g, dtype=torch.float64) @ torch.linalg.cholesky(task.covariance).T
+    y = (x * w).sum(-1) + math.sqrt(task.noise_var) * torch.randn(n, generator=g, dtype=torch.float64)
+    z = torch.cat([x, torch.zeros(n, 1, dtype=torch.float64)], -1)
+    sigma = task.covariance
+    sw = w @ sigma
+    gamma = torch.zeros(n, 4, 4, dtype=torch.float64)
+    gamma[:, :3, :3] = sigma
+    gamma[:, :3, 3] = sw
+    gamma[:, 3, :3] = sw
+    gamma[:, 3, 3] = (sw * w).sum(-1) + task.noise_var
+    pred = torch.einsum("j,njk,kl,nl->n", V[3], gamma, U, z)
+    estimate, se = _mc_mean(0.5 * (pred - y) ** 2)
+    closed = float(regression.infinite_prompt_risk(U, V, task))
+    assert abs(closed - estimate) < 5 * se, (closed, estimate, se)
+
+
+@pytest.mark.parametrize("name", ["isotropic", "kms"])
+def test_infinite_prompt_risk_matches_long_prompts(name):
+    # Finite prompts of 4000 tokens with softmax and linear attention approach R_inf.
+    task = TASKS[name]()
+    U, V = _random_uv(5, scale=0.3)
+    batch = task.sample(3000, 4000, torch.Generator().manual_seed(8), dtype=torch.float64)
+    closed = float(regression.infinite_prompt_risk(U, V, task))
+    for attend in (softmax_attention, linear_attention):
+        pred = attend(batch.tokens, batch.query, U, V)[:, -1]
+        estimate, se = _mc_mean(0.5 * (pred - batch.target) ** 2)
+        assert abs(closed - estimate) < 5 * se + 0.01 * closed, (attend.__name__, closed, estimate, se)
+
+
+def test_token_covariance_matches_samples():
+    task = TASKS["kms"]()
+    g = torch.Generator().manual_seed(31)
+    batch = task.sample(1, 200_000, g, dtype=torch.float64)
+    tokens = batch.tokens[0]
+    empirical = tokens.T @ tokens / tokens.shape[0]
+    assert torch.allclose(empirical, task.token_covariance(batch.w[0]), atol=0.02)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_infinite_prompt_risk_gradient(name):
+    task = TASKS[name]()
+    U, V = _random_uv(7)
+    U.requires_grad_(True)
+    V.requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda a, b: regression.infinite_prompt_risk(a, b, task), (U, V))
+
+
+def test_infinite_prompt_risk_batched():
+    task = TASKS["kms"]()
+    U, V = _random_uv(9)
+    stacked = regression.infinite_prompt_risk(torch.stack([U, 2 * U]), torch.stack([V, V]), task)
+    assert stacked.shape == (2,)
+    assert torch.isclose(stacked[1], regression.infinite_prompt_risk(2 * U, V, task))
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("L", [5, 40])
+def test_optimal_linear_risk_monte_carlo(name, L):
+    # The optimum is attained by linear attention at limit_parameters(task, L): check it on sampled prompts.
+    task = TASKS[name]()
+    U, V = regression.limit_parameters(task, L)
+    batch = task.sample(200_000, L, torch.Generator().manual_seed(L), dtype=torch.float64)
+    pred = linear_attention(batch.tokens, batch.query, U, V)[:, -1]
+    estimate, se = _mc_mean(0.5 * (pred - batch.target) ** 2)
+    assert abs(regression.optimal_linear_risk(L, task) - estimate) < 5 * se
+
+
+def test_optimal_linear_risk_is_optimal():
+    # Perturbing the optimum in any direction does not lower the Monte Carlo risk (same prompts).
+    task = TASKS["kms"]()
+    L = 10
+    U, V = regression.limit_parameters(task, L)
+    batch = task.sample(100_000, L, torch.Generator().manual_seed(4), dtype=torch.float64)
+    best = (0.5 * (linear_attention(batch.tokens, batch.query, U, V)[:, -1] - batch.target) ** 2).mean()
+    g = torch.Generator().manual_seed(5)
+    for _ in range(5):
+        dU = 0.05 * torch.randn(4, 4, generator=g, dtype=torch.float64)
+        pred = linear_attention(batch.tokens, batch.query, U + dU, V)[:, -1]
+        assert (0.5 * (pred - batch.target) ** 2).mean() > best
+
+
+@pytest.mark.parametrize("name", TASKS)
+@pytest.mark.parametrize("L", [2, 10])
+def test_bayes_risk_monte_carlo(name, L):
+    # Independent estimate: run ridge regression with lambda = s^2 / tau^2 on sampled prompts.
+    task = TASKS[name]()
+    estimate, se = regression.bayes_risk(L, task, n_samples=20_000, seed=3)
+    batch = task.sample(100_000, L, torch.Generator().manual_seed(77), dtype=torch.float64)
+    X, y = batch.tokens[..., :3], batch.tokens[..., 3]
+    ridge = torch.linalg.solve(X.transpose(1, 2) @ X + task.noise_var / task.task_var * torch.eye(3, dtype=X.dtype),
+                               (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+    mc, mc_se = _mc_mean(0.5 * ((batch.query[:, :3] * ridge).sum(-1) - batch.target) ** 2)
+    assert abs(estimate - mc) < 5 * math.hypot(se, mc_se)
+    assert estimate <= regression.optimal_linear_risk(L, task) + 5 * se
+
+
+def test_bayes_risk_without_noise_vanishes_once_L_reaches_d():
+    task = regression.RegressionTask.isotropic(d=3, task_var=1.0, noise_var=0.0)
+    assert regression.bayes_risk(3, task, n_samples=2000)[0] == pytest.approx(0.0, abs=1e-9)
+    assert regression.bayes_risk(2, task, n_samples=2000)[0] == pytest.approx(0.5 * 1.0 * 1, rel=0.05)
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_limit_parameters_reach_the_noise_floor(name):
+    task = TASKS[name]()
+    U, V = regression.limit_parameters(task)
+    assert float(regression.infinite_prompt_risk(U, V, task)) == pytest.approx(task.noise_var / 2, abs=1e-12)
+    # Balanced: ||U_x||_F equals v_y, as gradient flow from the balanced block initialisation keeps them.
+    assert float(torch.linalg.matrix_norm(U[:3, :3])) == pytest.approx(float(V[3, 3]))
+    U_L, _ = regression.limit_parameters(task, 10**9)
+    assert torch.allclose(U_L, U, atol=1e-6)
+
+
+def test_optimal_linear_risk_decreases_to_the_noise_floor():
+    task = TASKS["kms"]()
+    risks = [regression.optimal_linear_risk(L, task) for L in (1, 10, 100, 1000, 10**6)]
+    assert all(a > b for a, b in zip(risks, risks[1:]))
+    assert risks[-1] == pytest.approx(task.noise_var / 2, abs=1e-5)
+
+
+def test_block_init():
+    task = TASKS["kms"]()
+    U, V = regression.block_init(task, 0.1)
+    assert float(torch.linalg.matrix_norm(U[:3, :3])) == pytest.approx(0.1)
+    assert V[3, 3] == pytest.approx(0.1) and V.abs().sum() == pytest.approx(0.1)
+    theta = torch.tensor([[1.0], [0.0], [0.0]])
+    U, _ = regression.block_init(task, 0.2, theta)
+    assert U[0, 0] == pytest.approx(0.2) and U.abs().sum() == pytest.approx(0.2)
+
+
+def test_sampling_is_reproducible_and_has_the_right_law():
+    task = TASKS["kms"]()
+    a = task.sample(4, 6, torch.Generator().manual_seed(1))
+    b = task.sample(4, 6, torch.Generator().manual_seed(1))
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.query, b.query)
+    assert a.tokens.shape == (4, 6, 4) and a.query.shape == (4, 4) and a.target.shape == (4,)
+    assert torch.all(a.query[:, -1] == 0)
+    big = task.sample(200_000, 1, torch.Generator().manual_seed(2), dtype=torch.float64)
+    x_q = big.query[:, :3]
+    assert torch.allclose(x_q.T @ x_q / 200_000, task.covariance, atol=0.02)
+    residual = big.target - (x_q * big.w).sum(-1)
+    assert residual.var().item() == pytest.approx(task.noise_var, rel=0.03)
+    assert big.w.var(0).mean().item() == pytest.approx(task.task_var, rel=0.03)
+
+
+@pytest.mark.parametrize("sampler", regression.SAMPLERS)
+@pytest.mark.parametrize("kind", ["isotropic", "kms"])
+def test_stacked_sampling_draws_what_each_generator_draws_alone(kind, sampler):
+    task = TASKS[kind]() if sampler == "paper" else getattr(regression.RegressionTask, kind)(3, sampler=sampler)
+    seeds = (5, 6, 7)
+    stacked = task.sample_stacked(4, 9, [torch.Generator().manual_seed(s) for s in seeds], dtype=torch.float64)
+    for i, seed in enumerate(seeds):
+        alone = task.sample(4, 9, torch.Generator().manual_seed(seed), dtype=torch.float64)
+        for name in ("tokens", "query", "target", "w"):
+            torch.testing.assert_close(getattr(stacked, name)[i], getattr(alone, name), rtol=1e-12, atol=1e-12)
+
+
+def test_kms_covariance():
+    sigma = regression.kms_covariance(4, 0.5)
+    assert sigma[0, 3] == pytest.approx(0.125) and torch.equal(sigma, sigma.T)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: regression.kms_covariance(3, 1.0), "rho"),
+    (lambda: regression.kms_covariance(3, -1.5), "rho"),
+    (lambda: regression.RegressionTask(2, torch.tensor([[1.0, 2.0], [2.0, 1.0]])), "covariance"),
+    (lambda: regression.RegressionTask(2, torch.eye(3)), "covariance"),
+    (lambda: regression.RegressionTask(2, torch.tensor([[float("nan"), 0.0], [0.0, 1.0]])), "covariance"),
+    (lambda: regression.RegressionTask(0), "d"),
+    (lambda: regression.RegressionTask(2, task_var=-1.0), "task_var"),
+    (lambda: regression.RegressionTask(2, noise_var=float("nan")), "noise_var"),
+    (lambda: regression.RegressionTask(2).sample(3, 0), "L"),
+    (lambda: regression.RegressionTask(2).sample_stacked(3, 4, []), "generators"),
+    (lambda: regression.RegressionTask(2).sample_stacked(0, 4, [torch.Generator()]), "n_prompts"),
+    (lambda: regression.optimal_linear_risk(0, regression.RegressionTask(2)), "L"),
+    (lambda: regression.bayes_risk(0, regression.RegressionTask(2)), "L"),
+    (lambda: regression.infinite_prompt_risk(torch.eye(2), torch.eye(3), regression.RegressionTask(2)), "U"),
+    (lambda: regression.block_init(regression.RegressionTask(2), 0.0), "alpha"),
+    (lambda: regression.block_init(regression.RegressionTask(2), 0.1, torch.ones(2, 2)), "theta"),
+    (lambda: regression.RegressionTask(2, sampler="code"), "sampler"),
+    (lambda: regression.RegressionTask.kms(2, sampler=None), "sampler"),
+    (lambda: regression.linear_attention_risk(torch.eye(3), torch.eye(3), 0, regression.RegressionTask(2)), "L"),
+    (lambda: regression.linear_attention_risk(torch.eye(2), torch.eye(3), 4, regression.RegressionTask(2)), "U"),
+])
+def test_bad_input_names_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# --- the two samplers and the exact finite-L risk of normalised linear attention ---
+
+SAMPLER_TASKS = {
+    (name, sampler): (lambda name=name, sampler=sampler: regression.RegressionTask(
+        3, TASKS[name]().covariance, TASKS[name]().task_var, TASKS[name]().noise_var, sampler))
+    for name in ("kms", "random") for sampler in regression.SAMPLERS
+}
+
+
+def test_published_sampler_draws_what_the_published_code_draws():
+    # Prompt inputs C C xi (covariance C Sigma C^T), isotropic queries, labels from the inputs drawn;
+    # the same raw normals as the paper's sampler, so the two differ only by the factor applied.
+    paper, published = (regression.RegressionTask.kms(3, 0.6, sampler=s) for s in regression.SAMPLERS)
+    C = torch.linalg.cholesky(paper.covariance)
+    a = paper.sample(5, 4, torch.Generator().manual_seed(3), dtype=torch.float64)
+    b = published.sample(5, 4, torch.Generator().manual_seed(3), dtype=torch.float64)
+    assert torch.equal(a.w, b.w)
+    xi_prompt = torch.linalg.solve_triangular(C, a.tokens[..., :3].transpose(-1, -2), upper=False).transpose(-1, -2)
+    assert torch.allclose(b.tokens[..., :3], xi_prompt @ (C @ C).T)
+    assert torch.allclose(b.query[:, :3], torch.linalg.solve_triangular(C, a.query[:, :3].T, upper=False).T)
+    noise_prompt = a.tokens[..., 3] - (a.tokens[..., :3] * a.w[:, None]).sum(-1)
+    assert torch.allclose(b.tokens[..., 3] - (b.tokens[..., :3] * b.w[:, None]).sum(-1), noise_prompt)
+    assert torch.allclose(b.target - (b.query[:, :3] * b.w).sum(-1), a.target - (a.query[:, :3] * a.w).sum(-1))
+    big = published.sample(100_000, 2, torch.Generator().manual_seed(4), dtype=torch.float64)
+    x = big.tokens[..., :3].reshape(-1, 3)
+    assert torch.allclose(x.T @ x / x.shape[0], C @ paper.covariance @ C.T, atol=0.03)
+    assert torch.allclose(big.query[:, :3].T @ big.query[:, :3] / 100_000, torch.eye(3, dtype=torch.float64), atol=0.02)
+    assert torch.allclose(published.prompt_covariance, C @ paper.covariance @ C.T)
+    assert torch.equal(published.query_covariance, torch.eye(3, dtype=torch.float64))
+    assert "published" in repr(published)
+
+
+def test_samplers_coincide_for_isotropic_inputs():
+    a, b = (regression.RegressionTask.isotropic(3, sampler=s).sample(4, 5, torch.Generator().manual_seed(1)) for s in regression.SAMPLERS)
+    assert torch.equal(a.tokens, b.tokens) and torch.equal(a.query, b.query) and torch.equal(a.target, b.target)
+
+
+def _linear_attention_mc(U, V, L, task, seed, n=400_000, chunk=100_000):
+    g = torch.Generator().manual_seed(seed)
+    values = []
+    for _ in range(n // chunk):
+        b = task.sample(chunk, L, g, dtype=torch.float64)
+        moments = torch.einsum("nli,nlj->nij", b.tokens, b.tokens) / L
+        pred = torch.einsum("i,nij,jk,nk->n", V[-1], moments, U, b.query)
+        values.append(0.5 * (pred - b.target) ** 2)
+    return _mc_mean(torch.cat(values))
+
+
+@pytest.mark.parametrize("key", SAMPLER_TASKS)
+@pytest.mark.parametrize("seed, L", [(31, 1), (32, 3), (33, 12)])
+def test_linear_attention_risk_monte_carlo(key, seed, L):
+    task = SAMPLER_TASKS[key]()
+    U, V = _random_uv(seed)
+    estimate, se = _linear_attention_mc(U, V, L, task, 500 + seed)
+    exact = float(regression.linear_attention_risk(U, V, L, task))
+    assert abs(exact - estimate) < 5 * se, (exact, estimate, se)
+
+
+def test_linear_attention_risk_tends_to_the_infinite_prompt_risk_and_batches():
+    task = SAMPLER_TASKS[("kms", "published")]()
+    U, V = _random_uv(7)
+    far = float(regression.linear_attention_risk(U, V, 10**9, task))
+    assert far == pytest.approx(float(regression.infinite_prompt_risk(U, V, task)), rel=1e-6)
+    Us, Vs = torch.stack([U, 2 * U]), torch.stack([V, V / 3])
+    L = torch.tensor([4.0, 9.0], dtype=torch.float64)
+    batched = regression.linear_attention_risk(Us, Vs, L, task)
+    assert batched.shape == (2,)
+    assert float(batched[1]) == pytest.approx(float(regression.linear_attention_risk(2 * U, V / 3, 9, task)))
+
+
+@pytest.mark.parametrize("key", SAMPLER_TASKS)
+@pytest.mark.parametrize("L", [3, 25])
+def test_linear_attention_risk_minimum_is_the_optimal_linear_risk(key, L):
+    task = SAMPLER_TASKS[key]()
+    optimum = regression.optimal_linear_risk(L, task)
+    U_star, V_star = regression.limit_parameters(task, L)
+    assert float(regression.linear_attention_risk(U_star, V_star, L, task)) == pytest.approx(optimum, rel=1e-10)
+    # A generic minimisation over all of (U, V) from random starts and from a perturbed optimum never goes
+    # lower; the best start reaches it (the risk is not convex in (U, V): some starts stop at a stationary point).
+    best = math.inf
+    starts = [_random_uv(seed, scale=0.1) for seed in (1, 2, 3)]
+    noise = _random_uv(4, scale=0.05)
+    starts.append((U_star + noise[0], V_star + noise[1]))
+    for start in starts:
+        U, V = (t.clone().requires_grad_(True) for t in start)
+        opt = torch.optim.LBFGS([U, V], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-16,
+                                line_search_fn="strong_wolfe")
+
+        def closure():
+            opt.zero_grad()
+            risk = regression.linear_attention_risk(U, V, L, task)
+            risk.backward()
+            return risk
+        for _ in range(6):
+            opt.step(closure)
+        reached = float(regression.linear_attention_risk(U, V, L, task).detach())
+        assert reached >= optimum * (1 - 1e-9)
+        best = min(best, reached)
+    assert best == pytest.approx(optimum, rel=1e-6)
+
+
+@pytest.mark.parametrize("L", [2, 10])
+def test_references_of_the_published_sampler_monte_carlo(L):
+    # Ridge (posterior mean) on published prompts, scored on isotropic queries; best linear attention at L.
+    task = SAMPLER_TASKS[("kms", "published")]()
+    batch = task.sample(300_000, L, torch.Generator().manual_seed(40 + L), dtype=torch.float64)
+    X, y = batch.tokens[..., :3], batch.tokens[..., 3]
+    ridge = torch.linalg.solve(X.transpose(1, 2) @ X + task.noise_var / task.task_var * torch.eye(3, dtype=torch.float64),
+                               (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+    estimate, se = _mc_mean(0.5 * ((ridge * batch.query[:, :3]).sum(-1) - batch.target) ** 2)
+    bayes, bayes_se = regression.bayes_risk(L, task, n_samples=40_000, seed=L)
+    assert abs(bayes - estimate) < 5 * math.hypot(se, bayes_se), (bayes, estimate)
+    gamma_inv = torch.linalg.inv(regression.finite_prompt_covariance(L, task))
+    h = (X * y.unsqueeze(-1)).mean(1)
+    pred = ((h @ gamma_inv) * batch.query[:, :3]).sum(-1)  # Gamma_L symmetric
+    estimate, se = _mc_mean(0.5 * (pred - batch.target) ** 2)
+    assert abs(regression.optimal_linear_risk(L, task) - estimate) < 5 * se
+    assert bayes <= regression.optimal_linear_risk(L, task) + 5 * bayes_se
+    # the zero predictor: tau^2/2 tr(Q) + s^2/2 with Q = I
+    assert task.zero_risk() == pytest.approx(0.5 * task.task_var * 3 + 0.5 * task.noise_var)
+
+
+@pytest.mark.parametrize("seed", [21])
+def test_infinite_prompt_risk_published_sampler_monte_carlo(seed):
+    # Long prompts from the published sampler: linear attention's risk approaches R_inf built on (P, Q).
+    task = SAMPLER_TASKS[("random", "published")]()
+    U, V = _random_uv(seed, scale=0.3)
+    exact = float(regression.linear_attention_risk(U, V, 500, task))
+    assert exact == pytest.approx(float(regression.infinite_prompt_risk(U, V, task)), rel=0.02)
+    estimate, se = _linear_attention_mc(U, V, 500, task, seed, n=40_000, chunk=10_000)
+    assert abs(exact - estimate) < 5 * se
+
+
+# --- a degenerate input covariance (Appendix F.3) ---
+
+def test_degenerate_task_samples_inputs_in_the_range():
+    sigma, u = rank_four_covariance()
+    task = regression.RegressionTask(5, sigma)
+    batch = task.sample(2_000, 3, torch.Generator().manual_seed(0), dtype=torch.float64)
+    x = batch.tokens[..., :5].reshape(-1, 5)
+    assert float((x @ u).abs().max()) < 1e-6                   # no variance along the null direction
+    assert float((x.T @ x / x.shape[0] - sigma).abs().max()) < 0.05
+
+
+@pytest.mark.parametrize("theta_seed", [None, 4])
+def test_flow_converges_to_the_pseudo_inverse_limit(theta_seed):
+    sigma, _ = rank_four_covariance()
+    task = regression.RegressionTask(5, sigma)
+    theta = None
+    if theta_seed is not None:
+        theta = torch.randn(5, 3, generator=torch.Generator().manual_seed(theta_seed), dtype=torch.float64)
+        theta = theta / float(torch.linalg.matrix_norm(theta @ theta.T)) ** 0.5
+    flow = infinite_prompt_flow(*regression.block_init(task, 0.3, theta), task, [0.0, 60.0], max_dt=0.1)
+    U, V = regression.degenerate_limit_parameters(task, 0.3, theta)
+    assert np.abs(flow["U"][-1] - U.numpy()).max() < 1e-8 and np.abs(flow["V"][-1] - V.numpy()).max() < 1e-8
+    assert abs(float(regression.infinite_prompt_risk(U, V, task)) - task.noise_var / 2) < 1e-12
+
+
+def test_invertible_covariance_gives_remark_5_3():
+    task = regression.RegressionTask.kms(5, 0.5)
+    for a, b in zip(regression.limit_parameters(task), regression.degenerate_limit_parameters(task, 0.3)):
+        assert torch.allclose(a, b, atol=1e-12)
+
+
+def test_degenerate_bad_input():
+    sigma, _ = rank_four_covariance()
+    with pytest.raises(ValueError, match="degenerate_limit_parameters"):
+        regression.limit_parameters(regression.RegressionTask(5, sigma))
+    with pytest.raises(ValueError, match="published"):
+        regression.RegressionTask(5, sigma, sampler="published")
+    with pytest.raises(ValueError, match="covariance"):
+        regression.RegressionTask(2, torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
