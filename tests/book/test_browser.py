@@ -354,6 +354,7 @@ def _check_accessibility(visit: _Visit, page: str) -> list[str]:
     """axe-core's rules that are on by default, on the page as drawn in the light and the dark theme;
     serious and critical violations fail."""
     visit.tab.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+    visit.tab.add_style_tag(content="*, *::before, *::after { transition: none !important; }")  # switch at once
     report, problems = {"page": page}, []
     for mode in ("light", "dark"):
         visit.tab.evaluate(_SET_MODE, mode)
