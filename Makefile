@@ -104,7 +104,7 @@ notebooks: $(READY)
 # Every external link of the book, checked over the network (the weekly .github/workflows/links.yml);
 # the results land in _build/linkcheck/output.json.
 linkcheck: $(READY)
-	$(VENV)/bin/jupyter-book build . --builder linkcheck
+	$(VENV)/bin/jupyter-book build . --builder custom --custom-builder linkcheck
 
 clean:
 	rm -rf _build $(VENV)
