@@ -91,10 +91,9 @@ def _fix_pages(app, exception):
             path = os.path.join(folder, name)
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-            fixed = text
+            fixed, themed = text, 'class="bd-main"' in text  # a page of the theme (not a redirect)
             for index, (_, pattern, replacement) in enumerate(THEME_FIXES):
                 fixed, count = pattern.subn(replacement, fixed)
-                themed = 'class="bd-main"' in text  # a page of the theme (not a redirect)
                 if index in missing and themed and not count and not _is_fixed(index, fixed):
                     missing[index].append(os.path.relpath(path, app.outdir))
             if fixed != text:
