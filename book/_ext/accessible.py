@@ -75,43 +75,37 @@ THEME_FIXES = [
      re.compile(r'(<div class="citation" id="[^"]+") role="doc-biblioentry"'),
      r'\1 role="listitem"'),
 ]
-# The fixes every page needs (the others apply where the markup is used).
-EVERY_PAGE = {0, 1}
+# What every page of the theme must show once fixed: (fix, the element is there, the element is still wrong).
+EVERY_PAGE = [
+    (THEME_FIXES[0][0], 'class="btn search-button-field', re.compile(r'<button class="btn search-button-field[^>]*aria-label=')),
+    (THEME_FIXES[1][0], 'class="theme-switch fa-solid', re.compile(r'<i class="theme-switch[^>]*title=')),
+]
 
 
 def _fix_pages(app, exception):
     if exception is not None or app.builder.format != "html":
         return
-    missing = {index: [] for index in EVERY_PAGE}
+    missing = {fix: [] for fix, _, _ in EVERY_PAGE}
     for folder, folders, files in os.walk(app.outdir):
         folders[:] = [f for f in folders if not f.startswith("_")]  # _static, _sources, _images
-        for name in files:
-            if not name.endswith(".html"):
-                continue
+        for name in (name for name in files if name.endswith(".html")):
             path = os.path.join(folder, name)
             with open(path, encoding="utf-8") as f:
                 text = f.read()
-            fixed, themed = text, 'class="bd-main"' in text  # a page of the theme (not a redirect)
-            for index, (_, pattern, replacement) in enumerate(THEME_FIXES):
-                fixed, count = pattern.subn(replacement, fixed)
-                if index in missing and themed and not count and not _is_fixed(index, fixed):
-                    missing[index].append(os.path.relpath(path, app.outdir))
+            fixed = text
+            for _, pattern, replacement in THEME_FIXES:
+                fixed = pattern.sub(replacement, fixed)
             if fixed != text:
                 with open(path, "w", encoding="utf-8") as f:
                     f.write(fixed)
-    for index, pages in missing.items():
+            if 'class="bd-main"' in text:  # a page of the theme (not a redirect); fixed now or by an earlier build
+                for fix, present, wrong in EVERY_PAGE:
+                    if present not in fixed or wrong.search(fixed):
+                        missing[fix].append(os.path.relpath(path, app.outdir))
+    for fix, pages in missing.items():
         if pages:
-            logger.warning(f"accessibility fix not applied, the theme's markup changed: {THEME_FIXES[index][0]} "
+            logger.warning(f"accessibility fix not applied, the theme's markup changed: {fix} "
                            f"(pages: {', '.join(sorted(pages)[:3])}); update book/_ext/accessible.py")
-
-
-def _is_fixed(index: int, text: str) -> bool:
-    """Whether a page already carries fix ``index`` (a page an incremental build did not rewrite)."""
-    if index == 0:
-        return 'class="btn search-button-field' in text and 'title="Search" aria-label="Search"' not in text
-    if index == 1:
-        return 'class="theme-switch fa-solid' in text and not re.search(r'data-mode="\w+"\s+title=', text)
-    return True
 
 
 def setup(app):
