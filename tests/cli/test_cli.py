@@ -150,6 +150,7 @@ def test_bad_command_lines_exit_with_2_before_computing(argv, tmp_path):
     assert "usage:" in done.stderr and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
     # A real process, stopped by Ctrl-C (SIGINT) while it trains.
     runner = ("import sys\nfrom softmax_as_linear.experiments import reproduce\nreal = reproduce.sweep_config\n"

@@ -104,6 +104,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, parametrisation,
         np.testing.assert_allclose(resumed.params[name], full.params[name], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path):
     cfg = TrainConfig(**SMALL)
     checkpoint = tmp_path / "run.pt"
@@ -120,6 +121,7 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.slow
 def test_lecture_preset_linear_attention_reaches_the_best_linear_risk(device):
     from softmax_as_linear.experiments.presets import sweep_config
 
