@@ -201,9 +201,22 @@ def test_reproduce_smoke_with_seeds_and_sampler(tmp_path):
     assert paper_figures.saved_figure("fig6", "smoke", tmp_path) is None  # the paper sampler's file is another one
 
 
+def test_reproduce_with_the_counter_based_stream_records_it_and_reuses_the_sweep(tmp_path):
+    argv = ["reproduce", "fig2", "--preset", "smoke", "--seeds", "2", "--rng", "philox", "--device", "cpu",
+            "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    data = json.loads((tmp_path / "fig2_smoke.json").read_text())
+    assert data["provenance"]["settings"]["rng"] == "philox" and data["complete"]
+    assert load_sweep(tmp_path / "sweep_isotropic_smoke.npz").config.rng == "philox"
+    stamp = (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns
+    assert cli.main(argv) == 0  # the same stream resolved the same way: the sweep is up to date
+    assert (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns == stamp
+
+
 @pytest.mark.parametrize("argv, match", [
     (["--seeds", "0"], "seeds"),
     (["--sampler", "code"], "sampler"),
+    (["--rng", "mersenne"], "rng"),
 ])
 def test_reproduce_bad_options(argv, match, capsys):
     with pytest.raises(SystemExit):
