@@ -33,8 +33,9 @@ depend on the prompt's length (prefix-shared prompts), and resuming at step ``k`
 
 This module is the reference :mod:`~softmax_as_linear.engine.prompt_kernel` is tested against, and the data
 path of ``rng="philox"`` wherever the kernel does not run (:class:`~softmax_as_linear.engine.data.CounterData`:
-the tensor formulas then train on these prompts; on a CPU it costs some 20 ms per step of the paper sweep, against
-some 3 ms for torch's own normal draws, so ``rng="auto"`` keeps torch's generators there).
+the tensor formulas then train on these prompts). Its integer arithmetic in int64 tensors is slow on a CPU: one
+seed's paper batch (128 prompts of 1,000 tokens) took 169 ms against 18 ms with torch's generator (one thread,
+best of four, on the shared 2-core CPU under load), so ``rng="auto"`` keeps torch's generators there.
 """
 from __future__ import annotations
 

@@ -267,7 +267,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         if step == 0 and 0 in records:
             if in_kernel:
                 first = take_step_kernel.batch_risk(0)
-            else:  # torch's generators: the record takes batch 0 (as every earlier result file did)
+            else:  # torch's generators: the record takes batch 0 (as every earlier result file did); the
+                # counter-based stream reads it without taking it (step k uses batch k)
                 tokens, query, target = data.peek() if cfg.rng == "philox" else data.batch()
                 with torch.no_grad():
                     first = sweep.risk(tokens, query, target)
