@@ -9,7 +9,8 @@
 #   isotropic  the paper-scale isotropic sweep (Figures 2-4), SEEDS seeds;
 #   kms        the paper-scale KMS sweep with the paper's sampler (Figures 6-8), SEEDS seeds;
 #   published  the paper-scale KMS sweep with the published code's sampler (Figures 6-8), SEEDS seeds;
-#   compare    the new figure files against the ones DEST had when the script started (benchmarks/compare_results.py).
+#   compare    the new figure files against the ones DEST had when the script started (benchmarks/compare_results.py);
+# then, in the time left, the engine's other GPU tests (both random streams run there: auto is the counter-based one).
 #
 #   bash benchmarks/gpu.sh [DEST]            (default DEST=results: where the chapters read)
 #
@@ -22,7 +23,7 @@
 #                       the sweeps run with RNG=torch (torch's generators, the fused softmax kernel)
 #   SWEEP_MINUTES=6     bounds each sweep's training; a stopped sweep resumes from its checkpoint in DEST
 #   DEADLINE=S          the whole script should end within S seconds: tests, benchmark and profile stop early
-#                       enough to leave RESERVE seconds (default 300) to the sweeps, and each sweep's training
+#                       enough to leave RESERVE seconds (default 270) to the sweeps, and each sweep's training
 #                       stops early enough to leave MARGIN seconds (default 60) for its final evaluation
 #   COMMIT=<hash>       the commit recorded in the result files where DEST's tree is not a git checkout
 #   OUT=...             when set (the device runner sets it), DEST's figure files, logs and final risks, with
@@ -43,7 +44,7 @@ device=${DEVICE:-cuda}
 rng=${RNG:-auto}
 minutes=${SWEEP_MINUTES:-6}
 margin=${MARGIN:-60}
-reserve=${RESERVE:-300}
+reserve=${RESERVE:-270}
 parts=" ${PARTS:-tests bench profile isotropic kms published compare} "
 start_all=$(date +%s)
 deadline=$(( start_all + ${DEADLINE:-86400} ))
@@ -112,8 +113,6 @@ if [[ $parts == *" tests "* ]]; then
             rng=torch
             export SOFTMAX_AS_LINEAR_PROMPT_KERNEL=0
         fi
-        run_part 150 tests.log $python -m pytest -q -p no:cacheprovider tests/engine/test_train.py \
-            tests/engine/test_evaluation.py -k "cuda and not cuda_graph"
     else
         run_part 600 tests.log $python -m pytest -q -p no:cacheprovider tests/engine/test_evaluation.py \
             tests/engine/test_counter_stream.py
@@ -171,6 +170,14 @@ sweep() {  # sweep NAME SAMPLER FIGURES...
 if [[ $parts == *" compare "* ]]; then
     echo "== the new figure files against those DEST held before (seeds as independent replicates)"
     timeout 60 $python benchmarks/compare_results.py "$dest" "$before" --preset "$preset" 2>&1 | tee "$dest/compare.log"
+fi
+if [[ $parts == *" tests "* && $device == cuda ]]; then
+    left=$(( deadline - $(date +%s) - 10 ))
+    echo "== the other GPU tests of the engine, in the time left ($left s)"
+    if [ "$left" -gt 30 ]; then
+        timeout "$left" $python -m pytest -q -p no:cacheprovider tests/engine/test_train.py tests/engine/test_evaluation.py \
+            -k "cuda and not cuda_graph" 2>&1 | tee -a "$dest/tests.log" | grep -v -i "warn" | tail -n 15
+    fi
 fi
 echo "== all parts: $(( $(date +%s) - start_all )) s"
 copy_out

@@ -50,9 +50,10 @@ def _per_prompt(tokens, query, U, v, L, activation):
 
 
 @cuda
+# two compilations only (each variant is one; the sweeps reuse them): the KMS paper sweep's kernel, and the
+# published sampler with uniform inputs and sharp attention (the second pass); the rest is checked interpreted
 @pytest.mark.parametrize("covariance, sampler, law, scale", [
-    ("isotropic", "paper", "gaussian", 1.0), ("kms", "paper", "gaussian", 1.0), ("kms", "published", "uniform", 1.0),
-    ("kms", "paper", "rademacher", 300.0)])
+    ("kms", "paper", "gaussian", 1.0), ("kms", "published", "uniform", 300.0)])
 def test_cuda_kernel_matches_the_reference(covariance, sampler, law, scale):
     cfg = TrainConfig(lengths=(5, 70, 130, 257), seeds=(327, 4), batch_size=8, covariance=covariance, sampler=sampler,
                       covariate_law=law, rng="philox")
@@ -103,13 +104,21 @@ def test_cuda_graphed_training_is_bit_for_bit_run_to_run_and_across_a_resumption
 
 
 @cuda
-@pytest.mark.parametrize("changes", [dict(covariance="kms"), dict(optimizer="adam", parametrisation="uv",
-                                                                   covariate_law="uniform")])
-def test_cuda_training_matches_the_tensor_path_on_the_same_prompts(changes, monkeypatch):
-    cfg = TrainConfig(**{**SMALL, "steps": 40, **changes})
+def test_cuda_training_matches_the_tensor_path_on_the_same_prompts(monkeypatch):
+    cfg = TrainConfig(**{**SMALL, "steps": 40, "covariance": "kms"})
     kernel = train(cfg, device="cuda")
     monkeypatch.setattr(pk, "ENABLED", False)  # the same stream as tensors, the tensor formulas
     tensors = train(cfg, device="cuda")
     np.testing.assert_allclose(kernel.eval_risk, tensors.eval_risk, rtol=2e-3, atol=1e-6)
+    for n in kernel.params:
+        np.testing.assert_allclose(kernel.params[n], tensors.params[n], rtol=2e-3, atol=2e-5)
+
+
+@cuda
+def test_cuda_adam_through_autograd_matches_the_tensor_path(monkeypatch):
+    cfg = TrainConfig(**{**SMALL, "steps": 20, "optimizer": "adam", "parametrisation": "uv"})
+    kernel = train(cfg, device="cuda")
+    monkeypatch.setattr(pk, "ENABLED", False)
+    tensors = train(cfg, device="cuda")
     for n in kernel.params:
         np.testing.assert_allclose(kernel.params[n], tensors.params[n], rtol=2e-3, atol=2e-5)

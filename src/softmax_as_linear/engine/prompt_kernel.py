@@ -646,7 +646,8 @@ class PromptKernel:
                     offset: int = 0):
         """Forward only, prompts ``0 .. n_prompts - 1`` in chunks: yields ``(first, pred (S, nL, nA, n), target (S, n))``."""
         step = self.zero_step if step is None else step
-        chunk = max(1, min(n_prompts, self.max_programs // self.S))
+        launches = -(-n_prompts * self.S // self.max_programs)  # at most max_programs programs (scratch rows) each
+        chunk = -(-n_prompts // launches)
         for first in range(0, n_prompts, chunk):
             n = min(chunk, n_prompts - first)
             out, _, target = self._launch(U, v, alive, keys, step, offset, n, first, False, f"eval{n}")
