@@ -1,4 +1,4 @@
-r"""The training step on a GPU with the prompts drawn inside the kernel (Triton): no batch tensor, two kernels a step.
+r"""The training step on a GPU with the prompts drawn inside the kernel (Triton): no batch tensor is ever formed.
 
 One program per prompt (seed ``s``, prompt ``b``) draws its prompt from the counter-based stream of
 :mod:`~softmax_as_linear.engine.counter_stream` (the same numbers, to float32 rounding: the GPU uses the
@@ -13,8 +13,8 @@ hardware sine and cosine) and forms what every run of that seed needs, all lengt
 with :math:`u = U z_q` formed in the kernel from the run's :math:`U` and the drawn query. It writes these
 ``1 + 2D`` numbers per (seed, run, prompt), and the query and target per prompt. A second kernel
 (:meth:`PromptKernel.sgd_step`) turns them into the batch risk, the divergence bookkeeping, the gradients of
-the four matrices and the SGD step, and writes :math:`U` and :math:`v` for the next step; elsewhere
-(Adam, the ``uv`` parametrisation) :class:`KernelPrediction` hands the sums to autograd. A forward-only mode
+the four matrices and the SGD step, and a third, tiny one writes :math:`U` and :math:`v` for the next step;
+elsewhere (Adam, the ``uv`` parametrisation) :class:`KernelPrediction` hands the sums to autograd. A forward-only mode
 gives the predictions alone, for the held-out risks: the held-out prompts are drawn again at every record.
 
 How the work is laid out. A program first draws its prompt, two positions per lane, into a scratch row of
@@ -469,7 +469,7 @@ if triton is not None:
         return tl.minimum(tl.maximum(x, -FLOAT_MAX_C), FLOAT_MAX_C)
 
     @triton.jit(do_not_specialize=["n_prompts", "runs_per_seed"])
-    def _sgd_kernel(out_ptr, query_ptr, target_ptr, wq_ptr, wk_ptr, wv_ptr, wo_ptr, U_ptr, v_ptr, alive_ptr,
+    def _sgd_kernel(out_ptr, query_ptr, target_ptr, wq_ptr, wk_ptr, wv_ptr, wo_ptr, alive_ptr,
                     diverged_ptr, risk_ptr, step_ptr, n_prompts, runs_per_seed, lr, threshold, inv_sqrt_D,
                     D: tl.constexpr, DP: tl.constexpr, BB: tl.constexpr):
         run = tl.program_id(0)
@@ -522,11 +522,10 @@ if triton is not None:
         tl.store(wk_ptr + run * D * D + sq2, wk, mask=in_dd)
         tl.store(wv_ptr + run * D * D + sq2, wv, mask=in_dd)
         tl.store(wo_ptr + run * D + i, wo, mask=in_d)
-        _store_uv(wq, wk, wv, wo, U_ptr + run * D * D + sq2, v_ptr + run * D + i, in_dd, in_d, inv_sqrt_D)
 
     @triton.jit
     def _store_uv(wq, wk, wv, wo, U_ptrs, v_ptrs, in_dd, in_d, inv_sqrt_D):
-        """U = W_K^T W_Q / sqrt(D) and v = (W_O W_V)^T, the one computation of them (bit-for-bit on resumption)."""
+        """U = W_K^T W_Q / sqrt(D) and v = (W_O W_V)^T."""
         U = tl.sum(wk[:, :, None] * wq[:, None, :], 0) * inv_sqrt_D
         v = tl.sum(wo[:, None] * wv, 0)
         tl.store(U_ptrs, U, mask=in_dd)
@@ -664,8 +663,9 @@ class PromptKernel:
         return total / n_prompts, squares
 
     def uv(self, params: dict, U: Tensor, v: Tensor):
-        """Write U ``(S, nL, nA, D, D)`` and v ``(S, nL, nA, D)`` of the four matrices into ``U`` and ``v`` as the
-        SGD kernel does after its update (the same rounding: a resumed run replays the uninterrupted one)."""
+        """Write U ``(S, nL, nA, D, D)`` and v ``(S, nL, nA, D)`` of the four matrices into ``U`` and ``v``: the one
+        computation of them, after every SGD step and on resumption alike (so a resumed run replays the
+        uninterrupted one bit for bit)."""
         D = self.D
         _uv_kernel[(self.S * self.nL * self.nA,)](params["W_Q"], params["W_K"], params["W_V"], params["W_O"], U, v,
                                                   1.0 / math.sqrt(D), D=D, DP=triton.next_power_of_2(D), num_warps=4)
@@ -676,9 +676,10 @@ class PromptKernel:
         D = self.D
         n_runs = self.S * self.nL * self.nA
         _sgd_kernel[(n_runs,)](out, query, target, params["W_Q"], params["W_K"], params["W_V"], params["W_O"],
-                               U, v, alive, diverged_at, risk, step, out.shape[-1], self.nL * self.nA, lr, threshold,
+                               alive, diverged_at, risk, step, out.shape[-1], self.nL * self.nA, lr, threshold,
                                1.0 / math.sqrt(D), D=D, DP=triton.next_power_of_2(D),
                                BB=min(128, triton.next_power_of_2(out.shape[-1])), num_warps=4)
+        self.uv(params, U, v)
 
 
 def available(device, dtype=torch.float32) -> bool:
