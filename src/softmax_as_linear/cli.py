@@ -3,6 +3,7 @@
 
     python -m softmax_as_linear reproduce {fig1,...,fig8,all} [more figures] [--preset {paper,lecture,smoke}]
         [--device {auto,cpu,cuda}] [--out DIR] [--max-minutes M] [--seeds N] [--sampler {paper,published}]
+        [--rng {auto,torch,philox}]
 
 What it computes is :func:`softmax_as_linear.experiments.reproduce.reproduce`. Nothing heavy is
 imported before a command runs, so ``--help`` and ``--version`` answer at once. Exit codes: see
@@ -15,7 +16,7 @@ import pathlib
 import signal
 import sys
 
-from .registry import DEVICES, FIGURES, PRESETS, SAMPLERS, VERSION
+from .registry import DEVICES, FIGURES, PRESETS, RNGS, SAMPLERS, VERSION
 
 FIGURE_CHOICES = (*FIGURES, "all")
 
@@ -95,6 +96,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="inputs of the KMS sweep (Figures 6-8): paper (prompts and queries N(0, Sigma)) or "
                           "published (the published code: prompts N(0, C Sigma C^T), queries N(0, I)) "
                           "(default: %(default)s)")
+    rep.add_argument("--rng", choices=RNGS, default="auto",
+                     help="random stream of the training prompts: torch (per-seed generators, as every result file "
+                          "before this option), philox (a counter-based stream, the same prompts on every device, "
+                          "drawn inside the training kernel on a GPU) or auto (philox on CUDA, torch on a CPU) "
+                          "(default: %(default)s)")
     rep.add_argument("--threads", type=int, default=1,
                      help="compute threads on a CPU; with 1, the next batch is drawn on a spare core "
                           "meanwhile (default: %(default)s)")
@@ -114,7 +120,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         if args.threads < 1:
             raise ValueError(f"argument --threads: must be a positive integer, got {args.threads}")
         figures_of(args.figure)
-        check_options(args.preset, args.max_minutes, args.seeds, args.sampler)
+        check_options(args.preset, args.max_minutes, args.seeds, args.sampler, args.rng)
         device = resolve_device(args.device)
     except ValueError as error:
         parser.error(str(error))

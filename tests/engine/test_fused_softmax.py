@@ -102,7 +102,7 @@ def test_cuda_kernel_matches_the_tensor_formulas():
 
 @pytest.mark.skipif(not torch.cuda.is_available() or fused_softmax.triton is None, reason="needs CUDA and Triton")
 def test_cuda_training_with_the_kernel_matches_the_tensor_path(monkeypatch):
-    cfg = sweep_config("lecture", "kms", seeds=(327, 0), steps=300, lengths=(10, 100, 500))
+    cfg = sweep_config("lecture", "kms", seeds=(327, 0), steps=300, lengths=(10, 100, 500), rng="torch")
     fused = train(cfg, device="cuda")
     monkeypatch.setattr(fused_softmax, "ENABLED", False)
     plain = train(cfg, device="cuda")

@@ -21,8 +21,8 @@ from ..core.artifacts import load_npz, results_folder, save_json, save_npz
 from ..core.devices import resolve_device
 from ..engine.evaluation import final_evaluation
 from ..engine.sweep import load_sweep, save_sweep
-from ..engine.train import train
-from ..registry import FIGURES, PRESETS, SAMPLERS, TRAINING_FIGURES
+from ..engine.train import resolved, train
+from ..registry import FIGURES, PRESETS, RNGS, SAMPLERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, result_name, sweep_provenance
 from .presets import FINAL_PROMPTS, sweep_config, sweep_seeds
@@ -34,9 +34,10 @@ CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 1000, 60.0
 
 
 def _sweep(covariance: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
-           seeds: int | None = None, sampler: str = "paper"):
-    overrides = {"sampler": sampler} if seeds is None else {"sampler": sampler, "seeds": sweep_seeds(seeds)}
-    config = sweep_config(preset, covariance, **overrides)
+           seeds: int | None = None, sampler: str = "paper", rng: str = "auto"):
+    overrides = {"sampler": sampler, "rng": rng} if seeds is None else {"sampler": sampler, "rng": rng,
+                                                                        "seeds": sweep_seeds(seeds)}
+    config = resolved(sweep_config(preset, covariance, **overrides), device)  # the stream this device uses
     stem = f"sweep_{covariance}{'' if sampler == 'paper' else '_' + sampler}_{preset}"
     path = out / f"{stem}.npz"
     if path.exists():
@@ -82,28 +83,34 @@ def _final(result, path: pathlib.Path, preset: str, device) -> dict:
     return evaluation
 
 
-def check_options(preset: str, max_minutes: float | None, seeds: int | None = None, sampler: str = "paper") -> None:
+def check_options(preset: str, max_minutes: float | None, seeds: int | None = None, sampler: str = "paper",
+                  rng: str = "auto") -> None:
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {preset!r}")
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000):
         raise ValueError(f"seeds must be an integer from 1 to 1000, got {seeds!r}")
     if sampler not in SAMPLERS:
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
+    if rng not in RNGS:
+        raise ValueError(f"rng must be one of {', '.join(RNGS)}; got {rng!r}")
     if max_minutes is not None and not max_minutes > 0:
         raise ValueError(f"max_minutes must be positive, got {max_minutes!r}")
 
 
 def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "auto", out=None,
-              max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper") -> list[pathlib.Path]:
+              max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
+              rng: str = "auto") -> list[pathlib.Path]:
     """Compute and save the artifacts of ``figure`` (a name, ``"all"``, or a list of them); returns the files written.
 
     ``out`` defaults to the results folder, where the chapters read. ``max_minutes`` bounds the
     training time of this call (artifacts are then marked ``"complete": false``). ``seeds``: number of
     seeds of each sweep (default: the preset's, the paper's seed 327). ``sampler``: the inputs of the
     KMS sweep (Figures 6-8), ``"paper"`` or ``"published"``; the isotropic sweep is the same for both.
+    ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
+    ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``.
     """
     names = figures_of(figure)
-    check_options(preset, max_minutes, seeds, sampler)
+    check_options(preset, max_minutes, seeds, sampler, rng)
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
@@ -116,7 +123,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             used = sampler if covariance == "kms" else "paper"  # isotropic inputs: both samplers draw the same
             if covariance not in sweeps:
                 start = time.monotonic()
-                result = _sweep(covariance, preset, device, out, deadline, seeds, used)
+                result = _sweep(covariance, preset, device, out, deadline, seeds, used, rng)
                 stem = f"sweep_{covariance}{'' if used == 'paper' else '_' + used}_{preset}"
                 evaluation = _final(result, out / f"{stem}.npz", preset, device)
                 origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)
