@@ -52,9 +52,11 @@ def _inside_legend(fig: go.Figure, corner: str = "top right") -> go.Figure:
 
 
 def _room_for_slider(fig: go.Figure) -> go.Figure:
-    """Move the slider below the x-axis title."""
+    """Move the slider below the x-axis title, on room added below, so that the axes keep their height
+    (and a long y-axis title stays clear of the figure's title)."""
     fig.layout.sliders[0].pad = dict(t=65)
-    fig.update_layout(margin=dict(b=125))
+    margin = fig.layout.margin.b if fig.layout.margin.b is not None else 60
+    fig.update_layout(margin=dict(b=125), height=(fig.layout.height or 430) + 125 - margin)
     return fig
 
 
