@@ -165,9 +165,11 @@ def test_a_failed_click_clears_the_status_of_the_last_run(shell):
 
 def test_a_long_run_records_the_shape_of_its_plateau():
     values = {n: c.value for n, c in tp.regression_controls().items()}
-    for steps in (100, 1_000, 20_000):
+    for steps in (100, 500, 1_000, 2_000, 5_000, 10_000, 20_000):
         records = tp.regression_config(**{**values, "steps": steps}).record_steps()
-        assert len(records) >= min(steps, 200) and records[-1] == steps, (steps, len(records))
+        spacing = max(b - a for a, b in zip(records, records[1:]))
+        assert records[-1] == steps and len(records) >= 51 and spacing <= max(10, steps // 200), (steps, spacing)
+    assert len(tp.regression_config(**{**values, "steps": 20_000}).record_steps()) >= 200
 
 
 def test_controls_that_do_nothing_for_the_choice_are_disabled():
