@@ -84,13 +84,11 @@ def covariance_flow(task: RegressionTask, alpha: float, horizon: float, *, label
             if reach >= min_horizon:
                 raise ValueError(f"this Σ makes the flow stiff (Runge-Kutta steps of {max_dt:.1g}): "
                                  f"choose a horizon t up to {int(reach // 10 * 10)}")
-            positive = eigenvalues[eigenvalues > 0]
-            culprit = (f"the largest eigenvalue, {largest:.3g}, sets steps of {max_dt:.1g}: make it smaller"
-                       if c2 * largest**3 >= total / c2 else
-                       f"the smallest positive eigenvalue, {float(positive.min()):.3g}, puts the limit far away "
-                       "(c² large): raise it, or set it to 0 for a singular Σ (Appendix F.3)")
-            raise ValueError(f"this Σ is too stiff for the flow to be integrated here: {culprit}. "
-                             f"Change the eigenvalues (now from {float(eigenvalues[0]):.3g} to {largest:.3g}).")
+            smallest = float(eigenvalues[eigenvalues > 0].min())
+            raise ValueError(f"this Σ is too stiff for the flow to be integrated here: the step shrinks like "
+                             f"λ_max³/λ_min over the positive eigenvalues, here {largest:.3g}³/{smallest:.3g} (steps of "
+                             f"{max_dt:.1g}). Change the eigenvalues: a smaller largest one, a larger smallest "
+                             "one, or 0 for a tiny one (a singular Σ, Appendix F.3).")
     times = np.linspace(0, horizon, 101)
     flow = infinite_prompt_flow(*block_init(task, alpha), task, times, max_dt=max_dt)
     if not np.isfinite(flow["risk"]).all():
