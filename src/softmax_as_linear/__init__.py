@@ -60,6 +60,9 @@ Its folders are its layers; a module imports only from its own layer and the one
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
+  - :mod:`~softmax_as_linear.panels.measures`: the panels of Chapters 1 and 2 (a prompt against its law, Lemma 2.1).
+  - :mod:`~softmax_as_linear.panels.concentration`: Chapter 3's panel (the output gap against the prompt length).
+  - :mod:`~softmax_as_linear.panels.flow`: the infinite-prompt gradient flow, live (Chapters 4 and 5).
   - :mod:`~softmax_as_linear.panels.training`: training from a panel, in the background.
 - :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``).
 

@@ -137,6 +137,51 @@ def test_internal_links_resolve(page):
     assert not broken, f"{page} links to missing pages or anchors: {broken}"
 
 
+def _live_links():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import live_links
+
+    return live_links
+
+
+def test_chapters_number_as_jupyterlab_does():
+    """Exercises, boxes and equations numbered within their chapter (Exercise 2.3, (4.1)), as the chapters'
+    front matter makes JupyterLab number them."""
+    live_links = _live_links()
+    wrong = []
+    for target in live_links.all_targets(ROOT).values():
+        text = _text(f"{target.doc}.html")
+        match = re.search(rf'id="{re.escape(target.anchor)}"(.{{0,600}})', text, re.S)
+        shown = re.sub(r"<[^>]+>|\s+", " ", match.group(1)) if match else ""
+        if target.text().strip("()") not in shown:
+            wrong.append(f"{target.label}: expected {target.text()}, the page shows {shown[:80]!r}")
+    assert not wrong, wrong
+
+
+def test_every_link_of_the_chapters_into_the_book_exists():
+    """The citations and cross-chapter links that JupyterLab and Colab follow to the published book point to
+    pages and anchors that this build has."""
+    live_links = _live_links()
+    base = live_links.book_url(ROOT)
+    missing = []
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for source in live_links.markdown_cells(notebook):
+            for _, url in live_links.DEFINITION.findall(source):
+                if not url.startswith(base):
+                    continue
+                page, _, anchor = url[len(base):].partition("#")
+                if not (SITE / page).exists() or (anchor and anchor not in _parse(page).ids):
+                    missing.append(f"{notebook.name}: {url}")
+    assert not missing, missing
+
+
+def test_citations_read_as_in_the_chapters():
+    text = re.sub(r"<[^>]+>", "", _text("notebooks/00_quick_tour.html")).replace("&amp;", "&")
+    assert "Boyer & Boursier (2025)" in text and "Castin et al. (2025)" in text
+
+
 def test_every_chapter_has_binder_and_colab_buttons():
     repo = CONFIG["repository"]
     org_repo = urllib.parse.urlsplit(repo["url"]).path.strip("/")

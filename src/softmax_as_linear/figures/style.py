@@ -65,8 +65,13 @@ TEMPLATE = "softmax_as_linear"
 
 def new_figure(title: str = "", xtitle: str = "", ytitle: str = "", *, logx: bool = False, logy: bool = False,
                **layout) -> go.Figure:
-    """An empty figure in the book's style with labelled (optionally logarithmic) axes."""
+    """An empty figure in the book's style with labelled (optionally logarithmic) axes.
+
+    Its height is set on the figure, not only in the template: JupyterLab's plotly renderer draws a
+    figure without its own height 360 px tall, where long axis titles run into the title.
+    """
     fig = go.Figure()
+    layout.setdefault("height", pio.templates[TEMPLATE].layout.height)
     fig.update_layout(template=TEMPLATE, title=dict(text=title, x=0.01, xanchor="left"), **layout)
     fig.update_xaxes(title_text=xtitle, type="log" if logx else "linear")
     fig.update_yaxes(title_text=ytitle, type="log" if logy else "linear")
@@ -143,7 +148,7 @@ def slider_figure(panels: Sequence[tuple[str, Sequence[go.BaseTraceType]]], *, s
              for index, (label, _) in enumerate(panels)]
     fig.update_layout(sliders=[dict(active=active, steps=steps, pad=dict(t=50),
                                     currentvalue=dict(prefix=f"{slider_label} = "))],
-                      margin=dict(b=110))
+                      margin=dict(b=110), height=fig.layout.height + 50)  # the slider's room, below the axes
     return fig
 
 

@@ -41,7 +41,7 @@ from torch import Tensor
 from ..core import checks, devices, seeding
 from ..core.stats import Estimate, estimate, loglog_slope
 from ..registry import ACTIVATIONS
-from .measures import TokenLaw
+from .measures import OutsideTiltDomain, TokenLaw
 from .regression import RegressionTask
 
 _CHUNK_ELEMENTS = 2**21  # entries of the largest temporary per chunk: 16 MB in float64
@@ -268,9 +268,9 @@ def _law_tilted_moments(law: TokenLaw, queries: Tensor, U: Tensor) -> tuple[Tens
     u = (queries.double() @ U.double().transpose(-1, -2)).cpu()
     try:
         mean, cov = law.tilted_moments(u)
-    except ValueError as error:
-        raise ValueError(f"law: {error}. Softmax attention has no infinite-prompt limit for such "
-                         "queries; Proposition 3.1 assumes sub-Gaussian tokens") from error
+    except OutsideTiltDomain as error:  # the same kind of error, so that a panel can say what to change
+        raise OutsideTiltDomain(error.largest, "law: ", ". Softmax attention has no infinite-prompt limit for "
+                                "such queries; Proposition 3.1 assumes sub-Gaussian tokens") from error
     return mean.to(queries.device), cov.to(queries.device)
 
 
