@@ -56,8 +56,8 @@ def make_step(sweep: SweepModel, data: SweepData, optimizer: torch.optim.Optimiz
     threshold = sweep.cfg.blowup * sweep.zero_risk
 
     def step():
-        tokens, query, target = data.batch()
-        risk = sweep.risk(tokens, query, target)
+        batch = data.batch()  # tokens, queries, targets, and what sweep.prepare made of the tokens
+        risk = sweep.risk(*batch)
         bad = ~torch.isfinite(risk) | (risk > threshold)
         diverged_at.copy_(torch.where(bad & alive, step_count, diverged_at))
         alive.logical_and_(~bad)
@@ -70,7 +70,7 @@ def make_step(sweep: SweepModel, data: SweepData, optimizer: torch.optim.Optimiz
                 p.grad.nan_to_num_(0.0)
         optimizer.step()
         step_count.add_(1)
-        return tokens, query, target
+        return batch
 
     return step
 
@@ -105,7 +105,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     # With a core to spare (fewer compute threads than cores), the next batch is drawn on it during
     # the step; more threads than cores would slow both down.
     spare_core = (os.cpu_count() or 1) > torch.get_num_threads()
-    data = SweepData(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core)
+    data = SweepData(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core,
+                     prepare=sweep.prepare if device.type == "cpu" else None)
     params = list(sweep.params.values())
     optimizer = (torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd"
                  else torch.optim.Adam(params, lr=cfg.lr, capturable=device.type == "cuda"))
@@ -172,18 +173,17 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     clock = last_save = time.perf_counter()
     try:
         if step == 0 and 0 in records:
-            tokens, query, target = data.batch()
             with torch.no_grad():
-                first = sweep.risk(tokens, query, target)
+                first = sweep.risk(*data.batch())
             record(0, first)
         while step < cfg.steps:
-            tokens, query, target = take_step()
+            batch = take_step()
             step += 1
             if bar is not None:
                 bar.update(1)
             if step in record_set:
                 with torch.no_grad():
-                    record(step, sweep.risk(tokens, query, target))
+                    record(step, sweep.risk(*batch))
                 if bar is not None:
                     bar.set_postfix(diverged=int((~alive).sum()))
                 if should_stop is not None and step < cfg.steps and should_stop():
