@@ -109,9 +109,8 @@ class SoftmaxSweep(torch.autograd.Function):
         # [u; v] of each bucket's runs, bucket after bucket: one copy, then a view per bucket
         uv = torch.cat([part for start, stop, _, _ in plan.buckets
                         for part in (u_rows[:, :, start:stop], v_rows[:, :, start:stop])], dim=2).view(N, 2 * nL, D)
-        work, sums = plan.workspace(N, D, u.dtype)
-        offset = 0
-        for (start, stop, Lb, mask), both in zip(plan.buckets, work):
+        sums, offset = [], 0
+        for (start, stop, Lb, mask), both in zip(plan.buckets, plan.workspace(N, u.dtype)):
             n = stop - start
             tokens = tokens_t[:, :, :Lb]
             torch.bmm(uv[:, offset:offset + 2 * n], tokens, out=both)  # (N, 2n, Lb): scores, then values c_i
@@ -121,9 +120,9 @@ class SoftmaxSweep(torch.autograd.Function):
             weights = torch.softmax(scores, -1)
             both[:, n:].mul_(weights)  # a_i c_i
             scores.copy_(weights)
-            torch.bmm(tokens, both.transpose(1, 2), out=sums[:, :, offset:offset + 2 * n])  # mean token, sum a_i c_i z_i
+            sums.append(torch.bmm(tokens, both.transpose(1, 2)))  # (N, D, 2n): mean token, sum a_i c_i z_i
             offset += 2 * n
-        sums = sums.view(S, B, D, 2 * nL)
+        sums = torch.cat(sums, dim=2).view(S, B, D, 2 * nL)
         mean_token = sums.index_select(3, plan.mean_columns)  # (S, B, D, nL)
         pred = (mean_token * v.transpose(1, 2)[:, None]).sum(2)  # (S, B, nL)
         if any(ctx.needs_input_grad):
@@ -157,13 +156,12 @@ class _BucketPlan:
         self.weighted_columns = torch.tensor(weighted, device=device)
         self.device, self._workspaces = device, {}
 
-    def workspace(self, N: int, D: int, dtype) -> tuple[list[Tensor], Tensor]:
-        """Buffers reused from call to call: one ``(N, 2n, Lb)`` per bucket and the ``(N, D, 2 nL)`` sums."""
-        key = (N, D, dtype)
+    def workspace(self, N: int, dtype) -> list[Tensor]:
+        """One ``(N, 2n, Lb)`` buffer per bucket, reused from call to call."""
+        key = (N, dtype)
         if key not in self._workspaces:
-            self._workspaces[key] = ([torch.empty(N, 2 * (stop - start), Lb, dtype=dtype, device=self.device)
-                                      for start, stop, Lb, _ in self.buckets],
-                                     torch.empty(N, D, 2 * len(self.mean_columns), dtype=dtype, device=self.device))
+            self._workspaces[key] = [torch.empty(N, 2 * (stop - start), Lb, dtype=dtype, device=self.device)
+                                     for start, stop, Lb, _ in self.buckets]
         return self._workspaces[key]
 
 
@@ -255,8 +253,9 @@ class SweepModel:
         columns = [None] * len(self.cfg.activations)
         if self.soft is not None:
             columns[self.soft] = SoftmaxSweep.apply(u[:, :, self.soft], v[:, :, self.soft], tokens_t, self.plan)
-        if self.lin is not None:
-            columns[self.lin] = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
+        if self.lin is not None:  # v^T M_L u, as products whose sums do not depend on the number of seeds
+            moment_u = (moments @ u[:, :, self.lin].transpose(1, 2).unsqueeze(-1)).squeeze(-1)  # (S, B, nL, D)
+            columns[self.lin] = (moment_u * v[:, None, :, self.lin]).sum(-1).transpose(1, 2)
         return torch.stack(columns, dim=2)
 
     def _predict_tensor(self, tokens: Tensor, query: Tensor) -> Tensor:
