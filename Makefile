@@ -26,7 +26,7 @@ $(READY): pyproject.toml environment.yml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(PIP_TORCH)
 	$(PY) tools/pins.py environment.yml > $(VENV)/pins.txt
-	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab]"
+	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab,cluster]"
 	touch $@
 
 book: $(READY)
