@@ -79,16 +79,22 @@ def per_run_loop(L: int, activation: str, steps: int, device) -> float:
 
 
 def batched_core(lengths, steps: int, device, prefetch: bool = False, graph: bool = False,
-                 seeds: int = 1) -> tuple[float, float]:
+                 seeds: int = 1, formulas: bool = False, preset: str = "paper") -> tuple[float, float]:
     """Seconds per step of the batched sweep over ``lengths`` (both activations) and ``seeds`` seeds at
     once, and of one evaluation.
 
     The step is :func:`train`'s own (divergence bookkeeping included). ``prefetch``: draw the next
     batch on a second thread during the step (a CPU); ``graph``: replay it as a CUDA graph (a GPU).
+    ``formulas``: on a CPU, the tensor formulas of the GPU path instead of the CPU path (the CPU step
+    before the CPU path existed: tokens as columns and prefix moments formed in the step, softmax in
+    separate passes).
     """
-    config = sweep_config("paper", lengths=tuple(lengths), seeds=sweep_seeds(seeds))
+    config = sweep_config(preset, lengths=tuple(lengths), seeds=sweep_seeds(seeds))
     sweep = SweepModel(config, device, None)
-    data = SweepData(config, sweep.task, device, sweep.dtype, prefetch=prefetch)
+    if formulas:
+        sweep.predict = lambda tokens, query, prepared=None: sweep._predict_tensor(tokens, query)
+    prepare = sweep.prepare if device.type == "cpu" and not formulas else None
+    data = SweepData(config, sweep.task, device, sweep.dtype, prefetch=prefetch, prepare=prepare)
     optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
     step = make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
                       torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device))
@@ -117,12 +123,18 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 10],
                         help="numbers of seeds trained at once in (c) (default: 1 10)")
     parser.add_argument("--quick", action="store_true", help="skip the per-length probes of (b)")
+    parser.add_argument("--cpu-path", action="store_true",
+                        help="only (d): the CPU path against the tensor formulas it replaces (a CPU)")
+    parser.add_argument("--rounds", type=int, default=6, help="alternating rounds of (d) (default 6)")
     args = parser.parse_args()
     device = resolve_device(args.device)
     threads = torch.get_num_threads()
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"{platform.processor() or 'CPU'}"
     load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
     print(f"device: {device} ({name}), torch {torch.__version__}, {threads} threads available{load}")
+    if args.cpu_path:
+        cpu_path_against_formulas(args.steps, args.rounds)
+        return
 
     print("\n(a) per-run loop (one thread, one run at a time)")
     torch.set_num_threads(1)
@@ -190,6 +202,31 @@ def main():
             print(f"  {n:3d} seed{'s' if n > 1 else ' '}: fused kernel {rates[True] / rates[False]:.2f}x the tensor formulas")
     fused_softmax.ENABLED = True
     torch.set_num_threads(threads)
+
+def cpu_path_against_formulas(steps: int, rounds: int):
+    """(d) On a CPU: the step of ``train`` (one compute thread, the next batch and its column layout and
+    prefix moments drawn on the data thread) with the CPU path and with the tensor formulas it replaced,
+    in alternating rounds of ``steps`` steps in this process, for the paper sweep and the lecture preset."""
+    device = torch.device("cpu")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    print(f"\n(d) CPU path against the tensor formulas (1 compute thread + data thread), {rounds} alternating rounds "
+          f"of {steps} steps")
+    for preset in ("paper", "lecture"):
+        lengths = sweep_config(preset).lengths
+        times = {False: [], True: []}
+        for _ in range(rounds):
+            for formulas in (True, False):
+                times[formulas].append(batched_core(lengths, steps, device, prefetch=True, formulas=formulas,
+                                                    preset=preset)[0])
+        best = {k: min(v) for k, v in times.items()}
+        median = {k: float(np.median(v)) for k, v in times.items()}
+        load = f", load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else ""
+        print(f"  {preset} ({2 * len(lengths)} runs): tensor formulas {1e3 * best[True]:.2f} ms per step (median "
+              f"{1e3 * median[True]:.2f}), CPU path {1e3 * best[False]:.2f} ms (median {1e3 * median[False]:.2f}); "
+              f"ratio {best[True] / best[False]:.2f}x (medians {median[True] / median[False]:.2f}x){load}")
+    torch.set_num_threads(threads)
+
 
 if __name__ == "__main__":
     main()

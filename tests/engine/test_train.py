@@ -96,6 +96,28 @@ def test_cpu_training_equals_the_tensor_path(monkeypatch):
         np.testing.assert_allclose(fast.params[name], formulas.params[name], rtol=1e-4, atol=1e-6)
 
 
+
+@pytest.mark.parametrize("covariance", ["isotropic", "kms"])
+def test_a_seed_trained_alone_equals_it_trained_with_others(covariance):
+    """What makes shards exact: on a CPU a seed's records, parameters and final evaluation are bit for bit
+    the same whether it trains alone or with other seeds (its random numbers are its own, and no sum
+    mixes seeds)."""
+    from softmax_as_linear.engine.evaluation import final_evaluation
+
+    cfg = TrainConfig(**{**SMALL, "lengths": (5, 12, 13, 30)}, covariance=covariance, seeds=(327, 0, 1))
+    together = train(cfg, device="cpu")
+    together_final = final_evaluation(together, 200, device="cpu")
+    for i, seed in enumerate(cfg.seeds):
+        alone = train(cfg.replace(seeds=(seed,)), device="cpu")
+        for field in ("train_risk", "eval_risk", "eval_sd", "diverged_at"):
+            np.testing.assert_array_equal(getattr(alone, field)[0], getattr(together, field)[i], err_msg=field)
+        for name in alone.params:
+            np.testing.assert_array_equal(alone.params[name][0], together.params[name][i], err_msg=name)
+        alone_final = final_evaluation(alone, 200, device="cpu")
+        for key in ("risk", "risk_se", "paired_difference", "linear_exact"):
+            np.testing.assert_array_equal(alone_final[key][0], together_final[key][i], err_msg=key)
+
+
 @pytest.mark.parametrize("device", DEVICES)
 def test_paired_runs_share_initialisation_and_batches(device):
     both = train(TrainConfig(**SMALL), device=device)
