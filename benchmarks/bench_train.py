@@ -1,6 +1,7 @@
 """Training speed: the per-run loop of the paper's code against the batched core, in one process.
 
     python benchmarks/bench_train.py [--steps 40] [--device auto] [--seeds 1 10] [--quick]
+    python benchmarks/bench_train.py --device cpu --cpu-path [--steps 15] [--rounds 6]
 
 (a) Per-run loop, as the published code runs: one ``nn.Module`` per (activation, L) run that projects
     every token by W_K and W_V, one query per prompt, plain SGD, one thread, one run at a time.
@@ -15,6 +16,9 @@ second at L = 10, 100, 1000, the projected wall time of the isotropic Figure-2 s
 sweep with several seeds trained at once (``--seeds``, default 1 and 10: 38 and 380 runs per step) in
 the fastest setting of (b): run-steps per second, the projected sweep and the ratio to the per-run loop.
 ``--quick`` skips the per-length probes of (b) (the loop's probes are needed for the ratio).
+(d), alone with ``--cpu-path``: on a CPU, the step with the CPU path against the tensor formulas it
+replaced (the previous CPU step), alternating in this process, for the paper sweep and the lecture
+preset: wall time per step and each thread's CPU time per step (what an idle 2-core machine needs).
 """
 from __future__ import annotations
 
@@ -203,28 +207,71 @@ def main():
     fused_softmax.ENABLED = True
     torch.set_num_threads(threads)
 
+def _thread_seconds(preset: str, formulas: bool, steps: int) -> tuple[float, float, float]:
+    """Wall seconds per step of ``train``'s CPU step (1 compute thread + data thread), and the CPU seconds per
+    step spent by each thread (compute, data): on an otherwise idle 2-core machine a step takes about the
+    larger of the two, whatever else shares the cores while measuring."""
+    device = torch.device("cpu")
+    config = sweep_config(preset, seeds=sweep_seeds(1))
+    sweep = SweepModel(config, device, None)
+    if formulas:
+        sweep.predict = lambda tokens, query, prepared=None: sweep._predict_tensor(tokens, query)
+    data = SweepData(config, sweep.task, device, sweep.dtype, prefetch=True,
+                     prepare=None if formulas else sweep.prepare)
+    spent = [0.0]
+    draw = data._draw_prepared
+
+    def timed_draw():
+        start = time.thread_time()
+        try:
+            return draw()
+        finally:
+            spent[0] += time.thread_time() - start
+
+    data._draw_prepared = timed_draw
+    optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
+    step = make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool), torch.full(sweep.shape, -1),
+                     torch.tensor(0))
+    try:
+        for _ in range(3):
+            step()
+        spent[0], wall, cpu = 0.0, time.perf_counter(), time.thread_time()
+        for _ in range(steps):
+            step()
+        wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
+        return wall / steps, cpu / steps, spent[0] / steps
+    finally:
+        data.close()
+
+
 def cpu_path_against_formulas(steps: int, rounds: int):
     """(d) On a CPU: the step of ``train`` (one compute thread, the next batch and its column layout and
     prefix moments drawn on the data thread) with the CPU path and with the tensor formulas it replaced,
-    in alternating rounds of ``steps`` steps in this process, for the paper sweep and the lecture preset."""
-    device = torch.device("cpu")
+    in alternating rounds of ``steps`` steps in this process, for the paper sweep and the lecture preset:
+    wall time per step, and the CPU time of each thread per step."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    print(f"\n(d) CPU path against the tensor formulas (1 compute thread + data thread), {rounds} alternating rounds "
-          f"of {steps} steps")
+    print(f"\n(d) CPU path against the tensor formulas (1 compute thread + data thread, one seed), {rounds} "
+          f"alternating rounds of {steps} steps; CPU time of each thread per step, best round")
     for preset in ("paper", "lecture"):
-        lengths = sweep_config(preset).lengths
-        times = {False: [], True: []}
+        runs, total = 2 * len(sweep_config(preset).lengths), sweep_config(preset).steps
+        found = {False: [], True: []}
         for _ in range(rounds):
             for formulas in (True, False):
-                times[formulas].append(batched_core(lengths, steps, device, prefetch=True, formulas=formulas,
-                                                    preset=preset)[0])
-        best = {k: min(v) for k, v in times.items()}
-        median = {k: float(np.median(v)) for k, v in times.items()}
-        load = f", load average {os.getloadavg()[0]:.1f} at the end" if hasattr(os, "getloadavg") else ""
-        print(f"  {preset} ({2 * len(lengths)} runs): tensor formulas {1e3 * best[True]:.2f} ms per step (median "
-              f"{1e3 * median[True]:.2f}), CPU path {1e3 * best[False]:.2f} ms (median {1e3 * median[False]:.2f}); "
-              f"ratio {best[True] / best[False]:.2f}x (medians {median[True] / median[False]:.2f}x){load}")
+                found[formulas].append(_thread_seconds(preset, formulas, steps))
+        rows = {}
+        for formulas, label in ((True, "tensor formulas"), (False, "CPU path")):
+            wall = [w for w, _, _ in found[formulas]]
+            compute, data = min(c for _, c, _ in found[formulas]), min(d for _, _, d in found[formulas])
+            rows[formulas] = min(wall), float(np.median(wall)), compute, data
+            print(f"  {preset} ({runs} runs), {label}: {1e3 * min(wall):.2f} ms per step (median "
+                  f"{1e3 * float(np.median(wall)):.2f}); CPU per step: compute thread {1e3 * compute:.2f} ms, "
+                  f"data thread {1e3 * data:.2f} ms")
+        (w0, m0, c0, d0), (w1, m1, c1, d1) = rows[True], rows[False]
+        load = f", load average {os.getloadavg()[0]:.1f}" if hasattr(os, "getloadavg") else ""
+        print(f"  {preset}: ratio {w0 / w1:.2f}x (best), {m0 / m1:.2f}x (median); on an idle 2-core machine "
+              f"(the busier thread) {1e3 * max(c0, d0):.2f} -> {1e3 * max(c1, d1):.2f} ms per step, "
+              f"{max(c0, d0) / max(c1, d1):.2f}x; its {total:,} steps {_hours(total * max(c1, d1))}{load}")
     torch.set_num_threads(threads)
 
 
