@@ -15,6 +15,8 @@ second at L = 10, 100, 1000, the projected wall time of the isotropic Figure-2 s
 300,000 steps, held-out evaluations included for (b)) for each, and their ratio. (c) times the whole
 sweep with several seeds trained at once (``--seeds``, default 1 and 10: 38 and 380 runs per step) in
 the fastest setting of (b): run-steps per second, the projected sweep and the ratio to the per-run loop.
+On a GPU (c) also times the counter-based stream (``rng="philox"``): the prompts drawn inside the prompt kernel
+(:mod:`softmax_as_linear.engine.prompt_kernel`) and the SGD kernel, against both steps above, in the same process.
 ``--quick`` skips the per-length probes of (b) (the loop's probes are needed for the ratio).
 (d), alone with ``--cpu-path``: on a CPU, the step with the CPU path against the tensor formulas it
 replaced (the previous CPU step), alternating in this process, for the paper sweep and the lecture
@@ -35,7 +37,7 @@ from softmax_as_linear.engine import fused_softmax
 from softmax_as_linear.engine.batched import SweepModel
 from softmax_as_linear.engine.cuda_graph import cuda_graphed
 from softmax_as_linear.engine.data import SweepData
-from softmax_as_linear.engine.train import held_out_risk, make_step
+from softmax_as_linear.engine.train import KernelStep, held_out_risk, make_step
 from softmax_as_linear.experiments.presets import PAPER_LENGTHS, sweep_config, sweep_seeds
 from softmax_as_linear.theory.models import AttentionModel
 
@@ -116,6 +118,24 @@ def batched_core(lengths, steps: int, device, prefetch: bool = False, graph: boo
         data.close()
 
 
+def counter_core(lengths, steps: int, device, seeds: int = 1) -> tuple[float, float]:
+    """Seconds per step of the sweep with ``rng="philox"``: the prompts drawn inside the prompt kernel, the SGD
+    kernel after it, replayed as a CUDA graph; and of one record (the last batch's risk and the held-out risk,
+    whose prompts the kernel draws again)."""
+    config = sweep_config("paper", lengths=tuple(lengths), seeds=sweep_seeds(seeds), rng="philox")
+    sweep = SweepModel(config, device, None)
+    optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
+    step = KernelStep(sweep, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
+                      torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device))
+
+    def evaluate():
+        step.batch_risk(-1)
+        step.held_out()
+
+    return (_seconds_per_step(cuda_graphed(step, []), steps, device, warmup=5),
+            _seconds_per_step(evaluate, 1, device, repeats=2))
+
+
 def _hours(seconds: float) -> str:
     return f"{seconds / 3600:.2f} h" if seconds >= 3600 else f"{seconds / 60:.1f} min"
 
@@ -189,21 +209,31 @@ def main():
     torch.set_num_threads(n_threads)
     loop_rate = runs * SWEEP_STEPS / loop_sweep  # run-steps/s of the per-run loop over the whole sweep
     print(f"\n(c) several seeds at once (batched core, {best_label}); per-run loop: {loop_rate:.1f} run-steps/s")
-    # On a GPU with Triton, softmax runs as one fused kernel; the tensor formulas are the baseline.
-    fused = [True, False] if device.type == "cuda" and fused_softmax.triton is not None else [False]
+    # On a GPU with Triton: batches drawn with torch's generators, softmax as one fused kernel, the tensor
+    # formulas as the baseline; and the counter-based stream drawn inside the prompt kernel (rng="philox").
+    gpu = device.type == "cuda" and fused_softmax.triton is not None
+    methods = ["fused softmax kernel", "tensor formulas", "prompt kernel (rng philox)"] if gpu else ["tensor formulas"]
     for n in args.seeds:
         rates = {}
-        for use_kernel in fused:
-            fused_softmax.ENABLED = use_kernel
-            seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch, graph, seeds=n)
+        for how in methods:
+            try:
+                if how == "prompt kernel (rng philox)":
+                    seconds, evaluation = counter_core(PAPER_LENGTHS, args.steps, device, seeds=n)
+                else:
+                    fused_softmax.ENABLED = how == "fused softmax kernel"
+                    seconds, evaluation = batched_core(PAPER_LENGTHS, args.steps, device, prefetch, graph, seeds=n)
+            except Exception as error:  # a kernel that fails here is reported, not fatal to the others
+                print(f"  {n:3d} seed{'s' if n > 1 else ' '}, {how}: FAILED ({type(error).__name__}: {error})")
+                continue
             total = SWEEP_STEPS * seconds + records * evaluation
-            rates[use_kernel] = rate = n * runs / seconds
-            how = "fused softmax kernel" if use_kernel else "tensor formulas"
-            print(f"  {n:3d} seed{'s' if n > 1 else ' '}, {how}: {rate:9.1f} run-steps/s ({1e3 * seconds:.2f} ms per "
-                  f"step of {n * runs} runs); {n}-seed sweep projected {_hours(total)}; "
-                  f"{rate / loop_rate:.1f}x the per-run loop")
-        if len(rates) == 2:
-            print(f"  {n:3d} seed{'s' if n > 1 else ' '}: fused kernel {rates[True] / rates[False]:.2f}x the tensor formulas")
+            rates[how] = rate = n * runs / seconds
+            print(f"  {n:3d} seed{'s' if n > 1 else ' '}, {how}: {rate:9.1f} run-steps/s ({1e3 * seconds:.3f} ms per "
+                  f"step of {n * runs} runs; a record {1e3 * evaluation:.1f} ms); {n}-seed sweep projected "
+                  f"{_hours(total)} ({SWEEP_STEPS * seconds:.0f} s of steps); {rate / loop_rate:.1f}x the per-run loop")
+        for how in methods[1:]:
+            if how in rates and methods[0] in rates:
+                print(f"  {n:3d} seed{'s' if n > 1 else ' '}: {how} {rates[how] / rates[methods[0]]:.2f}x the "
+                      f"{methods[0]}")
     fused_softmax.ENABLED = True
     torch.set_num_threads(threads)
 

@@ -32,7 +32,11 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`TrainConfig`,
     :class:`TrainResult`) and their files.
   - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
-  - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep.
+  - :mod:`~softmax_as_linear.engine.counter_stream`: the counter-based prompt stream (Philox) in plain torch,
+    the same prompts on every device.
+  - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep, as tensors.
+  - :mod:`~softmax_as_linear.engine.prompt_kernel`: the GPU training step with the prompts drawn inside the
+    kernel (Triton).
   - :mod:`~softmax_as_linear.engine.fused_softmax`: the softmax part of the forward pass as one GPU kernel (Triton).
   - :mod:`~softmax_as_linear.engine.cuda_graph`: the training step captured as a CUDA graph.
   - :mod:`~softmax_as_linear.engine.train`: the training loop.

@@ -3,8 +3,9 @@
 
     python -m softmax_as_linear reproduce {fig1,...,fig8,all} [more figures] [--preset {paper,lecture,smoke}]
         [--device {auto,cpu,cuda}] [--out DIR] [--max-minutes M] [--seeds N] [--sampler {paper,published}]
-        [--threads T] [--restart] [--shard K/N | --shards N [--launcher {local,slurm}] [cluster options]]
-    python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--out DIR]
+        [--rng {auto,torch,philox}] [--threads T] [--restart]
+        [--shard K/N | --shards N [--launcher {local,slurm}] [cluster options]]
+    python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--rng R] [--out DIR]
 
 What they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` and
 :mod:`softmax_as_linear.experiments.shards`. Nothing heavy is imported before a command runs, so
@@ -18,7 +19,7 @@ import signal
 import sys
 import tempfile
 
-from .registry import DEVICES, FIGURES, LAUNCHERS, PRESETS, SAMPLERS, VERSION
+from .registry import DEVICES, FIGURES, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
 
 FIGURE_CHOICES = (*FIGURES, "all")
 
@@ -51,7 +52,7 @@ examples:
 
 # ValueErrors of the library name its parameters; the command line names its options.
 OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
-             "shard": "--shard", "launcher": "--launcher", "device": "--device"}
+             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng"}
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -140,6 +141,11 @@ def _common_options(command: argparse.ArgumentParser) -> None:
                          help="inputs of the KMS sweep (Figures 6-8): paper (prompts and queries N(0, Sigma)) or "
                               "published (the published code: prompts N(0, C Sigma C^T), queries N(0, I)) "
                               "(default: %(default)s)")
+    command.add_argument("--rng", choices=RNGS, default="auto",
+                         help="random stream of the training prompts: torch (per-seed generators, as every result "
+                              "file before this option), philox (a counter-based stream, the same prompts on every "
+                              "device, drawn inside the training kernel on a GPU) or auto (philox on CUDA, torch on "
+                              "a CPU; merge: what the shards used) (default: %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -231,12 +237,12 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     try:
         figures_of(args.figure)
         if args.command == "merge":
-            check_options(args.preset, None, args.seeds, args.sampler, (1, args.shards))
+            check_options(args.preset, None, args.seeds, args.sampler, args.rng, shard=(1, args.shards))
         else:
             if args.launcher is not None and args.shards is None:
                 raise ValueError("launcher needs --shards N (the number of shards to launch)")
-            check_options(args.preset, args.max_minutes, args.seeds, args.sampler,
-                          args.shard or (None if args.shards is None else (1, args.shards)))
+            check_options(args.preset, args.max_minutes, args.seeds, args.sampler, args.rng,
+                          shard=args.shard or (None if args.shards is None else (1, args.shards)))
         device = resolve_device(args.device) if args.command == "merge" or args.launcher != "slurm" else None
     except ValueError as error:
         _option_error(parser, error, **({} if getattr(args, "shard", None) else {"shard": "--shards"}))
@@ -244,7 +250,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     threads = torch.get_num_threads()
     # Ctrl-C, and a polite kill (SIGTERM), both save a checkpoint before leaving.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _interrupt)
-    common = dict(preset=args.preset, out=args.out, seeds=args.seeds, sampler=args.sampler)
+    common = dict(preset=args.preset, out=args.out, seeds=args.seeds, sampler=args.sampler, rng=args.rng)
     try:
         if args.command == "merge":
             from .experiments.shards import merge

@@ -1,5 +1,5 @@
 """The course's named choices, declared once and without importing torch: version, figures, presets,
-samplers, covariances, activations, token laws, devices, shard launchers and the paper's seed.
+samplers, covariances, activations, token laws, random streams, covariate laws, devices, shard launchers and the paper's seed.
 
 Every layer reads its choices from here (the command line too, so that ``--help`` stays instant), and
 every ``ValueError`` about one of them lists the names below.
@@ -25,6 +25,15 @@ COVARIANCES = ("isotropic", "kms")
 #: Token laws of :class:`~softmax_as_linear.theory.measures.TokenLaw`, and their names in prose.
 LAW_KINDS = ("gaussian", "uniform", "laplace", "mixture")
 LAW_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "laplace": "Laplace", "mixture": "two-Gaussian mixture"}
+
+#: Random streams of a sweep's prompts: torch's per-seed generators, the counter-based stream
+#: (:mod:`~softmax_as_linear.engine.counter_stream`, drawn inside the training kernel on a GPU), or the latter
+#: where that kernel runs and the former elsewhere.
+RNGS = ("auto", "torch", "philox")
+
+#: Laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
+#: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
+COVARIATE_LAWS = ("gaussian", "uniform", "rademacher")
 
 #: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.
 PRESETS = ("paper", "lecture", "smoke")

@@ -177,6 +177,7 @@ def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, parametrisation,
         np.testing.assert_allclose(resumed.params[name], full.params[name], rtol=1e-5, atol=1e-7)
 
 
+@pytest.mark.slow
 def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path):
     cfg = TrainConfig(**SMALL)
     checkpoint = tmp_path / "run.pt"
@@ -193,6 +194,7 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.slow
 def test_lecture_preset_linear_attention_reaches_the_best_linear_risk(device):
     from softmax_as_linear.experiments.presets import sweep_config
 
@@ -260,7 +262,8 @@ def test_cuda_graph_replays_the_step_op_by_op(covariance):
     # The captured step computes what the step run op by op computes, random batches included,
     # and a run that diverges inside the graph is caught at the same step.
     cfg, init = _one_diverging_seed()
-    cfg = cfg.replace(lengths=(10, 40, 200), covariance=covariance)
+    # torch's generators and the tensor formulas (the counter-based stream's graph: tests/engine/test_prompt_kernel.py)
+    cfg = cfg.replace(lengths=(10, 40, 200), covariance=covariance, rng="torch")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         graphed = train(cfg, init_weights=init, device="cuda")

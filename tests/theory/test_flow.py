@@ -11,6 +11,7 @@ from softmax_as_linear.theory.flow import balance, infinite_prompt_flow
 BLOCK = dict(parametrisation="uv", init="block", alpha=0.3, lr=1e-2, record_every=20, eval_prompts=32)
 
 
+@pytest.mark.slow
 def test_infinite_prompt_flow_reaches_the_limit_of_remark_5_3():
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
     U0, V0 = regression.block_init(task, 0.5)
@@ -24,6 +25,7 @@ def test_infinite_prompt_flow_reaches_the_limit_of_remark_5_3():
     np.testing.assert_allclose(finer["U"][-1], flow["U"][1], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_linear_training_at_large_L_tracks_the_infinite_prompt_flow():
     # Theorem 4.3 in miniature: (U, V) linear attention from the block initialisation, SGD at
     # learning rate lr on the MSE follows the flow on R_inf at time 2 lr k, closer for longer prompts.

@@ -1,4 +1,5 @@
-"""The prompts of a sweep: per-seed generators of the training batches and the fixed held-out set."""
+"""The prompts of a sweep as tensors: the training batches and the fixed held-out set, from torch's per-seed
+generators (:class:`SweepData`) or from the counter-based stream (:class:`CounterData`)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -8,6 +9,7 @@ import torch
 
 from ..core import seeding
 from ..theory.regression import RegressionTask
+from . import counter_stream
 from .sweep import TrainConfig
 
 
@@ -60,7 +62,7 @@ class SweepData:
     def load_state(self, states):
         self._discard_pending()
         for g, s in zip(self.generators, states):
-            g.set_state(s)
+            g.set_state(s.cpu())  # generator states live on the CPU
 
     def _discard_pending(self):
         if self._pending is not None:
@@ -76,3 +78,48 @@ class SweepData:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+class CounterData:
+    """The batches and held-out prompts of ``rng="philox"`` as tensors, from
+    :func:`~softmax_as_linear.engine.counter_stream.draw` (where the training kernel does not run: a CPU, or
+    float64): batch ``k`` is step ``k`` of stream ``"train"``, the held-out set is prompts
+    ``0 .. eval_prompts - 1`` of step 0 of stream ``"held_out"``. The same interface as :class:`SweepData`;
+    :meth:`state` is the number of batches handed out, and :meth:`peek` reads the next one without taking it.
+    """
+
+    generators: list = []  # nothing for a CUDA graph to register: the counter is the step
+
+    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype):
+        self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
+        self.L_max = max(cfg.lengths)
+        self.factor, self.query_factor = counter_stream.task_factors(task)
+        self.keys = [seeding.stream_seed(seed, "train") for seed in cfg.seeds]
+        self.count = 0
+        self.eval = self.draw([seeding.stream_seed(seed, "held_out") for seed in cfg.seeds], 0, cfg.eval_prompts)
+
+    def draw(self, keys, step: int, n_prompts: int):
+        """Prompts ``0 .. n_prompts - 1`` of ``step`` under ``keys``: tokens, queries, targets."""
+        return counter_stream.draw(keys, step, n_prompts, self.L_max, d=self.cfg.d, factor=self.factor,
+                                   query_factor=self.query_factor, task_var=self.task.task_var,
+                                   noise_var=self.task.noise_var, law=self.cfg.covariate_law, device=self.device,
+                                   dtype=self.dtype)
+
+    def peek(self):
+        """The next batch, without taking it."""
+        return self.draw(self.keys, self.count, self.cfg.batch_size)
+
+    def batch(self):
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step."""
+        out = self.peek()
+        self.count += 1
+        return out
+
+    def state(self) -> int:
+        return self.count
+
+    def load_state(self, state):
+        self.count = int(state)
+
+    def close(self):
+        pass

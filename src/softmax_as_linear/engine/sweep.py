@@ -20,7 +20,7 @@ import torch
 
 from ..core import checks, seeding
 from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
-from ..registry import ACTIVATIONS, COVARIANCES, SAMPLERS
+from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, RNGS, SAMPLERS
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
 
@@ -56,6 +56,17 @@ class TrainConfig:
         eval_prompts: size of the fixed held-out set, per seed.
         blowup: divergence threshold, in units of the risk of the zero predictor.
         dtype: ``"float32"`` or ``"float64"``.
+        rng: the random stream of the prompts. ``"torch"``: one torch generator per seed and stream (CUDA and
+            the CPU draw different numbers; every result file before the counter-based stream used it).
+            ``"philox"``: the counter-based stream of :mod:`~softmax_as_linear.engine.counter_stream`, the same
+            prompts on every device, drawn inside the training kernel on a GPU
+            (:mod:`~softmax_as_linear.engine.prompt_kernel`). ``"auto"``: ``"philox"`` where that kernel runs
+            (CUDA with Triton, float32) or the covariate law is not Gaussian, ``"torch"`` elsewhere; a trained
+            sweep records the stream it used.
+        covariate_law: law of the raw inputs :math:`\\xi` (inputs are :math:`F\\xi`, as for the Gaussian):
+            ``"gaussian"`` (the paper), ``"uniform"`` on :math:`[-\\sqrt3, \\sqrt3]` or ``"rademacher"``
+            (:math:`\\pm 1`), all of mean 0 and variance 1; label noise stays Gaussian. The last two need the
+            counter-based stream.
     """
 
     d: int = 5
@@ -79,6 +90,8 @@ class TrainConfig:
     eval_prompts: int = 1024
     blowup: float = 1e3
     dtype: str = "float32"
+    rng: str = "auto"
+    covariate_law: str = "gaussian"
 
     def __post_init__(self):
         checks.positive_int("d", self.d)
@@ -118,6 +131,11 @@ class TrainConfig:
         checks.positive_int("eval_prompts", self.eval_prompts)
         checks.positive_float("blowup", self.blowup)
         checks.one_of("dtype", self.dtype, ("float32", "float64"))
+        checks.one_of("rng", self.rng, RNGS)
+        checks.one_of("covariate_law", self.covariate_law, COVARIATE_LAWS)
+        if self.covariate_law != "gaussian" and self.rng == "torch":
+            raise ValueError(f"covariate_law {self.covariate_law!r} needs rng 'philox' (or 'auto'); "
+                             "torch's generators draw Gaussian inputs only")
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with some fields changed (validated again)."""
@@ -234,12 +252,16 @@ def save_sweep(path, result: TrainResult) -> pathlib.Path:
     return save_npz(path, config_json=np.array(json.dumps(result.config.as_dict())), **result.to_arrays())
 
 
+#: Fields that files written before they existed lack, with the values those files were computed with.
+_BEFORE = {"rng": "torch", "covariate_law": "gaussian"}
+
+
 def load_sweep(path) -> TrainResult:
     """Read a sweep written by :func:`save_sweep`; :class:`~softmax_as_linear.core.artifacts.DamagedFileError`
     if the file cannot be read or lacks what a sweep holds."""
     arrays = load_npz(path)
     try:
-        fields = json.loads(str(arrays.pop("config_json")))
+        fields = {**_BEFORE, **json.loads(str(arrays.pop("config_json")))}
         fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
         return TrainResult.from_arrays(TrainConfig(**fields), arrays)
     except (KeyError, TypeError, ValueError) as error:
@@ -258,7 +280,7 @@ def load_checkpoint(path, config: TrainConfig, device) -> dict:
     :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read."""
     try:
         state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
-        written_for = state["config"]
+        written_for = {**_BEFORE, **state["config"]}
     except FileNotFoundError:
         raise
     except READ_ERRORS + (TypeError, AttributeError, OSError) as error:  # a truncated zip: OSError when seeking

@@ -27,8 +27,8 @@ from ..core.artifacts import DamagedFileError, load_npz, results_folder, save_js
 from ..core.devices import resolve_device
 from ..engine.evaluation import final_evaluation
 from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
-from ..engine.train import train
-from ..registry import CONCENTRATION_FIGURES, FIGURES, PRESETS, SAMPLERS, TRAINING_FIGURES
+from ..engine.train import resolved, train
+from ..registry import CONCENTRATION_FIGURES, FIGURES, PRESETS, RNGS, SAMPLERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, result_name, sweep_provenance
 from .presets import FINAL_PROMPTS, sweep_config, sweep_seeds
@@ -148,7 +148,7 @@ def _final(result, path: pathlib.Path, preset: str, device, restart: bool = Fals
 
 
 def check_options(preset: str, max_minutes: float | None, seeds: int | None = None, sampler: str = "paper",
-                  shard: tuple[int, int] | None = None) -> None:
+                  rng: str = "auto", shard: tuple[int, int] | None = None) -> None:
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {preset!r}")
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000):
@@ -157,6 +157,8 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
         raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
     if max_minutes is not None and not max_minutes > 0:
         raise ValueError(f"max_minutes must be positive, got {max_minutes!r}")
+    if rng not in RNGS:
+        raise ValueError(f"rng must be one of {', '.join(RNGS)}; got {rng!r}")
     if shard is not None:
         k, n = shard
         count = len(all_seeds(preset, seeds))
@@ -167,20 +169,22 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
 
 def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "auto", out=None,
               max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
-              restart: bool = False, shard: tuple[int, int] | None = None) -> list[pathlib.Path]:
+              restart: bool = False, shard: tuple[int, int] | None = None, rng: str = "auto") -> list[pathlib.Path]:
     """Compute and save the artifacts of ``figure`` (a name, ``"all"``, or a list of them); returns the files written.
 
     ``out`` defaults to the results folder, where the chapters read. ``max_minutes`` bounds the
     training time of this call (artifacts are then marked ``"complete": false``). ``seeds``: number of
     seeds of each sweep (default: the preset's, the paper's seed 327). ``sampler``: the inputs of the
     KMS sweep (Figures 6-8), ``"paper"`` or ``"published"``; the isotropic sweep is the same for both.
+    ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
+    ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``.
     ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
     ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`shard_seeds`), writing into
     :func:`shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`).
     """
     names = figures_of(figure)
-    check_options(preset, max_minutes, seeds, sampler, shard)
+    check_options(preset, max_minutes, seeds, sampler, rng, shard)
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
@@ -199,7 +203,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             if covariance not in sweeps:
                 start = time.monotonic()
                 stem = sweep_stem(covariance, preset, used)
-                config = sweep_config(preset, covariance, sampler=used, **overrides)
+                config = resolved(sweep_config(preset, covariance, sampler=used, rng=rng, **overrides), device)
                 result = _sweep(config, stem, preset, device, out, deadline, restart)
                 evaluation = _final(result, out / f"{stem}.npz", preset, device, restart)
                 origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)

@@ -60,18 +60,20 @@ class ShardsPartial(ShardError):
 
 
 def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: str, k: int, n: int,
-                  out: pathlib.Path | None) -> str:
+                  out: pathlib.Path | None, rng: str = "auto") -> str:
     """The command line that trains shard ``k`` of ``n`` (the same for a missing or an unfinished shard)."""
     extra = ("" if seeds is None else f" --seeds {seeds}") + ("" if sampler == "paper" else f" --sampler {sampler}")
+    extra += "" if rng == "auto" else f" --rng {rng}"
     where = "" if out is None else f" --out {out}"
     return f"python -m softmax_as_linear reproduce {' '.join(figures)} --preset {preset}{extra}{where} --shard {k}/{n}"
 
 
 def _merge_sweep(covariance: str, used: str, preset: str, seeds: int | None, out: pathlib.Path, n: int,
-                 command) -> tuple[TrainResult, dict, list[dict]]:
-    """The shards' sweeps and final evaluations of one sweep, joined along the seed axis, with each shard's provenance."""
+                 command, rng: str = "auto") -> tuple[TrainResult, dict, list[dict]]:
+    """The shards' sweeps and final evaluations of one sweep, joined along the seed axis, with each shard's provenance.
+    With ``rng="auto"`` the shards' random stream is the one the first shard used (it depends on its device)."""
     stem = sweep_stem(covariance, preset, used)
-    config = sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds))
+    config = sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng)
     results, evaluations, origins = [], [], []
     for k in range(1, n + 1):
         folder = shard_folder(out, k, n)
@@ -80,6 +82,9 @@ def _merge_sweep(covariance: str, used: str, preset: str, seeds: int | None, out
         if not path.exists():
             raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
         result = load_sweep(path)
+        if config.rng == "auto":  # the stream "auto" meant where the first shard ran
+            config = config.replace(rng=result.config.rng)
+            expected = expected.replace(rng=result.config.rng)
         if result.config != expected:
             raise ShardError(f"{path} was trained with other settings than shard {k}/{n} of this reproduction "
                              f"(seeds {list(result.config.seeds)}, expected {list(expected.seeds)}): run\n    {command(k)}")
@@ -130,20 +135,20 @@ def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], se
 
 
 def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=None, seeds: int | None = None,
-          sampler: str = "paper", device: str = "auto") -> list[pathlib.Path]:
+          sampler: str = "paper", device: str = "auto", rng: str = "auto") -> list[pathlib.Path]:
     """Join the ``shards`` shards of a reproduction (each trained by ``reproduce(..., shard=(k, shards))``) and
     write its files into ``out``: the sweeps, their final evaluations and one file per figure, as one
     :func:`~softmax_as_linear.experiments.reproduce.reproduce` of every seed writes them (Figures 1 and 5,
     which have no seeds, are computed here). A :class:`ShardError` names a missing or unfinished shard
     and the command that completes it; nothing is written then."""
     names = figures_of(figure)
-    check_options(preset, None, seeds, sampler, (1, shards))
+    check_options(preset, None, seeds, sampler, rng, (1, shards))
     out = results_folder() if out is None else pathlib.Path(out)
     start = time.monotonic()
     training = [name for name in names if name in TRAINING_FIGURES]
 
     def command(k):
-        return shard_command(training, preset, seeds, sampler, k, shards, out)
+        return shard_command(training, preset, seeds, sampler, k, shards, out, rng)
 
     needed = list(dict.fromkeys(sweep_of(name, sampler) for name in training))
     for covariance, used in needed:  # every shard of every sweep is there before anything is written
@@ -152,7 +157,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                 raise ShardError(f"shard {k}/{shards} has not written its {covariance} sweep yet: run\n    {command(k)}")
     sweeps = {}
     for covariance, used in needed:
-        merged, evaluation, origins = _merge_sweep(covariance, used, preset, seeds, out, shards, command)
+        merged, evaluation, origins = _merge_sweep(covariance, used, preset, seeds, out, shards, command, rng)
         sweeps[covariance] = merged, evaluation, _merged_provenance(merged, preset, origins, time.monotonic() - start)
     written = []
     for name in names:
@@ -181,7 +186,7 @@ def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads
 def launch(figure: str | list[str], shards: int, launcher: str = "local", preset: str = "lecture", device="auto",
            out=None, max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
            restart: bool = False, threads: int = 1, timeout_minutes: float = 24 * 60, slurm: dict | None = None,
-           gpus_per_shard: int | None = None) -> list[pathlib.Path]:
+           gpus_per_shard: int | None = None, rng: str = "auto") -> list[pathlib.Path]:
     """Train the ``shards`` shards of a reproduction as submitit jobs and merge them (see the module's docstring).
 
     ``launcher``: ``"slurm"`` (one job array; ``slurm`` holds submitit's ``slurm_*`` parameters without the
@@ -196,7 +201,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     names = figures_of(figure)
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}; got {launcher!r}")
-    check_options(preset, max_minutes, seeds, sampler, (1, shards))
+    check_options(preset, max_minutes, seeds, sampler, rng, (1, shards))
     out = results_folder() if out is None else pathlib.Path(out)
     training = [name for name in names if name in TRAINING_FIGURES]
     resolved = resolve_device(device) if launcher == "local" else None
@@ -207,7 +212,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
                                cpus_per_task=max(2, threads + 1), tasks_per_node=1, nodes=1,
                                **{f"slurm_{key}": value for key, value in (slurm or {}).items()})
     options = dict(preset=preset, device=device, out=out, max_minutes=max_minutes, seeds=seeds, sampler=sampler,
-                   restart=restart)
+                   restart=restart, rng=rng)
     jobs = []
     if launcher == "local" and cuda and gpus > 0:  # one GPU (or gpus) of this machine per shard
         import torch
@@ -237,4 +242,4 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     if partial:
         raise ShardsPartial(f"shard{'s' if len(partial) > 1 else ''} {', '.join(map(str, partial))} of {shards} "
                             "stopped at the time limit; run the same command again to resume them")
-    return merge(names, shards, preset, out, seeds, sampler, device)
+    return merge(names, shards, preset, out, seeds, sampler, device, rng)
