@@ -39,6 +39,7 @@ def test_smoke_preset_writes_the_concentration_figures(figure, tmp_path, capsys)
     assert data["preset"] == "smoke" and len(data["output"]["mean"]) == len(data["lengths"])
 
 
+@pytest.mark.slow
 def test_smoke_preset_writes_every_figure(tmp_path, capsys):
     code, err = _run(capsys, "reproduce", "all", "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err

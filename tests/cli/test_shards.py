@@ -59,6 +59,7 @@ def test_shard_seeds_split_the_seeds_in_order():
         shard_seeds(seeds, 3, 8)
 
 
+@pytest.mark.slow
 def test_shards_by_hand_merge_into_the_files_of_one_process(tmp_path, capsys):
     single, sharded = tmp_path / "single", tmp_path / "sharded"
     figures = ["fig2", "fig3", "fig4", "fig6"]
@@ -116,6 +117,7 @@ def test_shard_options_are_checked_before_computing(argv, message, tmp_path, cap
     assert not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_three_shards_through_submitit_equal_one_process(tmp_path, capsys):
     """The sweep split into three shards launched with submitit's local executor (three processes) and
     merged: the same files as one process, bit for bit on the CPU, provenance aside."""

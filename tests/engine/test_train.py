@@ -97,6 +97,7 @@ def test_cpu_training_equals_the_tensor_path(monkeypatch):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("covariance", ["isotropic", "kms"])
 def test_a_seed_trained_alone_equals_it_trained_with_others(covariance):
     """What makes shards exact: on a CPU a seed's records, parameters and final evaluation are bit for bit
