@@ -34,9 +34,9 @@ $(READY): pyproject.toml environment.yml
 	$(PY) -m pip install --quiet $(PIP_TORCH)
 ifeq ($(LATEST),)
 	$(PY) tools/pins.py environment.yml > $(VENV)/pins.txt
-	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab]"
+	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab,cluster]"
 else
-	$(PY) -m pip install --quiet --upgrade -e ".[book,test,lab]"
+	$(PY) -m pip install --quiet --upgrade -e ".[book,test,lab,cluster]"
 endif
 	touch $@
 

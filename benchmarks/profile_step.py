@@ -87,9 +87,9 @@ def kernel_profile(covariance: str, seeds: int, device, repeats: int = 5, rng: s
 
     def torch_step():
         with record_function("data"):
-            tokens, query, target = data.batch()
+            batch = data.batch()  # tokens, queries, targets, prepared (None here)
         with record_function("forward"):
-            loss = 2 * sweep.risk(tokens, query, target).sum()
+            loss = 2 * sweep.risk(*batch).sum()
         with record_function("backward"):
             optimizer.zero_grad(set_to_none=False)
             loss.backward()

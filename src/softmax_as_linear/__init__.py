@@ -51,6 +51,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.experiments.concentration_figures`: Figures 1 and 5, and the gaps along a trained run.
   - :mod:`~softmax_as_linear.experiments.analysis`: trained runs read against the theory (flow gap, seed outcomes).
   - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures, file by file.
+  - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
+    submitit, one GPU per process, or by hand) and merged into the files of one run.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
@@ -64,7 +66,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.panels.concentration`: Chapter 3's panel (the output gap against the prompt length).
   - :mod:`~softmax_as_linear.panels.flow`: the infinite-prompt gradient flow, live (Chapters 4 and 5).
   - :mod:`~softmax_as_linear.panels.training`: training from a panel, in the background.
-- :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``).
+- :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``),
+  whole or in shards.
 
 The most used names load from the top on first use (``sal.RegressionTask``, ``sal.softmax_attention``),
 so importing the package is instant and the command line's ``--help`` does not load torch.

@@ -1,5 +1,5 @@
 """The course's named choices, declared once and without importing torch: version, figures, presets,
-samplers, covariances, activations, token laws, random streams, covariate laws, devices and the paper's seed.
+samplers, covariances, activations, token laws, random streams, covariate laws, devices, shard launchers and the paper's seed.
 
 Every layer reads its choices from here (the command line too, so that ``--help`` stays instant), and
 every ``ValueError`` about one of them lists the names below.
@@ -40,6 +40,10 @@ PRESETS = ("paper", "lecture", "smoke")
 
 #: Where computations run: CUDA when present (``auto``), or a named device.
 DEVICES = ("auto", "cpu", "cuda")
+
+#: How the shards of a sharded reproduction are launched through submitit: processes of this machine, or a
+#: SLURM job array.
+LAUNCHERS = ("local", "slurm")
 
 #: The paper's training figures: figure -> (input covariance of its sweep, what it shows).
 TRAINING_FIGURES = {"fig2": ("isotropic", "final"), "fig3": ("isotropic", "gap"), "fig4": ("isotropic", "trajectory"),

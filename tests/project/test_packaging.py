@@ -47,7 +47,8 @@ def _make(*args: str) -> str:
 def test_environment_yml_installs_what_the_package_needs():
     pip_section = _pip_section()
     pinned = {_name(line) for line in pip_section if not line.startswith("-")}
-    needed = {_name(r) for r in _project()["dependencies"] + _project()["optional-dependencies"]["lab"]}
+    extras = _project()["optional-dependencies"]
+    needed = {_name(r) for r in _project()["dependencies"] + extras["lab"] + extras["cluster"]}
     assert needed <= pinned, f"environment.yml lacks {sorted(needed - pinned)}"
     assert "-e ." in pip_section, "environment.yml must install the course library itself"
 
@@ -58,7 +59,8 @@ def test_environment_yml_pins_versions_the_package_accepts_and_make_setup_instal
     sys.path.insert(0, str(ROOT / "tools"))
     import pins
 
-    ranges = {_name(r): Requirement(r) for r in _project()["dependencies"] + _project()["optional-dependencies"]["lab"]}
+    extras = _project()["optional-dependencies"]
+    ranges = {_name(r): Requirement(r) for r in _project()["dependencies"] + extras["lab"] + extras["cluster"]}
     for line in (line for line in _pip_section() if not line.startswith("-")):
         requirement = Requirement(line)
         (spec,) = requirement.specifier

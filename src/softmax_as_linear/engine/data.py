@@ -3,6 +3,7 @@ generators (:class:`SweepData`) or from the counter-based stream (:class:`Counte
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import torch
 
@@ -21,10 +22,13 @@ class SweepData:
     With ``prefetch`` (on a CPU), the next batch is drawn on a second thread while the current
     step computes; batches and generator states are exactly those of drawing in turn, and
     :meth:`state` is the state after the batches handed out so far (what a checkpoint needs).
+    ``prepare`` (for instance :meth:`~softmax_as_linear.engine.batched.SweepModel.prepare`) is applied to
+    the tokens of every training batch as it is drawn, on that thread when there is one.
     """
 
-    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype, prefetch: bool = False):
-        self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
+    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype, prefetch: bool = False,
+                 prepare: Callable[[torch.Tensor], object] | None = None):
+        self.cfg, self.task, self.device, self.dtype, self.prepare = cfg, task, device, dtype, prepare
         self.L_max = max(cfg.lengths)
         self.generators = [seeding.generator(seed, "train", device=device) for seed in cfg.seeds]
         held_out = [seeding.generator(seed, "held_out", device=device) for seed in cfg.seeds]
@@ -37,12 +41,17 @@ class SweepData:
                                          self.dtype)
         return batch.tokens, batch.query, batch.target
 
+    def _draw_prepared(self):
+        tokens, query, target = self._draw()
+        return tokens, query, target, None if self.prepare is None else self.prepare(tokens)
+
     def batch(self):
-        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step."""
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step, and what
+        ``prepare`` made of the tokens (None without it)."""
         if self._pool is None:
-            return self._draw()
-        current = self._draw() if self._pending is None else self._pending[1].result()
-        self._pending = ([g.get_state() for g in self.generators], self._pool.submit(self._draw))
+            return self._draw_prepared()
+        current = self._draw_prepared() if self._pending is None else self._pending[1].result()
+        self._pending = ([g.get_state() for g in self.generators], self._pool.submit(self._draw_prepared))
         return current
 
     def state(self):

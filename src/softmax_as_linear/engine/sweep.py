@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding
-from ..core.artifacts import atomic_write, load_npz, save_npz
+from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
 from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, RNGS, SAMPLERS
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
@@ -257,11 +257,15 @@ _BEFORE = {"rng": "torch", "covariate_law": "gaussian"}
 
 
 def load_sweep(path) -> TrainResult:
-    """Read a sweep written by :func:`save_sweep`."""
+    """Read a sweep written by :func:`save_sweep`; :class:`~softmax_as_linear.core.artifacts.DamagedFileError`
+    if the file cannot be read or lacks what a sweep holds."""
     arrays = load_npz(path)
-    fields = {**_BEFORE, **json.loads(str(arrays.pop("config_json")))}
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-    return TrainResult.from_arrays(TrainConfig(**fields), arrays)
+    try:
+        fields = {**_BEFORE, **json.loads(str(arrays.pop("config_json")))}
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+        return TrainResult.from_arrays(TrainConfig(**fields), arrays)
+    except (KeyError, TypeError, ValueError) as error:
+        raise DamagedFileError(path, f"not a sweep file: {type(error).__name__}: {error}") from None
 
 
 def save_checkpoint(path, state: dict) -> pathlib.Path:
@@ -272,8 +276,15 @@ def save_checkpoint(path, state: dict) -> pathlib.Path:
 
 def load_checkpoint(path, config: TrainConfig, device) -> dict:
     """The state saved by :func:`save_checkpoint` at ``path``, its tensors on ``device``; a
-    ``ValueError`` if it was written for another configuration."""
-    state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
-    if {**_BEFORE, **state["config"]} != config.as_dict():
+    ``ValueError`` if it was written for another configuration, a
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read."""
+    try:
+        state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
+        written_for = {**_BEFORE, **state["config"]}
+    except FileNotFoundError:
+        raise
+    except READ_ERRORS + (TypeError, AttributeError, OSError) as error:  # a truncated zip: OSError when seeking
+        raise DamagedFileError(path, f"{type(error).__name__}: {error}") from None
+    if written_for != config.as_dict():
         raise ValueError(f"checkpoint {path} was written for a different configuration")
     return state

@@ -150,9 +150,9 @@ def make_step(sweep: SweepModel, data: SweepData, optimizer: torch.optim.Optimiz
     threshold = sweep.cfg.blowup * sweep.zero_risk
 
     def step():
-        tokens, query, target = data.batch()
-        _update(sweep, optimizer, sweep.risk(tokens, query, target), alive, diverged_at, step_count, threshold)
-        return tokens, query, target
+        batch = data.batch()  # tokens, queries, targets (and, on a CPU, what sweep.prepare made of the tokens)
+        _update(sweep, optimizer, sweep.risk(*batch), alive, diverged_at, step_count, threshold)
+        return batch
 
     return step
 
@@ -192,9 +192,11 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         data = CounterData(cfg, sweep.task, device, sweep.dtype)
     else:
         # With a core to spare (fewer compute threads than cores), the next batch is drawn on it during
-        # the step; more threads than cores would slow both down.
+        # the step; more threads than cores would slow both down. On a CPU that thread also forms the
+        # batch's column layout and prefix moments (sweep.prepare).
         spare_core = (os.cpu_count() or 1) > torch.get_num_threads()
-        data = SweepData(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core)
+        data = SweepData(cfg, sweep.task, device, sweep.dtype, prefetch=device.type == "cpu" and spare_core,
+                         prepare=sweep.prepare if device.type == "cpu" else None)
     params = list(sweep.params.values())
     optimizer = (torch.optim.SGD(params, lr=cfg.lr) if cfg.optimizer == "sgd"
                  else torch.optim.Adam(params, lr=cfg.lr, capturable=device.type == "cuda"))
@@ -269,9 +271,9 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
                 first = take_step_kernel.batch_risk(0)
             else:  # torch's generators: the record takes batch 0 (as every earlier result file did); the
                 # counter-based stream reads it without taking it (step k uses batch k)
-                tokens, query, target = data.peek() if cfg.rng == "philox" else data.batch()
+                batch = data.peek() if cfg.rng == "philox" else data.batch()
                 with torch.no_grad():
-                    first = sweep.risk(tokens, query, target)
+                    first = sweep.risk(*batch)
             record(0, first)
         while step < cfg.steps:
             batch = take_step()

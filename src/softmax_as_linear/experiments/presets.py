@@ -7,7 +7,8 @@ concentration figures (1 and 5) and the first run of the live training panel.
   that every step of a reproduction runs); :data:`PAPER_LENGTHS`, :data:`PAPER_SEED`,
   :func:`sweep_seeds`, and :data:`FINAL_PROMPTS` for the final evaluation.
 - Figures 1 and 5 (:data:`CONCENTRATION_PRESETS`, :data:`CONCENTRATION_SEED`): prompt lengths and
-  prompt counts of softmax against linear attention at the initialisation, ``"lecture"`` and ``"paper"``.
+  prompt counts of softmax against linear attention at the initialisation, ``"lecture"``, ``"paper"`` and
+  ``"smoke"``.
 - The live training panel of Chapters 4 and 5 (:data:`PANEL`): its first click, built from the lecture preset.
 
 The paper preset uses the published code's task, model, PyTorch initialisation, batch size, optimiser,
@@ -76,6 +77,8 @@ CONCENTRATION_PRESETS = {
     "lecture": dict(lengths=(10, 30, 100, 300, 1000, 3000), batch=128, n_batches=8),
     # the paper's grid and beyond it up to 5 x 10^4, 16 batches of 128 prompts (2048 prompts per length)
     "paper": dict(lengths=PAPER_LENGTHS + (2000, 5000, 10_000, 20_000, 50_000), batch=128, n_batches=16),
+    # a second on a CPU: checks that the reproduction of Figures 1 and 5 runs (`reproduce all --preset smoke`)
+    "smoke": dict(lengths=(10, 100), batch=16, n_batches=2),
 }
 
 # The first click of the live training panel (Chapters 4 and 5): the lecture preset at one prompt length

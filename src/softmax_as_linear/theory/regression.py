@@ -170,7 +170,8 @@ class RegressionTask:
                        dtype=torch.float32) -> Batch:
         """One batch per generator, stacked: every tensor of the :class:`Batch` has a leading axis
         ``(S,)``, ``S = len(generators)``. Entry ``s`` is what :meth:`sample` draws from ``generators[s]``
-        (the same random numbers); the arithmetic after the draws is done once for all."""
+        (the same random numbers; on a CPU the labels are summed coordinate by coordinate, equal to
+        rounding); the arithmetic after the draws is done once for all."""
         n_prompts = checks.positive_int("n_prompts", n_prompts)
         L = checks.positive_int("L", L)
         if not generators:
@@ -181,10 +182,13 @@ class RegressionTask:
         for s, generator in enumerate(generators):
             w[s].normal_(generator=generator)
             z[s].normal_(generator=generator)
-        return self._assemble(w, z)
+        return self._assemble(w, z, by_coordinates=device.type == "cpu")
 
-    def _assemble(self, w: Tensor, z: Tensor) -> Batch:
-        """Standard normal draws ``w (..., n, d)`` and ``z (..., n, L + 1, D)`` -> the prompts (in place in ``z``)."""
+    def _assemble(self, w: Tensor, z: Tensor, by_coordinates: bool = False) -> Batch:
+        """Standard normal draws ``w (..., n, d)`` and ``z (..., n, L + 1, D)`` -> the prompts (in place in ``z``).
+
+        ``by_coordinates``: the labels as a sum over the ``D`` coordinates in a fixed order (on a CPU a
+        batched product of width one is several times slower; the labels agree to rounding)."""
         d, dtype, device = self.d, z.dtype, z.device
         key = (device, dtype)
         if key not in self._factor_on:
@@ -194,7 +198,12 @@ class RegressionTask:
         noise = torch.full((*w.shape[:-1], 1), math.sqrt(self.noise_var), dtype=dtype, device=device)
         # y = x^T w + s eps with x = F xi is a single product of the raw draw with (F^T w, s).
         coefficients = torch.cat([w if self._isotropic else w @ factor, noise], -1)
-        y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)  # (..., n, L + 1)
+        if by_coordinates:
+            y = z[..., 0] * coefficients[..., None, 0]
+            for k in range(1, self.D):
+                y.addcmul_(z[..., k], coefficients[..., None, k])
+        else:
+            y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)  # (..., n, L + 1)
         if not self._isotropic:
             if self.sampler == "published":  # isotropic query: x_q = xi_q
                 y[..., 0] = (z[..., 0, :] * torch.cat([w, noise], -1)).sum(-1)
