@@ -65,9 +65,9 @@ def kernel_profile(covariance: str, seeds: int, device, repeats: int = 5):
 
     def step():
         with record_function("data"):
-            tokens, query, target = data.batch()
+            tokens, query, target, w = data.batch()
         with record_function("forward"):
-            loss = 2 * sweep.risk(tokens, query, target).sum()
+            loss = 2 * sweep.risk(tokens, query, target, w).sum()
         with record_function("backward"):
             optimizer.zero_grad(set_to_none=False)
             loss.backward()

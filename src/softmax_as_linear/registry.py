@@ -1,5 +1,5 @@
 """The course's named choices, declared once and without importing torch: version, figures, presets,
-samplers, covariances, activations, token laws, devices and the paper's seed.
+samplers, covariances, activations, token laws, covariate laws, devices and the paper's seed.
 
 Every layer reads its choices from here (the command line too, so that ``--help`` stays instant), and
 every ``ValueError`` about one of them lists the names below.
@@ -15,6 +15,13 @@ PAPER_SEED = 327
 #: Attention activations: softmax attention and normalised linear attention.
 ACTIVATIONS = ("softmax", "linear")
 
+#: Infinite-prompt models a sweep can train beside finite prompts (Chapter 6): the limit of each activation,
+#: trained on the batches' tasks and queries alone (no prompt).
+LIMIT_MODELS = ("softmax_limit", "linear_limit")
+
+#: Every model a training sweep can hold: the two activations at finite ``L`` and their infinite-prompt limits.
+MODELS = (*ACTIVATIONS, *LIMIT_MODELS)
+
 #: How prompt inputs are drawn (:class:`~softmax_as_linear.theory.regression.RegressionTask`): the paper's
 #: model, or what the paper's published code draws.
 SAMPLERS = ("paper", "published")
@@ -25,6 +32,12 @@ COVARIANCES = ("isotropic", "kms")
 #: Token laws of :class:`~softmax_as_linear.theory.measures.TokenLaw`, and their names in prose.
 LAW_KINDS = ("gaussian", "uniform", "laplace", "mixture")
 LAW_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "laplace": "Laplace", "mixture": "two-Gaussian mixture"}
+
+#: Laws of the standardised input entries of in-context regression
+#: (:class:`~softmax_as_linear.theory.regression.RegressionTask`): Gaussian (the paper), uniform on
+#: :math:`[-\sqrt3, \sqrt3]` and Rademacher (:math:`\pm 1`), all of mean 0 and variance 1.
+COVARIATE_LAWS = ("gaussian", "uniform", "rademacher")
+COVARIATE_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "rademacher": "Rademacher"}
 
 #: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.
 PRESETS = ("paper", "lecture", "smoke")

@@ -23,7 +23,7 @@ DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.i
 def test_batched_predictions_equal_per_run_models(device):
     cfg = TrainConfig(lengths=(3, 7, 20, 50), seeds=(1, 2), dtype="float64", eval_prompts=4)
     sweep = SweepModel(cfg, torch.device(device), None)
-    tokens, query, _ = SweepData(cfg, sweep.task, torch.device(device), torch.float64).batch()
+    tokens, query, _, _ = SweepData(cfg, sweep.task, torch.device(device), torch.float64).batch()
     pred = sweep.predict(tokens, query)
     for s in range(2):
         for l, L in enumerate(cfg.lengths):

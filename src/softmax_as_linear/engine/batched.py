@@ -21,6 +21,7 @@ import torch
 from torch import Tensor
 
 from ..core import checks, seeding
+from ..theory.limit_model import prediction_from_scores
 from ..theory.models import AttentionModel, uv_from_weights
 from ..theory.regression import block_init
 from . import fused_softmax
@@ -97,6 +98,9 @@ class SweepModel:
         self.length_divisor = lengths.to(self.dtype)[:, None, None]
         self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
         self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
+        # infinite-prompt models: (index, activation of the limit)
+        self.limits = [(cfg.activations.index(m), m.removesuffix("_limit")) for m in ("softmax_limit", "linear_limit")
+                       if m in cfg.activations]
         waste = 1.25 if device.type == "cpu" else math.inf
         # (slice of length indices, longest length): slices, because indexing by a list would copy it to the device
         self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
@@ -145,8 +149,11 @@ class SweepModel:
         U, V = uv_from_weights(p["W_Q"], p["W_K"], p["W_V"], p["W_O"])
         return U, V[..., -1, :]
 
-    def predict(self, tokens: Tensor, query: Tensor) -> Tensor:
-        """tokens ``(S, B, L_max, D)``, query ``(S, B, D)`` -> predictions ``(S, nL, nA, B)``."""
+    def predict(self, tokens: Tensor, query: Tensor, w: Tensor | None = None) -> Tensor:
+        """tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, tasks w ``(S, B, d)`` -> predictions ``(S, nL, nA, B)``.
+
+        The infinite-prompt models read the task vectors ``w`` and the queries, no token (``w`` is needed
+        only when the sweep has them)."""
         U, v = self.uv()
         S, nL, nA = self.shape
         B, D = tokens.shape[1], tokens.shape[-1]
@@ -167,17 +174,22 @@ class SweepModel:
             moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths, self.length_divisor).reshape(S, B, nL, D, D)
             pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
             columns.append((slice(None), self.lin, pred))
+        for a, activation in self.limits:
+            if w is None:
+                raise ValueError("w must be given: the sweep trains infinite-prompt models")
+            pred = prediction_from_scores(u[:, :, a], v[:, :, a, None, :], self.task, w[:, None], activation)
+            columns.append((slice(None), a, pred))
         for idx, a, pred in columns:
             out[:, idx, a] = pred
         return out
 
-    def losses(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, w: Tensor | None = None) -> Tensor:
         """Half squared error of every run on every prompt, ``(S, nL, nA, B)``."""
-        return 0.5 * (self.predict(tokens, query) - target[:, None, None, :]) ** 2
+        return 0.5 * (self.predict(tokens, query, w) - target[:, None, None, :]) ** 2
 
-    def risk(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+    def risk(self, tokens: Tensor, query: Tensor, target: Tensor, w: Tensor | None = None) -> Tensor:
         """Risk R = 1/2 MSE of every run on the batch, ``(S, nL, nA)``."""
-        return self.losses(tokens, query, target).mean(-1)
+        return self.losses(tokens, query, target, w).mean(-1)
 
 
 def _prefix_moments(tokens_t: Tensor, lengths: tuple[int, ...], divisor: Tensor) -> Tensor:

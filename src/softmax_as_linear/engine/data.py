@@ -12,7 +12,8 @@ from .sweep import TrainConfig
 
 class SweepData:
     """Per-seed generators for training batches (stream ``"train"``) and the fixed held-out prompts
-    (stream ``"held_out"``, :attr:`eval`), as tensors ``(S, B, L_max, D)``, ``(S, B, D)``, ``(S, B)``.
+    (stream ``"held_out"``, :attr:`eval`), as tensors: tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``,
+    targets ``(S, B)`` and task vectors ``(S, B, d)`` (which the infinite-prompt models read).
     Each seed's normal draws come from its own generator; the arithmetic that turns them into prompts
     is done once for all seeds (:meth:`~softmax_as_linear.theory.regression.RegressionTask.sample_stacked`).
 
@@ -33,10 +34,10 @@ class SweepData:
     def _draw(self, n_prompts: int | None = None, generators=None):
         batch = self.task.sample_stacked(n_prompts or self.cfg.batch_size, self.L_max, generators or self.generators,
                                          self.dtype)
-        return batch.tokens, batch.query, batch.target
+        return batch.tokens, batch.query, batch.target, batch.w
 
     def batch(self):
-        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step."""
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` and tasks ``(S, B, d)`` of the next step."""
         if self._pool is None:
             return self._draw()
         current = self._draw() if self._pending is None else self._pending[1].result()

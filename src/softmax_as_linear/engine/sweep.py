@@ -20,7 +20,7 @@ import torch
 
 from ..core import checks, seeding
 from ..core.artifacts import atomic_write, load_npz, save_npz
-from ..registry import ACTIVATIONS, COVARIANCES, SAMPLERS
+from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, MODELS, SAMPLERS
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
 
@@ -40,8 +40,15 @@ class TrainConfig:
         sampler: ``"paper"`` (prompt and query inputs :math:`N(0, \\Sigma)`, the paper's model) or
             ``"published"`` (prompt inputs :math:`N(0, C\\Sigma C^\\top)`, queries :math:`N(0, I)`, as the
             published code draws them); see :class:`~softmax_as_linear.theory.regression.RegressionTask`.
+        law: law of the standardised input entries (:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
+            ``"gaussian"`` (the paper), ``"uniform"`` or ``"rademacher"`` (Chapter 6).
         task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
-        lengths: prompt lengths ``L``, increasing. activations: subset of ``("softmax", "linear")``.
+        lengths: prompt lengths ``L``, increasing. activations: distinct models among
+            :data:`~softmax_as_linear.registry.MODELS`: ``"softmax"`` and ``"linear"`` attention at each ``L``, and
+            ``"softmax_limit"`` and ``"linear_limit"``, their infinite-prompt limits
+            (:func:`~softmax_as_linear.theory.limit_model.infinite_prompt_prediction`), trained from the same
+            initialisation on the same batches' tasks, queries and targets (they read no prompt token, so
+            their runs are the same at every ``L``).
         seeds: one independent replicate per seed, in ``[0, 10_000)``; its initialisation, training
             batches and held-out prompts are the streams ``"init"``, ``"train"`` and ``"held_out"`` of
             :mod:`~softmax_as_linear.core.seeding`.
@@ -62,6 +69,7 @@ class TrainConfig:
     covariance: str = "isotropic"
     rho: float = 0.5
     sampler: str = "paper"
+    law: str = "gaussian"
     task_var: float | None = None
     noise_var: float = 0.1
     lengths: tuple[int, ...] = (10, 100)
@@ -85,6 +93,7 @@ class TrainConfig:
         checks.one_of("covariance", self.covariance, COVARIANCES)
         checks.in_open_interval("rho", self.rho, -1.0, 1.0)
         checks.one_of("sampler", self.sampler, SAMPLERS)
+        checks.one_of("law", self.law, COVARIATE_LAWS)
         if self.task_var is not None:
             checks.positive_float("task_var", self.task_var)
         checks.positive_float("noise_var", self.noise_var, allow_zero=True)
@@ -94,9 +103,9 @@ class TrainConfig:
         object.__setattr__(self, "lengths", lengths)
         activations = tuple(self.activations)
         if not activations or len(set(activations)) != len(activations):
-            raise ValueError(f"activations must be distinct names among {ACTIVATIONS}, got {self.activations!r}")
+            raise ValueError(f"activations must be distinct names among {MODELS}, got {self.activations!r}")
         for a in activations:
-            checks.one_of("activations", a, ACTIVATIONS)
+            checks.one_of("activations", a, MODELS)
         object.__setattr__(self, "activations", activations)
         seeds = tuple(int(s) for s in self.seeds)
         if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
@@ -132,8 +141,8 @@ class TrainConfig:
 
     def task(self) -> RegressionTask:
         if self.covariance == "isotropic":
-            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler)
-        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler)
+            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.law)
+        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.law)
 
     def record_steps(self) -> list[int]:
         return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
@@ -197,7 +206,7 @@ class TrainResult:
     def parameter_gap(self) -> np.ndarray:
         """``(S, nL, T)`` squared distance :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` over all parameters."""
         cfg = self.config
-        if set(cfg.activations) != set(ACTIVATIONS):
+        if not set(ACTIVATIONS) <= set(cfg.activations):
             raise ValueError("parameter_gap needs both activations in the sweep")
         s, lin = cfg.activations.index("softmax"), cfg.activations.index("linear")
         total = 0.0

@@ -56,8 +56,8 @@ def make_step(sweep: SweepModel, data: SweepData, optimizer: torch.optim.Optimiz
     threshold = sweep.cfg.blowup * sweep.zero_risk
 
     def step():
-        tokens, query, target = data.batch()
-        risk = sweep.risk(tokens, query, target)
+        tokens, query, target, w = data.batch()
+        risk = sweep.risk(tokens, query, target, w)
         bad = ~torch.isfinite(risk) | (risk > threshold)
         diverged_at.copy_(torch.where(bad & alive, step_count, diverged_at))
         alive.logical_and_(~bad)
@@ -70,7 +70,7 @@ def make_step(sweep: SweepModel, data: SweepData, optimizer: torch.optim.Optimiz
                 p.grad.nan_to_num_(0.0)
         optimizer.step()
         step_count.add_(1)
-        return tokens, query, target
+        return tokens, query, target, w
 
     return step
 
@@ -172,18 +172,18 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     clock = last_save = time.perf_counter()
     try:
         if step == 0 and 0 in records:
-            tokens, query, target = data.batch()
+            tokens, query, target, w = data.batch()
             with torch.no_grad():
-                first = sweep.risk(tokens, query, target)
+                first = sweep.risk(tokens, query, target, w)
             record(0, first)
         while step < cfg.steps:
-            tokens, query, target = take_step()
+            tokens, query, target, w = take_step()
             step += 1
             if bar is not None:
                 bar.update(1)
             if step in record_set:
                 with torch.no_grad():
-                    record(step, sweep.risk(tokens, query, target))
+                    record(step, sweep.risk(tokens, query, target, w))
                 if bar is not None:
                     bar.set_postfix(diverged=int((~alive).sum()))
                 if should_stop is not None and step < cfg.steps and should_stop():
@@ -211,15 +211,15 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
 
 
 def held_out_risk(sweep: SweepModel, held_out, chunk: int = 512) -> tuple[Tensor, Tensor]:
-    """Risk ``(S, nL, nA)`` of every run on the held-out prompts ``(tokens, queries, targets)``, and the sample
+    """Risk ``(S, nL, nA)`` of every run on the held-out prompts ``(tokens, queries, targets, tasks)``, and the sample
     standard deviation ``(S, nL, nA)`` of its per-prompt losses (the risk's standard error is ``sd / sqrt(n)``),
     ``chunk`` prompts at a time (sums in float64)."""
-    tokens, query, target = held_out
+    tokens, query, target, w = held_out
     n = tokens.shape[1]
     total, squares = 0.0, 0.0
     for start in range(0, n, chunk):
         sl = slice(start, start + chunk)
-        losses = sweep.losses(tokens[:, sl], query[:, sl], target[:, sl]).double()
+        losses = sweep.losses(tokens[:, sl], query[:, sl], target[:, sl], w[:, sl]).double()
         total = total + losses.sum(-1)
         squares = squares + (losses**2).sum(-1)
     mean = total / n
