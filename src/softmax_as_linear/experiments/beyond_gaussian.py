@@ -220,18 +220,28 @@ def final_comparison(result: TrainResult, evaluation: dict, n_bayes_samples: int
 
 
 def beyond_experiment(law: str = "uniform", preset: str = "lecture", device="auto", progress: bool = False,
-                      checkpoint=None, should_stop=None, n_bayes_samples: int = 20_000, **overrides) -> dict:
+                      checkpoint=None, should_stop=None, n_bayes_samples: int = 20_000, threads: int | None = 1,
+                      **overrides) -> dict:
     """Train the Chapter 6 sweep of ``law`` at ``preset`` scale and read it: :func:`limit_tracking`,
     :func:`limit_comparison`, :func:`concentration_check`, :func:`final_comparison`, the risks along training, and
     the provenance (device, torch, commit, settings, seeds, wall and training time). ``overrides`` replace
     fields of the preset's configuration (e.g. ``seeds``, ``steps``); ``checkpoint``/``should_stop`` as in
-    :func:`~softmax_as_linear.engine.train.train`. A JSON-ready dict; ``"complete"`` is False for a stopped run."""
+    :func:`~softmax_as_linear.engine.train.train`. On a CPU the sweep trains on ``threads`` compute threads
+    (default one, the next batch being drawn on another core: the fastest setting on a 2-core CPU, see
+    ``benchmarks/README.md``; None keeps torch's setting). A JSON-ready dict; ``"complete"`` is False for a
+    stopped run."""
     checks.one_of("law", law, COVARIATE_LAWS)
     checks.one_of("preset", preset, PRESETS)
     config = beyond_config(preset, law, **overrides)
     device = resolve_device(device)
     start = time.monotonic()
-    result = train(config, device=device, progress=progress, checkpoint=checkpoint, should_stop=should_stop)
+    before = torch.get_num_threads()
+    if device.type == "cpu" and threads is not None:
+        torch.set_num_threads(checks.positive_int("threads", threads))
+    try:
+        result = train(config, device=device, progress=progress, checkpoint=checkpoint, should_stop=should_stop)
+    finally:
+        torch.set_num_threads(before)
     trained = time.monotonic() - start
     evaluation = final_evaluation(result, BEYOND_FINAL_PROMPTS[preset], device=device)
     data = {"experiment": "beyond_gaussian", "law": law, "preset": preset, "complete": result.complete,
