@@ -13,7 +13,8 @@ uses. Each test opens a chapter and checks what a student sees:
   page, not from pixels): the prompt length L, the covariance Σ and the initialisation α;
 - a bad value typed into a control shows a message, never a traceback;
 - the training panel trains, shows progress, stops within seconds when *Stop* is pressed and draws
-  the partial result marked as stopped.
+  the partial result marked as stopped;
+- Chapter 6's panel trains the covariate law chosen in it and draws the distances to the limits.
 
 Screenshots land in ``_build/lab-screenshots/``; ``LAB_NOTEBOOKS=DIR`` tests the chapters stored in ``DIR``. ``make test`` runs this file with ``REQUIRE_LAB=1``,
 which turns a missing JupyterLab, jupyterlab-myst, Playwright or Chromium into a failure instead of a skip.
@@ -433,5 +434,32 @@ def test_training_panel_trains_stops_and_shows_the_partial_result(open_chapter, 
     full = figure(output)
     assert full != partial and "stopped" not in full["title"]
     chapter.shot("training-block-init", output)
+    no_traceback(output)
+    assert not chapter.errors, chapter.errors
+
+
+def test_chapter_6_panel_trains_the_chosen_law(open_chapter, lab):
+    chapter, index, output = run_to_panel(open_chapter, lab, "06_beyond_gaussian", "beyond_panel(")
+    train = output.locator("button", has_text="Train")
+    train.wait_for(timeout=60_000)
+    chapter.shot("beyond-panel", output)
+    output.locator("select").first.select_option(label="Rademacher")  # the covariate law
+    for name, presses in (("prompt length L", 2), ("steps", 2)):  # L = 100 -> 10, 1,250 -> 250 steps
+        handle = output.locator(".widget-hslider", has=chapter.page.locator(f"text={name}")).locator(".noUi-handle").first
+        handle.focus()
+        for _ in range(presses):
+            chapter.page.keyboard.press("ArrowLeft")
+    train.click()
+    status = output.locator(".sal-status")
+    status.filter(has_text="finished at step").wait_for(timeout=240_000)
+    drawn = figure(output)
+    assert "Rademacher covariates, L = 10" in drawn["title"], drawn["title"]
+    assert any("limit" in name for name, _, _ in drawn["traces"])
+    chapter.shot("beyond-panel-trained", output)
+    # a seed beyond the seeding rule's range is clamped by the control, never a traceback
+    seed = output.locator(".widget-text input, input[type=number]").first
+    seed.fill("123456")
+    seed.press("Enter")
+    time.sleep(1)
     no_traceback(output)
     assert not chapter.errors, chapter.errors

@@ -116,3 +116,15 @@ def test_non_gaussian_flow_needs_the_block_structure():
     assert np.isfinite(linear["risk"]).all()
     with pytest.raises(ValueError, match="task"):
         flow_module.drift_asymptotics(regression.RegressionTask.isotropic(3, law="rademacher"), [1.0])
+
+
+@pytest.mark.parametrize("law", ["uniform", "rademacher"])
+def test_reduced_isotropic_flow_is_the_flow(law):
+    task = regression.RegressionTask.isotropic(5, law=law)
+    times = [5.0, 20.0, 60.0]
+    full = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.05)
+    reduced = flow_module.isotropic_block_flow(task, 0.3, times)
+    assert np.allclose(reduced["a"], full["U"][:, 0, 0], atol=1e-6) and np.allclose(reduced["v"], full["V"][:, -1, -1], atol=1e-6)
+    assert np.allclose(reduced["risk"], full["risk"], atol=1e-9)
+    with pytest.raises(ValueError, match="task"):
+        flow_module.isotropic_block_flow(regression.RegressionTask.kms(3, law=law), 0.3, times)

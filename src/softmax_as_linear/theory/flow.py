@@ -2,6 +2,8 @@ r"""The infinite-prompt gradient flow, the theory's reference dynamics (Theorem 
 
 - :func:`infinite_prompt_flow`: the gradient flow of the infinite-prompt risk (closed form for Gaussian
   covariates; in the block structure, by quadrature, for the other covariate laws);
+- :func:`isotropic_block_flow`: the same flow for :math:`\Sigma = I` from Assumption 5.1, reduced to two numbers
+  and integrated by an adaptive solver over long times;
 - :func:`drift_asymptotics`: where that flow goes when the risk has no minimiser (uniform covariates);
 - :func:`balance`: the conserved quantity :math:`\|U\|_F^2 - \|v\|^2` of the linear-attention flows.
 
@@ -81,6 +83,48 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
             out_risk.append(risk(U, V))
     return {"times": times, "U": torch.stack(out_U).numpy(), "V": torch.stack(out_V).numpy(),
             "risk": torch.stack(out_risk).numpy()}
+
+
+def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: float = 1e-10) -> dict[str, np.ndarray]:
+    r"""The infinite-prompt flow for :math:`\Sigma = I` from Assumption 5.1 with :math:`\Theta\Theta^\top = I_d/\sqrt d`,
+    reduced to :math:`A_x = a(t) I` and :math:`v_y(t)` (the flow keeps :math:`A_x` a multiple of :math:`I`, by the symmetry
+    of the coordinates), and integrated by an adaptive stiff solver (LSODA) so that long times are cheap:
+
+    .. math:: \dot a = -\tfrac1d\,\partial_a R_\infty(aI, v_y), \qquad \dot v_y = -\partial_{v_y} R_\infty(aI, v_y),
+
+    with :math:`R_\infty` of :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk` (any covariate
+    law). The same trajectory as :func:`infinite_prompt_flow` from :func:`~softmax_as_linear.theory.regression.block_init`.
+    Returns ``{"times", "a", "v", "risk"}`` arrays.
+    """
+    from scipy.integrate import solve_ivp
+
+    if not task._isotropic:
+        raise ValueError("task: the reduced flow needs Sigma = I")
+    alpha = checks.positive_float("alpha", alpha)
+    times = np.asarray(times, dtype=float)
+    if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) <= 0) or times[0] < 0:
+        raise ValueError("times must be an increasing sequence of non-negative numbers")
+    d = task.d
+    eye = torch.eye(d, dtype=torch.float64)
+
+    def risk(a, v):
+        return block_infinite_prompt_risk(a * eye, v, task)
+
+    def rhs(_, y):
+        a = torch.tensor(y[0], dtype=torch.float64, requires_grad=True)
+        v = torch.tensor(y[1], dtype=torch.float64, requires_grad=True)
+        grad_a, grad_v = torch.autograd.grad(risk(a, v), (a, v))
+        return [-float(grad_a) / d, -float(grad_v)]
+
+    solution = solve_ivp(rhs, (0.0, float(times[-1])), [alpha / math.sqrt(d), alpha], method="LSODA",
+                         t_eval=times, rtol=rtol, atol=1e-14)
+    if not solution.success:
+        raise RuntimeError(f"the reduced flow failed: {solution.message}")
+    a, v = solution.y
+    with torch.no_grad():
+        values = [float(risk(torch.tensor(x, dtype=torch.float64), torch.tensor(y, dtype=torch.float64)))
+                  for x, y in zip(a, v)]
+    return {"times": times, "a": a, "v": v, "risk": np.array(values)}
 
 
 def drift_constant(task: RegressionTask) -> float:

@@ -294,7 +294,7 @@ class PromptStream:
     r"""Prompts of a :class:`RegressionTask` drawn token chunk by token chunk (:meth:`RegressionTask.stream`).
 
     Attributes ``w (n, d)``, ``query (n, D)`` (:math:`(x_q, 0)`) and ``target (n,)``
-    (:math:`w^\top x_q + \varepsilon_q`), drawn at construction; :meth:`tokens` returns the next ``k``
+    (:math:`w^\top x_q + \varepsilon_q`), drawn at construction; ``tokens(k)`` returns the next ``k``
     tokens :math:`(x_i, w^\top x_i + \varepsilon_i)` of every prompt, ``(n, k, D)``. Prompt inputs use the
     task's prompt factor, queries its query factor (both samplers; a degenerate :math:`\Sigma` included).
     """
@@ -308,8 +308,8 @@ class PromptStream:
         x_q = xi_q @ task.query_factor.to(xi_q).T
         self.target = (x_q * self.w).sum(-1) + torch.randn(n, **like) * math.sqrt(task.noise_var)
         self.query = torch.cat([x_q, torch.zeros_like(x_q[:, :1])], dim=-1)
+        # tokens(k): the next k tokens of every prompt, (n, k, D)
         self.tokens = task.token_draw(self.w, generator, dtype)
-        """``tokens(k)``: the next ``k`` tokens of every prompt, ``(n, k, D)`` (:meth:`RegressionTask.token_draw`)."""
 
 
 def _block(U: Tensor, V: Tensor, d: int):
