@@ -11,11 +11,16 @@
 #   published  the paper-scale KMS sweep with the published code's sampler (Figures 6-8), SEEDS seeds;
 #   compare    the new figure files against the ones DEST had when the script started (benchmarks/compare_results.py);
 # then, in the time left, the engine's other GPU tests (both random streams run there: auto is the counter-based one).
+#   beyond     Chapter 6 (not in the default list): the covariate-law sweeps, uniform and Rademacher inputs,
+#              softmax and linear attention and their infinite-prompt limits, SEEDS seeds, L up to 3000
+#              (benchmarks/beyond_gaussian.py; about a minute per law on one H100-class GPU), writing
+#              beyond_uniform_PRESET.json and beyond_rademacher_PRESET.json.
 #
 #   bash benchmarks/gpu.sh [DEST]            (default DEST=results: where the chapters read)
 #
 # Settings (environment):
 #   PARTS="tests bench profile isotropic kms published compare"  the parts to run, in this order (default: all)
+#                       (add beyond for Chapter 6: PARTS=beyond bash benchmarks/gpu.sh)
 #   SEEDS=10            seeds per sweep (327 first)      PRESET=paper   (smoke: a CPU check in a minute)
 #   DEVICE=cuda         (cpu for the check)              PYTHON=python3
 #   RNG=auto            the sweeps' random stream (reproduce --rng): auto is the counter-based stream drawn inside
@@ -167,6 +172,20 @@ sweep() {  # sweep NAME SAMPLER FIGURES...
 [[ $parts == *" isotropic "* ]] && sweep isotropic paper fig2 fig3 fig4
 [[ $parts == *" kms "* ]] && sweep kms paper fig6 fig7 fig8
 [[ $parts == *" published "* ]] && sweep kms_published published fig6 fig7 fig8
+if [[ $parts == *" beyond "* ]]; then  # Chapter 6: both laws in one call, bounded like a sweep
+    left=$(( deadline - $(date +%s) - margin ))
+    budget=$(awk "BEGIN { m = $left / 60; if (m > 2 * $minutes) m = 2 * $minutes; printf \"%.2f\", m }")
+    echo "== $preset Chapter 6 sweeps (uniform, Rademacher), $seeds seeds, at most $budget min of training"
+    start=$(date +%s)
+    log="$dest/beyond_${preset}.log"
+    timeout "$(awk "BEGIN { print int(60 * $budget + 2 * $margin + 60) }")" $python benchmarks/beyond_gaussian.py \
+        --preset "$preset" --device "$device" --seeds "$seeds" --out "$dest" --max-minutes "$budget" 2>&1 \
+        | tr '\r' '\n' | grep -v "it/s\]$" > "$log"
+    code=${PIPESTATUS[0]}
+    tail -n 6 "$log"
+    echo "beyond: exit code $code, wall time $(( $(date +%s) - start )) s" | tee -a "$log"
+    copy_out
+fi
 if [[ $parts == *" compare "* ]]; then
     echo "== the new figure files against those DEST held before (seeds as independent replicates)"
     timeout 60 $python benchmarks/compare_results.py "$dest" "$before" --preset "$preset" 2>&1 | tee "$dest/compare.log"
@@ -179,6 +198,7 @@ if [[ $parts == *" tests "* && $device == cuda ]]; then
             -k "cuda and not cuda_graph" 2>&1 | tee -a "$dest/tests.log" | grep -v -i "warn" | tail -n 15
     fi
 fi
+
 echo "== all parts: $(( $(date +%s) - start_all )) s"
 copy_out
 exit 0

@@ -21,8 +21,12 @@ Its folders are its layers; a module imports only from its own layer and the one
     infinite-prompt limit of any token law (closed form, importance sampling, quadrature).
   - :mod:`~softmax_as_linear.theory.concentration`: estimators of finite-prompt attention against its
     infinite-prompt limit (Propositions 3.1 and 3.4).
-  - :mod:`~softmax_as_linear.theory.regression`: in-context linear regression, its closed-form risks and
-    reference solutions.
+  - :mod:`~softmax_as_linear.theory.covariates`: laws of the standardised input entries of in-context
+    regression (Gaussian, uniform, Rademacher): draws, cumulants, moments, quadrature.
+  - :mod:`~softmax_as_linear.theory.regression`: in-context linear regression, its one sampler, its closed-form
+    risks and reference solutions.
+  - :mod:`~softmax_as_linear.theory.limit_model`: the infinite-prompt softmax model of in-context regression
+    for any covariate law (Chapter 6).
   - :mod:`~softmax_as_linear.theory.models`: the paper's four-matrix attention model and its (U, V) view.
   - :mod:`~softmax_as_linear.theory.flow`: the infinite-prompt gradient flow (Theorem 4.3's reference dynamics).
   - :mod:`~softmax_as_linear.theory.stability`: the gaps to the infinite-prompt limit along a parameter
@@ -53,12 +57,15 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures, file by file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
+  - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the
+    infinite-prompt limit is not linear.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
   - :mod:`~softmax_as_linear.figures.geometry`: plane geometry of the measure-view figures.
   - :mod:`~softmax_as_linear.figures.measure_view`: the figures of the measure-view chapters (0 to 3).
   - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
+  - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
@@ -66,6 +73,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.panels.concentration`: Chapter 3's panel (the output gap against the prompt length).
   - :mod:`~softmax_as_linear.panels.flow`: the infinite-prompt gradient flow, live (Chapters 4 and 5).
   - :mod:`~softmax_as_linear.panels.training`: training from a panel, in the background.
+  - :mod:`~softmax_as_linear.panels.beyond_gaussian`: the live panel of Chapter 6 (covariate law and prompt length).
 - :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``),
   whole or in shards.
 

@@ -1,5 +1,6 @@
 """The course's named choices, declared once and without importing torch: version, figures, presets,
-samplers, covariances, activations, token laws, random streams, covariate laws, devices, shard launchers and the paper's seed.
+samplers, covariances, activations, models, token laws, random streams, covariate laws, devices, shard launchers and
+the paper's seed.
 
 Every layer reads its choices from here (the command line too, so that ``--help`` stays instant), and
 every ``ValueError`` about one of them lists the names below.
@@ -14,6 +15,13 @@ PAPER_SEED = 327
 
 #: Attention activations: softmax attention and normalised linear attention.
 ACTIVATIONS = ("softmax", "linear")
+
+#: Infinite-prompt models a sweep can train beside finite prompts (Chapter 6): the limit of each activation,
+#: trained on the batches' tasks and queries alone (no prompt).
+LIMIT_MODELS = ("softmax_limit", "linear_limit")
+
+#: Every model a training sweep can hold: the two activations at finite ``L`` and their infinite-prompt limits.
+MODELS = (*ACTIVATIONS, *LIMIT_MODELS)
 
 #: How prompt inputs are drawn (:class:`~softmax_as_linear.theory.regression.RegressionTask`): the paper's
 #: model, or what the paper's published code draws.
@@ -34,6 +42,7 @@ RNGS = ("auto", "torch", "philox")
 #: Laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
 #: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
 COVARIATE_LAWS = ("gaussian", "uniform", "rademacher")
+COVARIATE_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "rademacher": "Rademacher"}
 
 #: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.
 PRESETS = ("paper", "lecture", "smoke")

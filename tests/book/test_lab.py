@@ -22,6 +22,7 @@ uses. Each test opens a chapter and checks what a student sees:
 - Chapter 4's paper figures keep their titles clear of the axis titles at JupyterLab's width;
 - a panel whose computation fails says why, and what to change, in its message line: Chapter 5's
   flow for a singular or a stiff Σ, Chapter 3's gap for Laplace tokens.
+- Chapter 6's panel trains the covariate law chosen in it and draws the distances to the limits.
 
 Screenshots land in ``_build/lab-screenshots/``; ``LAB_NOTEBOOKS=DIR`` tests the chapters stored in ``DIR``. ``make test`` runs this file with ``REQUIRE_LAB=1``,
 which turns a missing JupyterLab, jupyterlab-myst, Playwright or Chromium into a failure instead of a skip.
@@ -696,5 +697,30 @@ def test_training_panel_controls_seed_interrupt_and_rerun(open_chapter, lab):
     output.locator("button", has_text="Train").wait_for(timeout=60_000)
     assert "stopped" in _wait_message(output, timeout=30)
     chapter.shot("training-rerun", output)
+
+
+def test_chapter_6_panel_trains_the_chosen_law(open_chapter, lab):
+    chapter, index, output = run_to_panel(open_chapter, lab, "06_beyond_gaussian", "beyond_panel(")
+    train = output.locator("button", has_text="Train")
+    train.wait_for(timeout=60_000)
+    chapter.shot("beyond-panel", output)
+    output.locator("select").first.select_option(label="Rademacher")  # the covariate law
+    for name, presses in (("prompt length L", 2), ("steps", 2)):  # L = 100 -> 10, 1,250 -> 250 steps
+        handle = output.locator(".widget-hslider", has=chapter.page.locator(f"text={name}")).locator(".noUi-handle").first
+        handle.focus()
+        for _ in range(presses):
+            chapter.page.keyboard.press("ArrowLeft")
+    train.click()
+    status = output.locator(".sal-status")
+    status.filter(has_text="finished at step").wait_for(timeout=240_000)
+    drawn = figure(output)
+    assert "Rademacher covariates, L = 10" in drawn["title"], drawn["title"]
+    assert any("limit" in name for name, _, _ in drawn["traces"])
+    chapter.shot("beyond-panel-trained", output)
+    # a seed beyond the seeding rule's range is clamped by the control, never a traceback
+    seed = output.locator(".widget-text input, input[type=number]").first
+    seed.fill("123456")
+    seed.press("Enter")
+    time.sleep(1)
     no_traceback(output)
     assert not chapter.errors, chapter.errors

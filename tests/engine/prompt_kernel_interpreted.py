@@ -325,7 +325,7 @@ def test_short_training_equals_the_tensor_path(monkeypatch):
 
 def test_training_through_autograd_with_adam_equals_the_tensor_path(monkeypatch):
     cfg = TrainConfig(**{**SHORT, "steps": 6, "record_every": 3, "optimizer": "adam", "lr": 0.01,
-                         "parametrisation": "uv", "seeds": (327,), "covariate_law": "rademacher"})
+                         "parametrisation": "uv", "seeds": (327,), "law": "rademacher"})
     expected = _tensor_path(cfg, monkeypatch)
     got = train(cfg, device="cpu")
     for n in got.params:

@@ -56,7 +56,7 @@ def _per_prompt(tokens, query, U, v, L, activation):
     ("kms", "paper", "gaussian", 1.0), ("kms", "published", "uniform", 300.0)])
 def test_cuda_kernel_matches_the_reference(covariance, sampler, law, scale):
     cfg = TrainConfig(lengths=(5, 70, 130, 257), seeds=(327, 4), batch_size=8, covariance=covariance, sampler=sampler,
-                      covariate_law=law, rng="philox")
+                      law=law, rng="philox")
     dev = torch.device("cuda")
     sweep = SweepModel(cfg, dev, None)
     with torch.no_grad():

@@ -288,3 +288,40 @@ def test_checkpoint_seconds_spaces_the_periodic_saves(tmp_path, monkeypatch):
     saved.clear()
     train(cfg, checkpoint=tmp_path / "spaced.pt", checkpoint_every=5, checkpoint_seconds=1e9)
     assert saved == [cfg.steps]  # only the final state
+
+
+def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
+    """The limit runs of a sweep are SGD on the closed-form infinite-prompt prediction over the sweep's own
+    batches (their tasks, queries and targets), from the paper's initialisation, the same at every L."""
+    from softmax_as_linear.core import seeding
+    from softmax_as_linear.theory.limit_model import infinite_prompt_prediction
+
+    cfg = TrainConfig(law="uniform", lengths=(4, 9), activations=("softmax", "softmax_limit", "linear_limit"),
+                      seeds=(3,), steps=6, lr=0.05, batch_size=16, record_every=3, eval_prompts=8, dtype="float64")
+    result = train(cfg)
+    for name, value in result.params.items():
+        assert np.array_equal(value[:, 0, 1:], value[:, 1, 1:]), name  # the same limit runs at every L
+    task = cfg.task()
+    for a, activation in ((1, "softmax"), (2, "linear")):
+        model = models.AttentionModel(6, seed=seeding.stream_seed(3, "init")).double()
+        weights = list(model.weights().values())
+        optimiser = torch.optim.SGD(weights, lr=cfg.lr)
+        g = seeding.generator(3, "train")
+        task.sample_stacked(cfg.batch_size, max(cfg.lengths), [g], torch.float64)  # the batch that step 0 records on
+        for _ in range(cfg.steps):
+            batch = task.sample_stacked(cfg.batch_size, max(cfg.lengths), [g], torch.float64)
+            U, V = model.uv()
+            pred = infinite_prompt_prediction(U, V, task, batch.w[0], batch.query[0], activation)
+            optimiser.zero_grad()
+            ((pred - batch.target[0]) ** 2).mean().backward()
+            optimiser.step()
+        for name, w in model.weights().items():
+            np.testing.assert_allclose(result.params[name][0, 0, a, -1], w.detach().numpy(), rtol=1e-10, atol=1e-12)
+    sweep = SweepModel(cfg, torch.device("cpu"), None)
+    tokens, query, _, _ = SweepData(cfg, sweep.task, torch.device("cpu"), torch.float64).batch()
+    with pytest.raises(ValueError, match="w must be given"):
+        sweep.predict(tokens, query)
+    with pytest.raises(ValueError, match="activations"):
+        TrainConfig(activations=("softmax", "tanh_limit"))
+    with pytest.raises(ValueError, match="law"):
+        TrainConfig(law="cauchy")

@@ -5,6 +5,7 @@ import torch
 
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
+from softmax_as_linear.theory import flow as flow_module
 from softmax_as_linear.theory import regression
 from softmax_as_linear.theory.flow import balance, infinite_prompt_flow
 
@@ -65,3 +66,67 @@ def test_balance_is_conserved_by_the_infinite_prompt_flow():
 def test_infinite_prompt_flow_bad_times():
     with pytest.raises(ValueError, match="times"):
         infinite_prompt_flow(torch.eye(4), torch.eye(4), regression.RegressionTask(3), [1.0, 0.5])
+
+
+# --- covariate laws (Chapter 6) -------------------------------------------------------------------
+
+def test_label_noise_leaves_the_block_flow_and_remark_5_3_unchanged():
+    """In the block structure the noise enters R_inf only through s^2/2: the flows coincide."""
+    for make in (regression.RegressionTask.isotropic, regression.RegressionTask.kms):
+        noisy, clean = make(5, noise_var=0.1), make(5, noise_var=0.0)
+        U0, V0 = regression.block_init(noisy, 0.3)
+        times = np.linspace(0, 20, 5)
+        a = infinite_prompt_flow(U0, V0, noisy, times, max_dt=0.1)
+        b = infinite_prompt_flow(U0, V0, clean, times, max_dt=0.1)
+        assert np.array_equal(a["U"], b["U"]) and np.array_equal(a["V"], b["V"])
+        assert np.allclose(a["risk"] - b["risk"], 0.05, atol=1e-15)
+
+
+def test_rademacher_flow_converges_to_an_exact_minimiser_other_than_remark_5_3():
+    task = regression.RegressionTask.isotropic(5, law="rademacher")
+    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, [0, 60], max_dt=0.25)
+    A, v = flow["U"][-1, :5, :5], flow["V"][-1, -1, -1]
+    a = A[0, 0]
+    assert np.allclose(A, a * np.eye(5), atol=1e-12)  # A_x stays a multiple of I
+    assert abs(v * np.tanh(a) - 1) < 1e-9 and flow["risk"][-1] - 0.05 < 1e-12
+    U_star, V_star = regression.limit_parameters(task)  # linear attention's limit: another point
+    assert abs(V_star[-1, -1].item() - v) > 0.1
+
+
+def test_uniform_flow_has_no_limit_and_follows_its_drift_asymptotics():
+    task = regression.RegressionTask.isotropic(5, law="uniform")
+    times = [250, 500, 1000]
+    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.5)
+    excess = flow["risk"] - 0.05
+    v = flow["V"][:, -1, -1]
+    assert np.all(np.diff(excess) < 0) and np.all(excess > 0) and np.all(np.diff(v) > 0)
+    predicted = flow_module.drift_asymptotics(task, times)
+    # the measured decay in t approaches the predicted t^(-2/3) (pre-asymptotic at t <= 1000)
+    slope = np.log(excess[-1] / excess[-2]) / np.log(2)
+    assert -0.8 < slope < -0.5
+    assert np.all(np.abs(excess / predicted["excess"] - 1) < 0.5)
+    assert abs(flow_module.drift_constant(task) - 0.5 * 0.2 * 5 * 0.04 * (27 / 7 - 81 / 25)) < 1e-15
+
+
+def test_non_gaussian_flow_needs_the_block_structure():
+    task = regression.RegressionTask.isotropic(3, law="uniform")
+    U0, V0 = regression.block_init(task, 0.3)
+    U0[3, 0] = 0.1
+    with pytest.raises(ValueError, match="U0"):
+        infinite_prompt_flow(U0, V0, task, [1.0])
+    linear = infinite_prompt_flow(U0, V0, task, [1.0], activation="linear")  # linear attention: any start
+    assert np.isfinite(linear["risk"]).all()
+    with pytest.raises(ValueError, match="task"):
+        flow_module.drift_asymptotics(regression.RegressionTask.isotropic(3, law="rademacher"), [1.0])
+
+
+@pytest.mark.parametrize("law", ["uniform", "rademacher"])
+def test_reduced_isotropic_flow_is_the_flow(law):
+    task = regression.RegressionTask.isotropic(5, law=law)
+    times = [5.0, 20.0, 60.0]
+    full = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.05)
+    reduced = flow_module.isotropic_block_flow(task, 0.3, times)
+    assert np.allclose(reduced["a"], full["U"][:, 0, 0], atol=1e-6) and np.allclose(reduced["v"], full["V"][:, -1, -1], atol=1e-6)
+    assert np.allclose(reduced["risk"], full["risk"], atol=1e-9)
+    with pytest.raises(ValueError, match="task"):
+        flow_module.isotropic_block_flow(regression.RegressionTask.kms(3, law=law), 0.3, times)

@@ -25,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ..core import checks, seeding
+from ..theory.limit_model import prediction_from_scores
 from ..theory.models import AttentionModel, uv_from_weights
 from ..theory.regression import block_init
 from . import fused_softmax
@@ -183,6 +184,9 @@ class SweepModel:
         self.length_divisor = lengths.to(self.dtype)[:, None, None]
         self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
         self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
+        # infinite-prompt models: (index, activation of the limit)
+        self.limits = [(cfg.activations.index(m), m.removesuffix("_limit")) for m in ("softmax_limit", "linear_limit")
+                       if m in cfg.activations]
         waste = 1.25 if device.type == "cpu" else math.inf
         # (slice of length indices, longest length): slices, because indexing by a list would copy it to the device
         self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
@@ -242,11 +246,14 @@ class SweepModel:
             return tokens_t, None
         return tokens_t, _prefix_moments(tokens_t, self.cfg.lengths, self.length_divisor).view(S, B, -1, D, D)
 
-    def predict(self, tokens: Tensor, query: Tensor, prepared: tuple | None = None) -> Tensor:
-        """tokens ``(S, B, L_max, D)``, query ``(S, B, D)`` -> predictions ``(S, nL, nA, B)``; ``prepared``:
-        :meth:`prepare` of these tokens, when already formed (a CPU only)."""
+    def predict(self, tokens: Tensor, query: Tensor, w: Tensor | None = None, prepared: tuple | None = None) -> Tensor:
+        """tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, tasks w ``(S, B, d)`` -> predictions ``(S, nL, nA, B)``.
+
+        The infinite-prompt models read the task vectors ``w`` and the queries, no token (``w`` is needed
+        only when the sweep has them). ``prepared``: :meth:`prepare` of these tokens, when already formed
+        (a CPU only)."""
         if self.device.type != "cpu" or fused_softmax.available(tokens):  # (the kernel runs on a CPU interpreted)
-            return self._predict_tensor(tokens, query)
+            return self._predict_tensor(tokens, query, w)
         tokens_t, moments = self.prepare(tokens) if prepared is None else prepared
         U, v = self.uv()
         u = torch.einsum("slaij,sbj->slabi", U, query)  # U z_q for every run and prompt
@@ -256,9 +263,17 @@ class SweepModel:
         if self.lin is not None:  # v^T M_L u, as products whose sums do not depend on the number of seeds
             moment_u = (moments @ u[:, :, self.lin].transpose(1, 2).unsqueeze(-1)).squeeze(-1)  # (S, B, nL, D)
             columns[self.lin] = (moment_u * v[:, None, :, self.lin]).sum(-1).transpose(1, 2)
+        for a, activation in self.limits:
+            columns[a] = self._limit_prediction(u, v, w, a, activation)
         return torch.stack(columns, dim=2)
 
-    def _predict_tensor(self, tokens: Tensor, query: Tensor) -> Tensor:
+    def _limit_prediction(self, u: Tensor, v: Tensor, w: Tensor | None, a: int, activation: str) -> Tensor:
+        """The infinite-prompt model ``a`` on the batch's tasks and queries, ``(S, nL, B)``."""
+        if w is None:
+            raise ValueError("w must be given: the sweep trains infinite-prompt models")
+        return prediction_from_scores(u[:, :, a], v[:, :, a, None, :], self.task, w[:, None], activation)
+
+    def _predict_tensor(self, tokens: Tensor, query: Tensor, w: Tensor | None = None) -> Tensor:
         """:meth:`predict` on a GPU, with the tensor formulas of :class:`SoftmaxPrediction` or its fused kernel."""
         U, v = self.uv()
         S, nL, nA = self.shape
@@ -280,17 +295,21 @@ class SweepModel:
             moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths, self.length_divisor).reshape(S, B, nL, D, D)
             pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
             columns.append((slice(None), self.lin, pred))
+        for a, activation in self.limits:
+            columns.append((slice(None), a, self._limit_prediction(u, v, w, a, activation)))
         for idx, a, pred in columns:
             out[:, idx, a] = pred
         return out
 
-    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, prepared: tuple | None = None) -> Tensor:
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, w: Tensor | None = None,
+               prepared: tuple | None = None) -> Tensor:
         """Half squared error of every run on every prompt, ``(S, nL, nA, B)``."""
-        return 0.5 * (self.predict(tokens, query, prepared) - target[:, None, None, :]) ** 2
+        return 0.5 * (self.predict(tokens, query, w, prepared) - target[:, None, None, :]) ** 2
 
-    def risk(self, tokens: Tensor, query: Tensor, target: Tensor, prepared: tuple | None = None) -> Tensor:
+    def risk(self, tokens: Tensor, query: Tensor, target: Tensor, w: Tensor | None = None,
+             prepared: tuple | None = None) -> Tensor:
         """Risk R = 1/2 MSE of every run on the batch, ``(S, nL, nA)``."""
-        return self.losses(tokens, query, target, prepared).mean(-1)
+        return self.losses(tokens, query, target, w, prepared).mean(-1)
 
 
 def _prefix_moments(tokens_t: Tensor, lengths: tuple[int, ...], divisor: Tensor) -> Tensor:

@@ -15,7 +15,8 @@ from .sweep import TrainConfig
 
 class SweepData:
     """Per-seed generators for training batches (stream ``"train"``) and the fixed held-out prompts
-    (stream ``"held_out"``, :attr:`eval`), as tensors ``(S, B, L_max, D)``, ``(S, B, D)``, ``(S, B)``.
+    (stream ``"held_out"``, :attr:`eval`), as tensors: tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``,
+    targets ``(S, B)`` and task vectors ``(S, B, d)`` (which the infinite-prompt models read).
     Each seed's normal draws come from its own generator; the arithmetic that turns them into prompts
     is done once for all seeds (:meth:`~softmax_as_linear.theory.regression.RegressionTask.sample_stacked`).
 
@@ -39,15 +40,15 @@ class SweepData:
     def _draw(self, n_prompts: int | None = None, generators=None):
         batch = self.task.sample_stacked(n_prompts or self.cfg.batch_size, self.L_max, generators or self.generators,
                                          self.dtype)
-        return batch.tokens, batch.query, batch.target
+        return batch.tokens, batch.query, batch.target, batch.w
 
     def _draw_prepared(self):
-        tokens, query, target = self._draw()
-        return tokens, query, target, None if self.prepare is None else self.prepare(tokens)
+        tokens, query, target, w = self._draw()
+        return tokens, query, target, w, None if self.prepare is None else self.prepare(tokens)
 
     def batch(self):
-        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step, and what
-        ``prepare`` made of the tokens (None without it)."""
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)``, tasks ``(S, B, d)`` of the
+        next step, and what ``prepare`` made of the tokens (None without it)."""
         if self._pool is None:
             return self._draw_prepared()
         current = self._draw_prepared() if self._pending is None else self._pending[1].result()
@@ -99,18 +100,19 @@ class CounterData:
         self.eval = self.draw([seeding.stream_seed(seed, "held_out") for seed in cfg.seeds], 0, cfg.eval_prompts)
 
     def draw(self, keys, step: int, n_prompts: int):
-        """Prompts ``0 .. n_prompts - 1`` of ``step`` under ``keys``: tokens, queries, targets."""
-        return counter_stream.draw(keys, step, n_prompts, self.L_max, d=self.cfg.d, factor=self.factor,
+        """Prompts ``0 .. n_prompts - 1`` of ``step`` under ``keys``: tokens, queries, targets, and None for
+        the tasks (the stream does not hand them out; no infinite-prompt model trains on it)."""
+        return *counter_stream.draw(keys, step, n_prompts, self.L_max, d=self.cfg.d, factor=self.factor,
                                    query_factor=self.query_factor, task_var=self.task.task_var,
-                                   noise_var=self.task.noise_var, law=self.cfg.covariate_law, device=self.device,
-                                   dtype=self.dtype)
+                                   noise_var=self.task.noise_var, law=self.cfg.law, device=self.device,
+                                   dtype=self.dtype), None
 
     def peek(self):
         """The next batch, without taking it."""
         return self.draw(self.keys, self.count, self.cfg.batch_size)
 
     def batch(self):
-        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step."""
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step (tasks None)."""
         out = self.peek()
         self.count += 1
         return out

@@ -573,7 +573,7 @@ class PromptKernel:
     def __init__(self, cfg, device, law: str | None = None, per_tile: int | None = None, per_tile_eval: int | None = None,
                  pairs: int | None = None, warps: int = 1, fast: bool | None = None, max_programs: int = 8192,
                  task=None, max_registers: int | None = 192, max_registers_eval: int | None = 168):
-        law = cfg.covariate_law if law is None else law
+        law = cfg.law if law is None else law
         if law not in LAW_CODES:
             raise ValueError(f"law must be one of {tuple(LAW_CODES)}, got {law!r}")
         self.cfg, self.device, self.law = cfg, torch.device(device), law

@@ -20,7 +20,7 @@ import torch
 
 from ..core import checks, seeding
 from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
-from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, RNGS, SAMPLERS
+from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, LIMIT_MODELS, MODELS, RNGS, SAMPLERS
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
 
@@ -40,8 +40,15 @@ class TrainConfig:
         sampler: ``"paper"`` (prompt and query inputs :math:`N(0, \\Sigma)`, the paper's model) or
             ``"published"`` (prompt inputs :math:`N(0, C\\Sigma C^\\top)`, queries :math:`N(0, I)`, as the
             published code draws them); see :class:`~softmax_as_linear.theory.regression.RegressionTask`.
+        law: law of the standardised input entries (:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
+            ``"gaussian"`` (the paper), ``"uniform"`` or ``"rademacher"`` (Chapter 6).
         task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
-        lengths: prompt lengths ``L``, increasing. activations: subset of ``("softmax", "linear")``.
+        lengths: prompt lengths ``L``, increasing. activations: distinct models among
+            :data:`~softmax_as_linear.registry.MODELS`: ``"softmax"`` and ``"linear"`` attention at each ``L``, and
+            ``"softmax_limit"`` and ``"linear_limit"``, their infinite-prompt limits
+            (:func:`~softmax_as_linear.theory.limit_model.infinite_prompt_prediction`), trained from the same
+            initialisation on the same batches' tasks, queries and targets (they read no prompt token, so
+            their runs are the same at every ``L``).
         seeds: one independent replicate per seed, in ``[0, 10_000)``; its initialisation, training
             batches and held-out prompts are the streams ``"init"``, ``"train"`` and ``"held_out"`` of
             :mod:`~softmax_as_linear.core.seeding`.
@@ -61,18 +68,16 @@ class TrainConfig:
             ``"philox"``: the counter-based stream of :mod:`~softmax_as_linear.engine.counter_stream`, the same
             prompts on every device, drawn inside the training kernel on a GPU
             (:mod:`~softmax_as_linear.engine.prompt_kernel`). ``"auto"``: ``"philox"`` where that kernel runs
-            (CUDA with Triton, float32) or the covariate law is not Gaussian, ``"torch"`` elsewhere; a trained
-            sweep records the stream it used.
-        covariate_law: law of the raw inputs :math:`\\xi` (inputs are :math:`F\\xi`, as for the Gaussian):
-            ``"gaussian"`` (the paper), ``"uniform"`` on :math:`[-\\sqrt3, \\sqrt3]` or ``"rademacher"``
-            (:math:`\\pm 1`), all of mean 0 and variance 1; label noise stays Gaussian. The last two need the
-            counter-based stream.
+            (CUDA with Triton, float32) and the sweep has no infinite-prompt model, ``"torch"`` elsewhere; a
+            trained sweep records the stream it used. The infinite-prompt models read the batches' task
+            vectors, which only ``"torch"`` hands out.
     """
 
     d: int = 5
     covariance: str = "isotropic"
     rho: float = 0.5
     sampler: str = "paper"
+    law: str = "gaussian"
     task_var: float | None = None
     noise_var: float = 0.1
     lengths: tuple[int, ...] = (10, 100)
@@ -91,13 +96,13 @@ class TrainConfig:
     blowup: float = 1e3
     dtype: str = "float32"
     rng: str = "auto"
-    covariate_law: str = "gaussian"
 
     def __post_init__(self):
         checks.positive_int("d", self.d)
         checks.one_of("covariance", self.covariance, COVARIANCES)
         checks.in_open_interval("rho", self.rho, -1.0, 1.0)
         checks.one_of("sampler", self.sampler, SAMPLERS)
+        checks.one_of("law", self.law, COVARIATE_LAWS)
         if self.task_var is not None:
             checks.positive_float("task_var", self.task_var)
         checks.positive_float("noise_var", self.noise_var, allow_zero=True)
@@ -107,9 +112,9 @@ class TrainConfig:
         object.__setattr__(self, "lengths", lengths)
         activations = tuple(self.activations)
         if not activations or len(set(activations)) != len(activations):
-            raise ValueError(f"activations must be distinct names among {ACTIVATIONS}, got {self.activations!r}")
+            raise ValueError(f"activations must be distinct names among {MODELS}, got {self.activations!r}")
         for a in activations:
-            checks.one_of("activations", a, ACTIVATIONS)
+            checks.one_of("activations", a, MODELS)
         object.__setattr__(self, "activations", activations)
         seeds = tuple(int(s) for s in self.seeds)
         if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
@@ -132,10 +137,9 @@ class TrainConfig:
         checks.positive_float("blowup", self.blowup)
         checks.one_of("dtype", self.dtype, ("float32", "float64"))
         checks.one_of("rng", self.rng, RNGS)
-        checks.one_of("covariate_law", self.covariate_law, COVARIATE_LAWS)
-        if self.covariate_law != "gaussian" and self.rng == "torch":
-            raise ValueError(f"covariate_law {self.covariate_law!r} needs rng 'philox' (or 'auto'); "
-                             "torch's generators draw Gaussian inputs only")
+        if self.rng == "philox" and set(self.activations) & set(LIMIT_MODELS):
+            raise ValueError("rng 'philox' does not hand out the task vectors that the infinite-prompt models "
+                             f"{LIMIT_MODELS} read; use rng 'torch' (or 'auto')")
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with some fields changed (validated again)."""
@@ -150,8 +154,8 @@ class TrainConfig:
 
     def task(self) -> RegressionTask:
         if self.covariance == "isotropic":
-            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler)
-        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler)
+            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.law)
+        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.law)
 
     def record_steps(self) -> list[int]:
         return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
@@ -215,7 +219,7 @@ class TrainResult:
     def parameter_gap(self) -> np.ndarray:
         """``(S, nL, T)`` squared distance :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` over all parameters."""
         cfg = self.config
-        if set(cfg.activations) != set(ACTIVATIONS):
+        if not set(ACTIVATIONS) <= set(cfg.activations):
             raise ValueError("parameter_gap needs both activations in the sweep")
         s, lin = cfg.activations.index("softmax"), cfg.activations.index("linear")
         total = 0.0
@@ -253,7 +257,7 @@ def save_sweep(path, result: TrainResult) -> pathlib.Path:
 
 
 #: Fields that files written before they existed lack, with the values those files were computed with.
-_BEFORE = {"rng": "torch", "covariate_law": "gaussian"}
+_BEFORE = {"rng": "torch", "law": "gaussian"}
 
 
 def load_sweep(path) -> TrainResult:

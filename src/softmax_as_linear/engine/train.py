@@ -44,6 +44,7 @@ from torch import Tensor
 
 from ..core import checks
 from ..core.devices import resolve_device
+from ..registry import LIMIT_MODELS
 from . import prompt_kernel
 from .batched import SweepModel
 from .cuda_graph import cuda_graphed
@@ -53,11 +54,12 @@ from .sweep import TrainConfig, TrainResult, load_checkpoint, save_checkpoint
 
 def resolved(config: TrainConfig, device) -> TrainConfig:
     """``config`` with ``rng="auto"`` replaced by the stream it means on ``device``: ``"philox"`` where the
-    prompt kernel runs (CUDA with Triton, float32) or the covariate law is not Gaussian, ``"torch"`` elsewhere."""
+    prompt kernel runs (CUDA with Triton, float32) and no infinite-prompt model is trained, ``"torch"`` elsewhere."""
     if config.rng != "auto":
         return config
     kernel = prompt_kernel.available(resolve_device(device), getattr(torch, config.dtype))
-    return config.replace(rng="philox" if kernel or config.covariate_law != "gaussian" else "torch")
+    limit = set(config.activations) & set(LIMIT_MODELS)
+    return config.replace(rng="philox" if kernel and not limit else "torch")
 
 
 class KernelStep:
@@ -75,7 +77,7 @@ class KernelStep:
         cfg = sweep.cfg
         self.sweep, self.optimizer, self.alive, self.diverged_at, self.step_count = (
             sweep, optimizer, alive, diverged_at, step_count)
-        self.kernel = prompt_kernel.PromptKernel(cfg, sweep.device, law=cfg.covariate_law, **kernel_options)
+        self.kernel = prompt_kernel.PromptKernel(cfg, sweep.device, law=cfg.law, **kernel_options)
         self.keys, self.held_out_keys = self.kernel.keys("train"), self.kernel.keys("held_out")
         self.threshold = cfg.blowup * sweep.zero_risk
         self.fused = cfg.optimizer == "sgd" and cfg.parametrisation == "four_matrix" and cfg.dtype == "float32"
@@ -150,7 +152,7 @@ def make_step(sweep: SweepModel, data: SweepData, optimizer: torch.optim.Optimiz
     threshold = sweep.cfg.blowup * sweep.zero_risk
 
     def step():
-        batch = data.batch()  # tokens, queries, targets (and, on a CPU, what sweep.prepare made of the tokens)
+        batch = data.batch()  # tokens, queries, targets, tasks (and, on a CPU, what sweep.prepare made of the tokens)
         _update(sweep, optimizer, sweep.risk(*batch), alive, diverged_at, step_count, threshold)
         return batch
 
@@ -312,15 +314,15 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
 
 
 def held_out_risk(sweep: SweepModel, held_out, chunk: int = 512) -> tuple[Tensor, Tensor]:
-    """Risk ``(S, nL, nA)`` of every run on the held-out prompts ``(tokens, queries, targets)``, and the sample
+    """Risk ``(S, nL, nA)`` of every run on the held-out prompts ``(tokens, queries, targets, tasks)``, and the sample
     standard deviation ``(S, nL, nA)`` of its per-prompt losses (the risk's standard error is ``sd / sqrt(n)``),
     ``chunk`` prompts at a time (sums in float64)."""
-    tokens, query, target = held_out
+    tokens, query, target, w = held_out
     n = tokens.shape[1]
     total, squares = 0.0, 0.0
     for start in range(0, n, chunk):
         sl = slice(start, start + chunk)
-        losses = sweep.losses(tokens[:, sl], query[:, sl], target[:, sl]).double()
+        losses = sweep.losses(tokens[:, sl], query[:, sl], target[:, sl], None if w is None else w[:, sl]).double()
         total = total + losses.sum(-1)
         squares = squares + (losses**2).sum(-1)
     mean = total / n

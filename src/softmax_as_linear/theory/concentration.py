@@ -236,24 +236,10 @@ def tensor_draw(tokens: Tensor) -> Draw:
 
 def regression_draw(task: RegressionTask, w: Tensor, generator: torch.Generator | None = None,
                     dtype=torch.float64) -> Draw:
-    r"""Regression tokens :math:`z_i = (x_i, w^\top x_i + \varepsilon_i)` of prompts with tasks ``w (P, d)``.
-
-    Same law as :meth:`~softmax_as_linear.theory.regression.RegressionTask.sample`, drawn chunk by chunk: prompt
-    inputs :math:`x = F\xi` with the task's prompt factor :math:`F F^\top = P` (its sampler; a degenerate
-    :math:`\Sigma` included).
-    """
-    chol = task._prompt_factor.to(device=w.device, dtype=dtype)
-    noise_sd = math.sqrt(task.noise_var)
-    device = w.device
-
-    def draw(k: int) -> Tensor:
-        z = torch.randn(w.shape[0], k, task.d + 1, generator=generator, dtype=dtype, device=device)
-        x = z[..., :-1] @ chol.T
-        z[..., -1] = (x @ w.unsqueeze(-1)).squeeze(-1) + noise_sd * z[..., -1]
-        z[..., :-1] = x
-        return z
-
-    return draw
+    r"""Regression tokens :math:`z_i = (x_i, w^\top x_i + \varepsilon_i)` of prompts with tasks ``w (P, d)``,
+    drawn chunk by chunk by the task's sampler (:meth:`~softmax_as_linear.theory.regression.RegressionTask.token_draw`:
+    its prompt factor and covariate law; a degenerate :math:`\Sigma` included)."""
+    return task.token_draw(w, generator, dtype)
 
 
 # ---------------------------------------------------------------------------------------------
