@@ -15,11 +15,14 @@ read (truncated by a full disk or a copy cut short, say) raises :class:`DamagedF
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
 import pickle
+import signal
 import tempfile
+import threading
 import zipfile
 import zlib
 
@@ -114,21 +117,49 @@ def atomic_write(path, write) -> pathlib.Path:
     The bytes go to a temporary file beside ``path``, are flushed to disk and then renamed over
     ``path``; an interrupted write leaves the old file (or none) and no temporary file. The new
     file gets the usual permissions (``0o666`` less the umask). Returns ``path``.
+
+    Ctrl-C and SIGTERM arriving during the write are held until it ends (on POSIX, in the main
+    thread): a checkpoint being written when a run is stopped is finished, then the run stops.
     """
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            write(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are for everyone
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+    with _signals_held():
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                write(stream)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are for everyone
+            os.replace(tmp, path)
+        except BaseException:
+            pathlib.Path(tmp).unlink(missing_ok=True)
+            raise
     return path
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT and SIGTERM for the duration and deliver them, to the handlers in place before, when it
+    ends (main thread only, where Python runs signal handlers): an interrupt inside a library's writer can
+    leave it raising its own error instead of ``KeyboardInterrupt``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught, previous = [], {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, lambda number, frame: caught.append((number, frame)))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for number, frame in caught[:1]:
+            handler = previous[number]
+            if callable(handler):
+                handler(number, frame)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), number)
 
 
 def _umask() -> int:
