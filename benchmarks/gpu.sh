@@ -172,7 +172,9 @@ sweep() {  # sweep NAME SAMPLER FIGURES...
 [[ $parts == *" isotropic "* ]] && sweep isotropic paper fig2 fig3 fig4
 [[ $parts == *" kms "* ]] && sweep kms paper fig6 fig7 fig8
 [[ $parts == *" published "* ]] && sweep kms_published published fig6 fig7 fig8
-if [[ $parts == *" beyond "* ]]; then  # Chapter 6: both laws in one call, bounded like a sweep
+if [[ $parts == *" beyond "* && $(( deadline - $(date +%s) - margin )) -lt 30 ]]; then
+    echo "== beyond: skipped, $(( deadline - $(date +%s) - margin )) s left before the deadline and its margin"
+elif [[ $parts == *" beyond "* ]]; then  # Chapter 6: both laws in one call, bounded like a sweep
     left=$(( deadline - $(date +%s) - margin ))
     budget=$(awk "BEGIN { m = $left / 60; if (m > 2 * $minutes) m = 2 * $minutes; printf \"%.2f\", m }")
     echo "== $preset Chapter 6 sweeps (uniform, Rademacher), $seeds seeds, at most $budget min of training"
