@@ -1,4 +1,5 @@
 # The two commands of the course: `make book` and `make test`. Each sets itself up from a fresh clone.
+# For contributors, `make check` is the fast tier (lint and the unit tests not marked slow: minutes).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,13 +11,19 @@ READY  := $(VENV)/.ready
 #   make clean && make book TORCH_INDEX=https://download.pytorch.org/whl/cu128     (a given CUDA version)
 TORCH       ?= torch==2.13.0
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
-PIP_TORCH   := "$(TORCH)" $(if $(strip $(TORCH_INDEX)),--extra-index-url $(strip $(TORCH_INDEX)))
+# `make setup LATEST=1` installs the newest release of every dependency (torch too) instead of the pins
+# (the weekly workflow .github/workflows/latest.yml).
+LATEST      ?=
+PIP_TORCH   := "$(if $(LATEST),torch,$(TORCH))" $(if $(strip $(TORCH_INDEX)),--extra-index-url $(strip $(TORCH_INDEX)))
+# One chapter instead of all, for `make notebooks` and `make nbval`: CHAPTER=04 or CHAPTER=04_isotropic_icl.
+CHAPTER     ?=
+CHAPTERS    := $(if $(CHAPTER),$(or $(wildcard notebooks/$(CHAPTER)*.ipynb),$(error no chapter notebooks/$(CHAPTER)*.ipynb)),notebooks)
 JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
 # Debian's Chromium checks the built book in a real browser; `make test` installs it when missing.
 CHROMIUM ?= /usr/bin/chromium
 SUDO   := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: setup book test lint unit nbval book-strict browser live pip-path lab notebooks clean
+.PHONY: setup book test check lint unit slow nbval book-strict browser live pip-path lab notebooks linkcheck clean
 
 setup: $(READY)
 
@@ -25,8 +32,12 @@ $(READY): pyproject.toml environment.yml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet $(PIP_TORCH)
+ifeq ($(LATEST),)
 	$(PY) tools/pins.py environment.yml > $(VENV)/pins.txt
-	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab]"
+	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab,cluster]"
+else
+	$(PY) -m pip install --quiet --upgrade -e ".[book,test,lab,cluster]"
+endif
 	touch $@
 
 book: $(READY)
@@ -36,20 +47,30 @@ book: $(READY)
 
 test: lint unit nbval book-strict browser live pip-path
 
+# The fast tier: lint, then the unit tests without those marked slow (`make slow` runs those).
+check: lint
+	$(PY) -m pytest tests -q -m "not slow" --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+
 lint: $(READY)
-	$(VENV)/bin/ruff check src tests benchmarks tools
+	$(VENV)/bin/ruff check src tests benchmarks tools book/_ext
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions .github/actions/*/action.yml
 
 unit: $(READY)
 	$(PY) -m pytest tests -q --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
 
+slow: $(READY)
+	$(PY) -m pytest tests -q -m slow --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+
 nbval: $(READY)
-	$(PY) -m pytest --nbval notebooks -q -p no:cacheprovider
+	$(PY) -m pytest --nbval $(CHAPTERS) -q -p no:cacheprovider
 
 book-strict: $(READY)
 	rm -rf _build
 	$(JB)
 
-# Every page of the strictly built book in headless Chromium; screenshots land in _build/screenshots/.
+# Every page of the strictly built book in headless Chromium, axe-core included; screenshots land in
+# _build/screenshots/, what axe-core found (every impact) in _build/accessibility/.
 browser: book-strict $(CHROMIUM)
 	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_browser.py -q -p no:cacheprovider
 
@@ -76,9 +97,14 @@ lab: $(READY)
 	PYTHONPATH=$(CURDIR)/tools $(VENV)/bin/jupyter lab notebooks --ip 127.0.0.1 \
 		$(if $(filter 0,$(shell id -u)),--allow-root) --ContentsManager.pre_save_hook=execute_notebooks.pre_save_hook
 
-# Re-execute every chapter and store its outputs (run after editing a chapter).
+# Re-execute every chapter, or one (CHAPTER=04), and store its outputs (run after editing a chapter).
 notebooks: $(READY)
-	$(PY) tools/execute_notebooks.py
+	$(PY) tools/execute_notebooks.py $(filter-out notebooks,$(CHAPTERS))
+
+# Every external link of the book, checked over the network (the weekly .github/workflows/links.yml);
+# the results land in _build/linkcheck/output.json.
+linkcheck: $(READY)
+	$(VENV)/bin/jupyter-book build . --builder custom --custom-builder linkcheck
 
 clean:
 	rm -rf _build $(VENV)

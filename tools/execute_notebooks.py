@@ -1,10 +1,13 @@
 """Execute chapters in place so that their stored outputs are fresh, and keep them in the form JupyterLab saves.
 
-    python tools/execute_notebooks.py [--unexecuted] [NOTEBOOK ...]
-    python tools/execute_notebooks.py --normalise [NOTEBOOK ...]      (metadata only, no execution)
+    python tools/execute_notebooks.py [--unexecuted] [CHAPTER ...]
+    python tools/execute_notebooks.py --normalise [CHAPTER ...]      (metadata only, no execution)
 
-With no notebook named, every chapter runs; ``--unexecuted`` keeps only chapters that were never
-executed (no code cell has an execution count), which is what ``make book`` needs. Widget state and
+A chapter is named by its file (``notebooks/04_isotropic_icl.ipynb``) or by the start of its name
+in ``notebooks/`` (``04``, ``04_isotropic``); ``make notebooks CHAPTER=04`` runs one this way. With
+no chapter named, every chapter runs; ``--unexecuted`` keeps only chapters that were never
+executed (no code cell has an execution count), which is what ``make book`` needs. A name that
+matches no chapter exits with status 2 before anything runs. Widget state and
 timings are not stored: the rendered book shows static plotly figures instead, and timings would
 turn every re-execution into a diff.
 
@@ -83,6 +86,24 @@ def execute(path: pathlib.Path) -> float:
     return time.perf_counter() - start
 
 
+def chapters(names: list[str]) -> list[pathlib.Path]:
+    """The chapters ``names`` stand for (files, or starts of names in ``notebooks/``); all when empty."""
+    every = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    if not names:
+        return every
+    found = []
+    for name in names:
+        if pathlib.Path(name).is_file():
+            found.append(pathlib.Path(name))
+            continue
+        matches = [p for p in every if p.name.startswith(name)]
+        if not matches:
+            raise ValueError(f"no chapter {name!r}: name a notebook file or the start of a name in notebooks/ "
+                             f"({', '.join(p.stem for p in every)})")
+        found += matches
+    return found
+
+
 def _was_executed(path: pathlib.Path) -> bool:
     cells = nbformat.read(path, as_version=4).cells
     return any(cell.get("execution_count") for cell in cells if cell.cell_type == "code")
@@ -91,7 +112,11 @@ def _was_executed(path: pathlib.Path) -> bool:
 if __name__ == "__main__":
     args = sys.argv[1:]
     only_unexecuted = "--unexecuted" in args
-    paths = [pathlib.Path(p) for p in args if not p.startswith("--")] or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    try:
+        paths = chapters([p for p in args if not p.startswith("--")])
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        sys.exit(2)
     if "--normalise" in args:
         for path in paths:
             notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)

@@ -21,8 +21,12 @@ Its folders are its layers; a module imports only from its own layer and the one
     infinite-prompt limit of any token law (closed form, importance sampling, quadrature).
   - :mod:`~softmax_as_linear.theory.concentration`: estimators of finite-prompt attention against its
     infinite-prompt limit (Propositions 3.1 and 3.4).
-  - :mod:`~softmax_as_linear.theory.regression`: in-context linear regression, its closed-form risks and
-    reference solutions.
+  - :mod:`~softmax_as_linear.theory.covariates`: laws of the standardised input entries of in-context
+    regression (Gaussian, uniform, Rademacher): draws, cumulants, moments, quadrature.
+  - :mod:`~softmax_as_linear.theory.regression`: in-context linear regression, its one sampler, its closed-form
+    risks and reference solutions.
+  - :mod:`~softmax_as_linear.theory.limit_model`: the infinite-prompt softmax model of in-context regression
+    for any covariate law (Chapter 6).
   - :mod:`~softmax_as_linear.theory.models`: the paper's four-matrix attention model and its (U, V) view.
   - :mod:`~softmax_as_linear.theory.flow`: the infinite-prompt gradient flow (Theorem 4.3's reference dynamics).
   - :mod:`~softmax_as_linear.theory.stability`: the gaps to the infinite-prompt limit along a parameter
@@ -32,7 +36,11 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`TrainConfig`,
     :class:`TrainResult`) and their files.
   - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
-  - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep.
+  - :mod:`~softmax_as_linear.engine.counter_stream`: the counter-based prompt stream (Philox) in plain torch,
+    the same prompts on every device.
+  - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep, as tensors.
+  - :mod:`~softmax_as_linear.engine.prompt_kernel`: the GPU training step with the prompts drawn inside the
+    kernel (Triton).
   - :mod:`~softmax_as_linear.engine.fused_softmax`: the softmax part of the forward pass as one GPU kernel (Triton).
   - :mod:`~softmax_as_linear.engine.cuda_graph`: the training step captured as a CUDA graph.
   - :mod:`~softmax_as_linear.engine.train`: the training loop.
@@ -50,17 +58,27 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.experiments.uncertainty`: standard errors of the risks recorded along training and
     of their changes (measured, inferred from the final evaluation, or paired on fresh prompts).
   - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures, file by file.
+  - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
+    submitit, one GPU per process, or by hand) and merged into the files of one run.
+  - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the
+    infinite-prompt limit is not linear.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
   - :mod:`~softmax_as_linear.figures.geometry`: plane geometry of the measure-view figures.
   - :mod:`~softmax_as_linear.figures.measure_view`: the figures of the measure-view chapters (0 to 3).
   - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
+  - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
+  - :mod:`~softmax_as_linear.panels.measures`: the panels of Chapters 1 and 2 (a prompt against its law, Lemma 2.1).
+  - :mod:`~softmax_as_linear.panels.concentration`: Chapter 3's panel (the output gap against the prompt length).
+  - :mod:`~softmax_as_linear.panels.flow`: the infinite-prompt gradient flow, live (Chapters 4 and 5).
   - :mod:`~softmax_as_linear.panels.training`: training from a panel, in the background.
-- :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``).
+  - :mod:`~softmax_as_linear.panels.beyond_gaussian`: the live panel of Chapter 6 (covariate law and prompt length).
+- :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``),
+  whole or in shards.
 
 The most used names load from the top on first use (``sal.RegressionTask``, ``sal.softmax_attention``),
 so importing the package is instant and the command line's ``--help`` does not load torch.

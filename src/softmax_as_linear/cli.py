@@ -1,12 +1,15 @@
-"""The command line: ``python -m softmax_as_linear reproduce FIGURE... [options]`` (and the
+"""The command line: ``python -m softmax_as_linear reproduce FIGURE... [options]`` and ``merge`` (and the
 ``softmax-as-linear`` script), parsing its arguments and mapping outcomes to exit codes.
 
     python -m softmax_as_linear reproduce {fig1,...,fig8,all} [more figures] [--preset {paper,lecture,smoke}]
         [--device {auto,cpu,cuda}] [--out DIR] [--max-minutes M] [--seeds N] [--sampler {paper,published}]
+        [--rng {auto,torch,philox}] [--threads T] [--restart]
+        [--shard K/N | --shards N [--launcher {local,slurm}] [cluster options]]
+    python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--rng R] [--out DIR]
 
-What it computes is :func:`softmax_as_linear.experiments.reproduce.reproduce`. Nothing heavy is
-imported before a command runs, so ``--help`` and ``--version`` answer at once. Exit codes: see
-``EXIT_CODES``.
+What they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` and
+:mod:`softmax_as_linear.experiments.shards`. Nothing heavy is imported before a command runs, so
+``--help`` and ``--version`` answer at once. Exit codes: see ``EXIT_CODES``.
 """
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ import argparse
 import pathlib
 import signal
 import sys
+import tempfile
 
-from .registry import DEVICES, FIGURES, PRESETS, SAMPLERS, VERSION
+from .registry import DEVICES, FIGURES, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
 
 FIGURE_CHOICES = (*FIGURES, "all")
 
@@ -23,11 +27,12 @@ EXIT_COMPLETE, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2,
 EXIT_CODES = f"""\
 exit codes:
   {EXIT_COMPLETE}    every artifact written and complete
-  {EXIT_USAGE}    bad arguments (nothing computed)
+  {EXIT_USAGE}    bad arguments, or an output folder that cannot be written (nothing computed)
   {EXIT_PARTIAL}    partial: --max-minutes reached; the artifacts are written marked "complete": false
-       and the same command resumes from the checkpoint
+       and the same command resumes from the checkpoint (with shards: the shards stopped, nothing merged)
   {EXIT_INTERRUPTED}  interrupted by Ctrl-C (143 by SIGTERM); a checkpoint is saved and the same command resumes
-  {EXIT_ERROR}    any other error"""
+  {EXIT_ERROR}    any other error; a damaged file (a truncated sweep, checkpoint or result file) or a missing
+       or failed shard is named, with what to do, and nothing else is touched"""
 
 RESULTS_RULE = ("the results folder, where the chapters read: $SOFTMAX_AS_LINEAR_RESULTS if set, else "
                 "results/ of the source checkout, else ./results in the working directory")
@@ -37,7 +42,17 @@ examples:
   python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --device cuda
   python -m softmax_as_linear reproduce all --preset paper --max-minutes 60   # time-boxed; run again to resume
   python -m softmax_as_linear reproduce fig1                                  # lecture preset, a few minutes
-  SOFTMAX_AS_LINEAR_RESULTS=~/runs python -m softmax_as_linear reproduce fig6 fig7 fig8"""
+  SOFTMAX_AS_LINEAR_RESULTS=~/runs python -m softmax_as_linear reproduce fig6 fig7 fig8
+  # ten seeds in five shards: a SLURM job array (one GPU each), merged when all are done
+  python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --seeds 10 --device cuda \\
+      --shards 5 --launcher slurm --slurm-partition gpu --job-minutes 60
+  # or by hand, shard by shard (anywhere, in any order), then merged
+  python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --seeds 10 --shard 2/5
+  python -m softmax_as_linear merge fig2 fig3 fig4 --preset paper --seeds 10 --shards 5"""
+
+# ValueErrors of the library name its parameters; the command line names its options.
+OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
+             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng"}
 
 
 class _Interrupted(KeyboardInterrupt):
@@ -62,6 +77,77 @@ class _Formatter(argparse.HelpFormatter):
         return super()._fill_text(text, width, indent)
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return value
+
+
+def _seed_count(text: str) -> int:
+    value = _positive_int(text)
+    if value > 1000:
+        raise argparse.ArgumentTypeError(f"must be an integer from 1 to 1000, got {text!r}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {text!r}")
+    return value
+
+
+def _shard(text: str) -> tuple[int, int]:
+    k, slash, n = text.partition("/")
+    try:
+        shard = (int(k), int(n))
+    except ValueError:
+        shard = None
+    if not slash or shard is None or not 1 <= shard[0] <= shard[1]:
+        raise argparse.ArgumentTypeError(f"must be K/N, shard K of N with 1 <= K <= N (for instance 2/5), got {text!r}")
+    return shard
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, equals, value = text.partition("=")
+    if not equals or not key:
+        raise argparse.ArgumentTypeError(f"must be KEY=VALUE (for instance account=myproject), got {text!r}")
+    return key.replace("-", "_"), value
+
+
+def _common_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("figure", nargs="+", choices=FIGURE_CHOICES, metavar="FIGURE",
+                         help=f"one or more of {', '.join(FIGURE_CHOICES)}; the figures of one sweep (2-4, 6-8) "
+                              "share its training")
+    command.add_argument("--preset", choices=PRESETS, default="lecture",
+                         help="paper: the paper's settings (about 45 min of a 2-core CPU for one sweep of one seed, "
+                              "minutes on a GPU); lecture: the same stories in minutes on a CPU; smoke: seconds, "
+                              "checks that every step runs (default: %(default)s)")
+    command.add_argument("--device", choices=DEVICES, default="auto",
+                         help="auto: CUDA when available, else the CPU (default: %(default)s)")
+    command.add_argument("--out", metavar="DIR", type=pathlib.Path, default=None,
+                         help=f"folder for the files (default: {RESULTS_RULE}); chapters read another folder "
+                              "only when $SOFTMAX_AS_LINEAR_RESULTS names it")
+    command.add_argument("--seeds", metavar="N", type=_seed_count, default=None,
+                         help="train N seeds of each sweep at once, the paper's 327 first (default: the preset's, 327)")
+    command.add_argument("--sampler", choices=SAMPLERS, default="paper",
+                         help="inputs of the KMS sweep (Figures 6-8): paper (prompts and queries N(0, Sigma)) or "
+                              "published (the published code: prompts N(0, C Sigma C^T), queries N(0, I)) "
+                              "(default: %(default)s)")
+    command.add_argument("--rng", choices=RNGS, default="auto",
+                         help="random stream of the training prompts: torch (per-seed generators, as every result "
+                              "file before this option), philox (a counter-based stream, the same prompts on every "
+                              "device, drawn inside the training kernel on a GPU) or auto (philox on CUDA, torch on "
+                              "a CPU; merge: what the shards used) (default: %(default)s)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m softmax_as_linear", formatter_class=_Formatter,
@@ -75,59 +161,131 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
                     "per figure, with the sweep it came from, into the output folder.",
         epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
-    rep.add_argument("figure", nargs="+", choices=FIGURE_CHOICES, metavar="FIGURE",
-                     help=f"one or more of {', '.join(FIGURE_CHOICES)}; the figures of one sweep (2-4, 6-8) "
-                          "share its training")
-    rep.add_argument("--preset", choices=PRESETS, default="lecture",
-                     help="paper: the paper's settings (hours on a CPU, minutes on a GPU); lecture: the same "
-                          "stories in minutes on a CPU (default: %(default)s)")
-    rep.add_argument("--device", choices=DEVICES, default="auto",
-                     help="auto: CUDA when available, else the CPU (default: %(default)s)")
-    rep.add_argument("--out", metavar="DIR", type=pathlib.Path, default=None,
-                     help=f"folder for the files (default: {RESULTS_RULE}); chapters read another folder "
-                          "only when $SOFTMAX_AS_LINEAR_RESULTS names it")
-    rep.add_argument("--max-minutes", metavar="M", type=float, default=None,
+    _common_options(rep)
+    rep.add_argument("--max-minutes", metavar="M", type=_positive_float, default=None,
                      help="stop training after about M minutes, write the artifacts marked partial and "
                           f"exit with {EXIT_PARTIAL}; the same command resumes (default: no limit)")
-    rep.add_argument("--seeds", metavar="N", type=int, default=None,
-                     help="train N seeds of each sweep at once, the paper's 327 first (default: the preset's, 327)")
-    rep.add_argument("--sampler", choices=SAMPLERS, default="paper",
-                     help="inputs of the KMS sweep (Figures 6-8): paper (prompts and queries N(0, Sigma)) or "
-                          "published (the published code: prompts N(0, C Sigma C^T), queries N(0, I)) "
-                          "(default: %(default)s)")
-    rep.add_argument("--threads", type=int, default=1,
+    rep.add_argument("--threads", metavar="T", type=_positive_int, default=1,
                      help="compute threads on a CPU; with 1, the next batch is drawn on a spare core "
                           "meanwhile (default: %(default)s)")
+    rep.add_argument("--restart", action="store_true",
+                     help="train the requested sweeps afresh: their checkpoints are deleted and their files "
+                          "rewritten (the other sweeps' files are kept)")
+    shards = rep.add_argument_group(
+        "shards", "A reproduction of several seeds splits into N shards of consecutive seeds that run anywhere, "
+                  "resume independently and merge into the files one process writes (bit for bit on a CPU, "
+                  "except the provenance, which lists the shards). Launching needs submitit: "
+                  "pip install softmax_as_linear[cluster].")
+    where = shards.add_mutually_exclusive_group()
+    where.add_argument("--shard", metavar="K/N", type=_shard, default=None,
+                       help="train shard K of N only, into DIR/shards/K-of-N/ (then: merge ... --shards N)")
+    where.add_argument("--shards", metavar="N", type=_positive_int, default=None,
+                       help="launch the N shards through submitit (--launcher), wait for them and merge")
+    shards.add_argument("--launcher", choices=LAUNCHERS, default=None,
+                        help="with --shards: local (the shards as processes of this machine; with CUDA one GPU "
+                             "each) or slurm (one SLURM job array) (default: local)")
+    shards.add_argument("--job-minutes", metavar="M", type=_positive_float, default=24 * 60,
+                        help="time limit of each shard's job (default: %(default)s)")
+    shards.add_argument("--gpus-per-shard", metavar="G", type=int, default=None,
+                        help="GPUs of each shard's job (default: 1 with --device cuda, else 0)")
+    shards.add_argument("--slurm-partition", metavar="NAME", default=None, help="SLURM partition of the jobs")
+    shards.add_argument("--slurm-option", metavar="KEY=VALUE", type=_key_value, action="append", default=[],
+                        help="any other sbatch option, for instance account=myproject or qos=short (repeatable)")
+
+    merge = commands.add_parser(
+        "merge", formatter_class=_Formatter, help="join the shards of a reproduction into its files",
+        description="Join the shards written by 'reproduce ... --shard K/N' (K = 1..N) in DIR/shards/ and write "
+                    "the files one process would have written into DIR; Figures 1 and 5 are computed here.",
+        epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
+    _common_options(merge)
+    merge.add_argument("--shards", metavar="N", type=_positive_int, required=True, help="the number of shards")
     return parser
+
+
+def _option_error(parser: argparse.ArgumentParser, error: ValueError, **renamed: str):
+    """A library ValueError ("seeds must be ...") as the command line's "argument --seeds: must be ..."."""
+    name, _, rest = str(error).partition(" ")
+    options = {**OPTION_OF, **renamed}
+    if name in options:
+        parser.error(f"argument {options[name]}: {rest}")
+    parser.error(str(error))
+
+
+def _check_out(parser: argparse.ArgumentParser, out: pathlib.Path | None) -> None:
+    """Exit 2 with a message when the output folder cannot be made or written."""
+    from .core.artifacts import results_folder
+
+    folder = results_folder() if out is None else out
+    option = "--out" if out is not None else "the results folder (--out, $SOFTMAX_AS_LINEAR_RESULTS)"
+    if folder.exists() and not folder.is_dir():
+        parser.error(f"argument {option}: {folder} is not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        parser.error(f"argument {option}: cannot write to {folder}: {error.strerror or error}")
 
 
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     import torch
 
-    from .core.artifacts import load_json, results_folder
+    from .core.artifacts import DamagedFileError, load_json, results_folder
     from .core.devices import resolve_device
-    from .experiments.reproduce import check_options, figures_of, reproduce
+    from .experiments.reproduce import check_options, figures_of
 
-    # Every option of `reproduce` (all but --threads) is passed on by name.
-    options = {k: v for k, v in vars(args).items() if k not in ("command", "figure", "threads")}
     try:
-        if args.threads < 1:
-            raise ValueError(f"argument --threads: must be a positive integer, got {args.threads}")
         figures_of(args.figure)
-        check_options(args.preset, args.max_minutes, args.seeds, args.sampler)
-        device = resolve_device(args.device)
+        if args.command == "merge":
+            check_options(args.preset, None, args.seeds, args.sampler, args.rng, shard=(1, args.shards))
+        else:
+            if args.launcher is not None and args.shards is None:
+                raise ValueError("launcher needs --shards N (the number of shards to launch)")
+            check_options(args.preset, args.max_minutes, args.seeds, args.sampler, args.rng,
+                          shard=args.shard or (None if args.shards is None else (1, args.shards)))
+        device = resolve_device(args.device) if args.command == "merge" or args.launcher != "slurm" else None
     except ValueError as error:
-        parser.error(str(error))
+        _option_error(parser, error, **({} if getattr(args, "shard", None) else {"shard": "--shards"}))
+    _check_out(parser, args.out)
     threads = torch.get_num_threads()
     # Ctrl-C, and a polite kill (SIGTERM), both save a checkpoint before leaving.
     previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _interrupt)
+    common = dict(preset=args.preset, out=args.out, seeds=args.seeds, sampler=args.sampler, rng=args.rng)
     try:
-        if device.type == "cpu":
-            torch.set_num_threads(args.threads)
-        written = reproduce(args.figure, **options)
+        if args.command == "merge":
+            from .experiments.shards import merge
+
+            written = merge(args.figure, args.shards, device=args.device, **common)
+        elif args.shards is not None:
+            from .experiments.shards import launch
+
+            slurm = dict(additional_parameters=dict(args.slurm_option)) if args.slurm_option else {}
+            if args.slurm_partition:
+                slurm["partition"] = args.slurm_partition
+            written = launch(args.figure, args.shards, args.launcher or "local", device=args.device,
+                             max_minutes=args.max_minutes, restart=args.restart, threads=args.threads,
+                             timeout_minutes=args.job_minutes, slurm=slurm, gpus_per_shard=args.gpus_per_shard,
+                             **common)
+        else:
+            from .experiments.reproduce import reproduce
+
+            if device.type == "cpu":
+                torch.set_num_threads(args.threads)
+            written = reproduce(args.figure, device=args.device, max_minutes=args.max_minutes, restart=args.restart,
+                                shard=args.shard, **common)
     except KeyboardInterrupt as stop:
         print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
         return 128 + getattr(stop, "signum", signal.SIGINT)
+    except DamagedFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as error:
+        from .experiments.shards import ShardError, ShardsPartial
+
+        if not isinstance(error, ShardError):
+            raise
+        print(f"{'partial' if isinstance(error, ShardsPartial) else 'error'}: {error}", file=sys.stderr)
+        return EXIT_PARTIAL if isinstance(error, ShardsPartial) else EXIT_ERROR
     finally:
         torch.set_num_threads(threads)
         signal.signal(signal.SIGINT, previous[0])
@@ -135,6 +293,13 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     if args.out is not None and args.out.resolve() != results_folder().resolve():
         print(f"note: the chapters read {results_folder()}; for them to read {args.out}, set "
               f"SOFTMAX_AS_LINEAR_RESULTS={args.out}", file=sys.stderr)
+    if args.command == "reproduce" and args.shard is not None:
+        k, n = args.shard
+        print(f"shard {k}/{n} written; once every shard is, join them with: python -m softmax_as_linear merge "
+              f"{' '.join(args.figure)} --preset {args.preset} --shards {n}"
+              + ("" if args.seeds is None else f" --seeds {args.seeds}")
+              + ("" if args.sampler == "paper" else f" --sampler {args.sampler}")
+              + ("" if args.out is None else f" --out {args.out}"), file=sys.stderr)
     partial = [path.name for path in written if load_json(path).get("complete", True) is False]
     if partial:
         print(f"partial: {', '.join(partial)} (time limit reached); run the same command again to resume",

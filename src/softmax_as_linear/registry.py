@@ -1,5 +1,6 @@
 """The course's named choices, declared once and without importing torch: version, figures, presets,
-samplers, covariances, activations, token laws, devices and the paper's seed.
+samplers, covariances, activations, models, token laws, random streams, covariate laws, devices, shard launchers and
+the paper's seed.
 
 Every layer reads its choices from here (the command line too, so that ``--help`` stays instant), and
 every ``ValueError`` about one of them lists the names below.
@@ -15,6 +16,13 @@ PAPER_SEED = 327
 #: Attention activations: softmax attention and normalised linear attention.
 ACTIVATIONS = ("softmax", "linear")
 
+#: Infinite-prompt models a sweep can train beside finite prompts (Chapter 6): the limit of each activation,
+#: trained on the batches' tasks and queries alone (no prompt).
+LIMIT_MODELS = ("softmax_limit", "linear_limit")
+
+#: Every model a training sweep can hold: the two activations at finite ``L`` and their infinite-prompt limits.
+MODELS = (*ACTIVATIONS, *LIMIT_MODELS)
+
 #: How prompt inputs are drawn (:class:`~softmax_as_linear.theory.regression.RegressionTask`): the paper's
 #: model, or what the paper's published code draws.
 SAMPLERS = ("paper", "published")
@@ -26,11 +34,25 @@ COVARIANCES = ("isotropic", "kms")
 LAW_KINDS = ("gaussian", "uniform", "laplace", "mixture")
 LAW_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "laplace": "Laplace", "mixture": "two-Gaussian mixture"}
 
+#: Random streams of a sweep's prompts: torch's per-seed generators, the counter-based stream
+#: (:mod:`~softmax_as_linear.engine.counter_stream`, drawn inside the training kernel on a GPU), or the latter
+#: where that kernel runs and the former elsewhere.
+RNGS = ("auto", "torch", "philox")
+
+#: Laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
+#: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
+COVARIATE_LAWS = ("gaussian", "uniform", "rademacher")
+COVARIATE_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "rademacher": "Rademacher"}
+
 #: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.
 PRESETS = ("paper", "lecture", "smoke")
 
 #: Where computations run: CUDA when present (``auto``), or a named device.
 DEVICES = ("auto", "cpu", "cuda")
+
+#: How the shards of a sharded reproduction are launched through submitit: processes of this machine, or a
+#: SLURM job array.
+LAUNCHERS = ("local", "slurm")
 
 #: The paper's training figures: figure -> (input covariance of its sweep, what it shows).
 TRAINING_FIGURES = {"fig2": ("isotropic", "final"), "fig3": ("isotropic", "gap"), "fig4": ("isotropic", "trajectory"),

@@ -1,8 +1,9 @@
 """The sources of the book: every chapter starts with the Colab install cell, and Binder can run it.
 
 The first code cell of every notebook in ``notebooks/`` is the install cell of the quick tour,
-tagged ``remove-cell``: in Colab it fetches the repository that ``_config.yml`` names, at the
-branch it names, and installs the library; anywhere else it does nothing. The cell is run here
+tagged ``remove-cell`` and folded (JupyterLab shows its input collapsed, Colab as a form): in Colab it
+fetches the repository that ``_config.yml`` names, at the branch it names, installs the library and
+says where the book renders the chapter; anywhere else it does nothing. The cell is run here
 through IPython's own input transformation, with a stand-in shell that records the shell commands
 and magics instead of running them.
 """
@@ -57,12 +58,19 @@ def _run_install_cell(source: str, monkeypatch, in_colab: bool) -> tuple[list, l
     return shell.calls, [p for p in sys.path if p not in before]
 
 
+def _book_url() -> str:
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import live_links
+
+    return live_links.book_url(ROOT)
+
+
 def test_there_are_notebooks():
     assert NOTEBOOKS, "notebooks/ holds no chapter"
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_first_code_cell_is_the_hidden_colab_install_cell(notebook, monkeypatch):
+def test_first_code_cell_is_the_hidden_colab_install_cell(notebook, monkeypatch, capsys):
     cells = _code_cells(notebook)
     assert cells, f"{notebook.name} has no code cell"
     cell = cells[0]
@@ -73,7 +81,13 @@ def test_first_code_cell_is_the_hidden_colab_install_cell(notebook, monkeypatch)
     calls, added = _run_install_cell(cell.source, monkeypatch, in_colab=False)
     assert calls == [] and added == [], f"{notebook.name}: the install cell must do nothing outside Colab"
 
+    # folded away: JupyterLab shows its input collapsed, Colab as a form with its title
+    assert cell.metadata.get("jupyter", {}).get("source_hidden") is True, f"{notebook.name}: fold the install cell"
+    assert cell.metadata.get("cellView") == "form" and cell.source.startswith("#@title "), notebook.name
+
+    capsys.readouterr()
     calls, added = _run_install_cell(cell.source, monkeypatch, in_colab=True)
+    assert _book_url() in capsys.readouterr().out, f"{notebook.name}: in Colab, say where the chapter is rendered"
     repository, branch = CONFIG["repository"]["url"], CONFIG["repository"]["branch"]
     shell = " ".join(command for kind, command in calls if kind == "!")
     clone = re.search(r"git clone\b(.*)", shell)

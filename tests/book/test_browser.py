@@ -3,9 +3,14 @@
 The built site ``_build/html`` is served on a free port of 127.0.0.1. Every page must load with no
 JavaScript error and no request leaving 127.0.0.1, typeset all its mathematics, draw every plotly
 figure, move every figure's slider to every step (each step must redraw the figure with exactly its
-own traces), and keep its exercise solutions folded until their toggle is clicked. A full-page
-screenshot of each page is written to ``_build/screenshots/`` for review (``BOOK_HTML=DIR`` checks
-a book built into ``DIR`` instead, with its screenshots beside it).
+own traces), and keep its exercise solutions folded until their toggle is clicked. It must also be
+accessible: axe-core (vendored in ``tests/vendor/axe-core``, so the test stays offline) finds no
+serious or critical violation of its rules (WCAG 2.x A and AA, and best practices); every figure
+has a text alternative (a ``<figure>`` named by its title, captioned with what it shows); every
+slider is reached with Tab, moved with the arrow keys (the figure redraws) and shows its focus. A
+full-page screenshot of each page is written to ``_build/screenshots/`` for review, and what axe
+reported, every impact included, to ``_build/accessibility/`` (``BOOK_HTML=DIR`` checks a book
+built into ``DIR`` instead, with these folders beside it).
 
 Static checks of the built HTML come first: every page of ``_toc.yml`` is built, no page loads
 anything from outside the site or names a CDN, internal links and anchors resolve, and every
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import html.parser
+import json
 import os
 import pathlib
 import re
@@ -32,6 +38,9 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = pathlib.Path(os.environ.get("BOOK_HTML") or ROOT / "_build" / "html")  # a book built elsewhere
 SCREENSHOTS = SITE.parent / "screenshots"
+ACCESSIBILITY = SITE.parent / "accessibility"  # what axe-core reported, page by page
+AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"  # tests/vendor/README.md
+FAILING_IMPACTS = ("serious", "critical")
 CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -126,6 +135,51 @@ def test_internal_links_resolve(page):
         elif anchor and path.suffix == ".html" and anchor not in _parse(str(path.relative_to(SITE))).ids:
             broken.append(href)
     assert not broken, f"{page} links to missing pages or anchors: {broken}"
+
+
+def _live_links():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "book" / "_ext"))
+    import live_links
+
+    return live_links
+
+
+def test_chapters_number_as_jupyterlab_does():
+    """Exercises, boxes and equations numbered within their chapter (Exercise 2.3, (4.1)), as the chapters'
+    front matter makes JupyterLab number them."""
+    live_links = _live_links()
+    wrong = []
+    for target in live_links.all_targets(ROOT).values():
+        text = _text(f"{target.doc}.html")
+        match = re.search(rf'id="{re.escape(target.anchor)}"(.{{0,600}})', text, re.S)
+        shown = re.sub(r"<[^>]+>|\s+", " ", match.group(1)) if match else ""
+        if target.text().strip("()") not in shown:
+            wrong.append(f"{target.label}: expected {target.text()}, the page shows {shown[:80]!r}")
+    assert not wrong, wrong
+
+
+def test_every_link_of_the_chapters_into_the_book_exists():
+    """The citations and cross-chapter links that JupyterLab and Colab follow to the published book point to
+    pages and anchors that this build has."""
+    live_links = _live_links()
+    base = live_links.book_url(ROOT)
+    missing = []
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for source in live_links.markdown_cells(notebook):
+            for _, url in live_links.DEFINITION.findall(source):
+                if not url.startswith(base):
+                    continue
+                page, _, anchor = url[len(base):].partition("#")
+                if not (SITE / page).exists() or (anchor and anchor not in _parse(page).ids):
+                    missing.append(f"{notebook.name}: {url}")
+    assert not missing, missing
+
+
+def test_citations_read_as_in_the_chapters():
+    text = re.sub(r"<[^>]+>", "", _text("notebooks/00_quick_tour.html")).replace("&amp;", "&")
+    assert "Boyer & Boursier (2025)" in text and "Castin et al. (2025)" in text
 
 
 def test_every_chapter_has_binder_and_colab_buttons():
@@ -337,6 +391,96 @@ def _check_solutions(visit: _Visit) -> list[str]:
     return problems
 
 
+_SET_MODE = """mode => { document.documentElement.dataset.theme = mode; document.documentElement.dataset.mode = mode;
+    return new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done))); }"""
+
+
+def _check_accessibility(visit: _Visit, page: str) -> list[str]:
+    """axe-core's rules that are on by default, on the page as drawn in the light and the dark theme;
+    serious and critical violations fail."""
+    visit.tab.add_script_tag(content=AXE.read_text(encoding="utf-8"))
+    visit.tab.add_style_tag(content="*, *::before, *::after { transition: none !important; }")  # switch at once
+    report, problems = {"page": page}, []
+    for mode in ("light", "dark"):
+        visit.tab.evaluate(_SET_MODE, mode)
+        result = visit.tab.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+        violations = [{"rule": v["id"], "impact": v["impact"], "help": v["help"], "nodes": len(v["nodes"]),
+                       "where": [" ".join(map(str, n["target"])) for n in v["nodes"]][:5]}
+                      for v in result["violations"]]
+        report.update(axe=result["testEngine"]["version"], **{mode: violations})
+        problems += [f"axe-core, {mode} theme, {v['impact']}: {v['rule']} ({v['help']}) at {v['where']}"
+                     for v in violations if v["impact"] in FAILING_IMPACTS]
+    visit.tab.evaluate(_SET_MODE, "light")
+    ACCESSIBILITY.mkdir(parents=True, exist_ok=True)
+    (ACCESSIBILITY / (page.removesuffix(".html").replace("/", "__") + ".json")).write_text(json.dumps(report, indent=1))
+    return problems
+
+
+_FIGURES_WITHOUT_TEXT = """() => [...document.querySelectorAll(".plotly-graph-div")].filter(gd => {
+    const figure = gd.closest("figure.sal-figure");
+    const caption = figure && document.getElementById(figure.getAttribute("aria-describedby") || "");
+    return !figure || !(figure.getAttribute("aria-label") || "").trim() || !caption
+        || !figure.contains(caption) || caption.textContent.trim().length < 20;
+}).map(gd => gd.id)"""
+
+# A keyboard user's view of a slider: is it focused, what does it announce, is its focus ring drawn.
+_FOCUSED_SLIDER = """gd => {
+    const group = document.activeElement;
+    if (!group || !gd.contains(group) || group.getAttribute("role") !== "slider") return null;
+    const rail = group.querySelector(".slider-rail-rect");
+    return {index: [...gd.querySelectorAll("g.slider-group")].indexOf(group),
+            valuenow: Number(group.getAttribute("aria-valuenow")), valuetext: group.getAttribute("aria-valuetext"),
+            name: group.getAttribute("aria-label"), ring: getComputedStyle(rail).stroke,
+            plain: getComputedStyle(gd.querySelector(".slider-rail-rect")).stroke};
+}"""
+_FOCUS_RING = "rgb(26, 86, 176)"  # #1a56b0, book/_static/course.css
+
+
+def _check_figure_text_and_keys(visit: _Visit) -> list[str]:
+    """Every figure has a text alternative; each slider is reached by Tab and moved by the arrow keys."""
+    problems = [f"plotly figure {gd} has no text alternative (figure.sal-figure with a name and a caption)"
+                for gd in visit.tab.evaluate(_FIGURES_WITHOUT_TEXT)]
+    figures = visit.tab.locator(".plotly-graph-div")
+    for index in range(figures.count()):
+        gd = figures.nth(index)
+        count = gd.evaluate("gd => (gd.layout.sliders || []).filter(s => s.steps.length > 1).length")
+        if not count:
+            continue
+        # Tab from a button placed just before the figure reaches its first slider.
+        gd.evaluate("""gd => { const probe = document.createElement("button");
+            probe.id = "keyboard-probe"; probe.textContent = "probe"; gd.before(probe); }""")
+        visit.tab.focus("#keyboard-probe")
+        visit.tab.keyboard.press("Tab")
+        for s in range(count):
+            where = f"figure {index}, slider {s}"
+            focused = gd.evaluate(_FOCUSED_SLIDER)
+            if focused is None or focused["index"] != s:
+                problems.append(f"{where}: Tab does not reach the slider (focus on {focused})")
+                break
+            if focused["ring"] != _FOCUS_RING:
+                problems.append(f"{where}: no visible focus (rail stroke {focused['ring']})")
+            before = gd.evaluate(_FIGURE_STATE)
+            last = gd.evaluate("(gd, s) => gd.layout.sliders[s].steps.length - 1", s)
+            key, step = ("ArrowRight", before["active"][s] + 1) if before["active"][s] < last else \
+                ("ArrowLeft", before["active"][s] - 1)
+            visit.tab.keyboard.press(key)
+            try:
+                visit.tab.wait_for_function(_MOVED, arg=[gd.element_handle(), s, step], timeout=3_000)
+            except Exception:  # reported below
+                pass
+            visit.tab.wait_for_timeout(50)
+            after, focused = gd.evaluate(_FIGURE_STATE), gd.evaluate(_FOCUSED_SLIDER)
+            if after["active"][s] != step:
+                problems.append(f"{where}: {key} left the slider at step {after['active'][s]}, not {step}")
+            elif after["drawn"] == before["drawn"]:
+                problems.append(f"{where}: {key} did not redraw the figure")
+            if focused is None or focused["valuenow"] != step or not focused["valuetext"]:
+                problems.append(f"{where}: after {key} the slider lost focus or does not announce step {step}")
+            visit.tab.keyboard.press("Tab")  # on to the figure's next slider
+        gd.evaluate("gd => document.getElementById('keyboard-probe').remove()")
+    return problems
+
+
 def _screenshot(visit: _Visit, page: str):
     visit.tab.evaluate("async () => { await document.fonts.ready; }")
     name = page.removesuffix(".html").replace("/", "__") + ".png"
@@ -354,6 +498,7 @@ def test_page_in_the_browser(browser, site_url, page):
     try:
         problems = _check_text(visit) + _check_figures(visit)
         _screenshot(visit, page)
+        problems += _check_accessibility(visit, page) + _check_figure_text_and_keys(visit)
         moves, slider_problems = _check_sliders(visit)
         if '"sliders"' in _text(page) and not moves:
             slider_problems.append("the page has slider figures but no slider could be moved")

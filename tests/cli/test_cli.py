@@ -37,7 +37,8 @@ def test_reproduce_writes_figure_and_sweep_artifacts(tmp_path, tiny_presets, cap
     figure = json.loads((tmp_path / "fig3_lecture.json").read_text())
     assert figure["lengths"] == [5, 20] and len(figure["gap"][0]) == len(figure["steps"]) == 4
     sweep = load_sweep(tmp_path / "sweep_isotropic_lecture.npz")
-    assert sweep.config == sweep_config("lecture", "isotropic", **TINY) and sweep.complete
+    # the stream that rng="auto" meant on this device is recorded (torch's generators on a CPU)
+    assert sweep.config == sweep_config("lecture", "isotropic", **TINY, rng="torch") and sweep.complete
     assert not list(tmp_path.glob(".*.tmp"))
 
 
@@ -150,6 +151,7 @@ def test_bad_command_lines_exit_with_2_before_computing(argv, tmp_path):
     assert "usage:" in done.stderr and not list(tmp_path.iterdir())
 
 
+@pytest.mark.slow
 def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
     # A real process, stopped by Ctrl-C (SIGINT) while it trains.
     runner = ("import sys\nfrom softmax_as_linear.experiments import reproduce\nreal = reproduce.sweep_config\n"
@@ -201,9 +203,22 @@ def test_reproduce_smoke_with_seeds_and_sampler(tmp_path):
     assert paper_figures.saved_figure("fig6", "smoke", tmp_path) is None  # the paper sampler's file is another one
 
 
+def test_reproduce_with_the_counter_based_stream_records_it_and_reuses_the_sweep(tmp_path):
+    argv = ["reproduce", "fig2", "--preset", "smoke", "--seeds", "2", "--rng", "philox", "--device", "cpu",
+            "--out", str(tmp_path)]
+    assert cli.main(argv) == 0
+    data = json.loads((tmp_path / "fig2_smoke.json").read_text())
+    assert data["provenance"]["settings"]["rng"] == "philox" and data["complete"]
+    assert load_sweep(tmp_path / "sweep_isotropic_smoke.npz").config.rng == "philox"
+    stamp = (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns
+    assert cli.main(argv) == 0  # the same stream resolved the same way: the sweep is up to date
+    assert (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns == stamp
+
+
 @pytest.mark.parametrize("argv, match", [
     (["--seeds", "0"], "seeds"),
     (["--sampler", "code"], "sampler"),
+    (["--rng", "mersenne"], "rng"),
 ])
 def test_reproduce_bad_options(argv, match, capsys):
     with pytest.raises(SystemExit):

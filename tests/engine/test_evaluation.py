@@ -1,5 +1,6 @@
 """Final risks of a trained sweep: on fresh prompts (paired between activations, reproducible), and the
-exact risk of the linear runs."""
+exact risk of the linear runs, and the risks of the infinite-prompt models."""
+import math
 
 import numpy as np
 import pytest
@@ -46,3 +47,20 @@ def test_final_evaluation_cuda(tiny_sweep):
     lin = tiny_sweep.config.activations.index("linear")
     z = (ev["risk"][..., lin] - ev["linear_exact"]) / ev["risk_se"][..., lin]
     assert np.all(np.abs(z) < 5), z
+
+
+def test_final_evaluation_scores_the_infinite_prompt_models():
+    from softmax_as_linear.theory.limit_model import infinite_prompt_risk_estimate
+    from softmax_as_linear.theory.regression import infinite_prompt_risk
+
+    cfg = TrainConfig(law="rademacher", lengths=(6,), activations=("softmax", "linear", "softmax_limit", "linear_limit"),
+                      seeds=(1,), steps=20, lr=0.05, batch_size=32, record_every=10, eval_prompts=32, dtype="float64")
+    result = train(cfg)
+    evaluation = final_evaluation(result, n_prompts=40_000, dtype=torch.float64)
+    U, V = (torch.as_tensor(m[0, 0, :, -1]) for m in result.uv())
+    task = cfg.task()
+    linear = float(infinite_prompt_risk(U[3], V[3], task, activation="linear"))
+    assert abs(evaluation["risk"][0, 0, 3] - linear) < 4 * evaluation["risk_se"][0, 0, 3]
+    softmax, se = infinite_prompt_risk_estimate(U[2], V[2], task, 1 << 17)
+    assert abs(evaluation["risk"][0, 0, 2] - float(softmax)) < 4 * math.hypot(evaluation["risk_se"][0, 0, 2], float(se))
+    assert np.isfinite(evaluation["paired_difference"][0, 0]) and np.isfinite(evaluation["linear_exact"][0, 0])

@@ -65,12 +65,14 @@ def test_unavailable_for_float64_and_plain_cpu_tensors():
 
 
 @needs_triton
+@pytest.mark.slow
 def test_kernel_matches_the_tensor_formulas_interpreted():
     done = _interpreted("DEVICE = 'cpu'\n" + CHECK)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
 @needs_triton
+@pytest.mark.slow
 def test_training_with_the_kernel_matches_the_tensor_path_interpreted():
     # A whole short sweep (forward, hand-written backward, SGD) with the kernel and without it.
     code = textwrap.dedent("""
@@ -100,7 +102,7 @@ def test_cuda_kernel_matches_the_tensor_formulas():
 
 @pytest.mark.skipif(not torch.cuda.is_available() or fused_softmax.triton is None, reason="needs CUDA and Triton")
 def test_cuda_training_with_the_kernel_matches_the_tensor_path(monkeypatch):
-    cfg = sweep_config("lecture", "kms", seeds=(327, 0), steps=300, lengths=(10, 100, 500))
+    cfg = sweep_config("lecture", "kms", seeds=(327, 0), steps=300, lengths=(10, 100, 500), rng="torch")
     fused = train(cfg, device="cuda")
     monkeypatch.setattr(fused_softmax, "ENABLED", False)
     plain = train(cfg, device="cuda")

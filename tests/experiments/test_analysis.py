@@ -25,6 +25,7 @@ def test_flow_gap_is_zero_for_the_flow_itself():
     np.testing.assert_allclose(gap["risk"]["linear"][0], gap["flow_risk"], rtol=1e-12)
 
 
+@pytest.mark.slow
 def test_flow_gap_shrinks_with_the_prompt_length():
     # Theorem 4.3 in miniature: with many prompts per step (little SGD noise), the run at L = 400
     # stays closer to the infinite-prompt flow than the run at L = 4, for both activations.

@@ -124,8 +124,7 @@ def test_panel_shows_a_message_for_a_failing_run(shell):
     panel = tp.training_panel(controls, lambda steps: TrainConfig(**{**SMALL, "steps": steps}, init="given"),
                               draw=lambda result: None)
     _click_and_wait(panel)
-    text = panel.output.outputs[0]["data"]["text/plain"]
-    assert text.startswith("Cannot compute this setting") and "init_weights" in text
+    assert "Cannot compute this setting" in panel.note.value and "init_weights" in panel.note.value
 
 
 def test_panel_shows_a_message_for_bad_values(shell):
@@ -136,4 +135,99 @@ def test_panel_shows_a_message_for_bad_values(shell):
                               draw=lambda result: None)
     panel.start()
     assert panel.state["run"] is None
-    assert "steps must be even" in panel.output.outputs[0]["data"]["text/plain"]
+    assert "steps must be even" in panel.note.value
+
+
+def test_the_seed_box_takes_the_trainers_seeds():
+    from softmax_as_linear.core.seeding import SEED_LIMIT
+
+    seed = tp.regression_controls()["seed"]
+    assert (seed.min, seed.max) == (0, SEED_LIMIT - 1)
+    tp.regression_config(**{**{n: c.value for n, c in tp.regression_controls().items()}, "seed": seed.max})
+
+
+def test_a_failed_click_clears_the_status_of_the_last_run(shell):
+    calls = []
+
+    def make_config(steps):
+        calls.append(steps)
+        if len(calls) > 1:
+            raise ValueError("steps must be even")
+        return TrainConfig(**{**SMALL, "steps": steps})
+
+    panel = tp.training_panel({"steps": tp.widgets.log_slider("steps", 100, 100, 1000, integer=True)}, make_config,
+                              draw=lambda result: None)
+    _click_and_wait(panel)
+    assert "finished" in panel.status.value
+    panel.start()
+    assert panel.status.value == "" and "steps must be even" in panel.note.value and panel.progress.value == 0
+
+
+def test_a_long_run_records_the_shape_of_its_plateau():
+    values = {n: c.value for n, c in tp.regression_controls().items()}
+    for steps in (100, 500, 1_000, 2_000, 5_000, 10_000, 20_000):
+        records = tp.regression_config(**{**values, "steps": steps}).record_steps()
+        spacing = max(b - a for a, b in zip(records, records[1:]))
+        assert records[-1] == steps and len(records) >= 51 and spacing <= max(10, steps // 200), (steps, spacing)
+    assert len(tp.regression_config(**{**values, "steps": 20_000}).record_steps()) >= 200
+
+
+def test_controls_that_do_nothing_for_the_choice_are_disabled():
+    panel = tp.regression_panel("isotropic")
+    c = panel.controls
+    assert c["rho"].disabled and c["alpha"].disabled and c["init_scale"].disabled
+    c["init"].value = "scaled"
+    assert c["alpha"].disabled and not c["init_scale"].disabled
+    c["init"].value = "block"
+    assert not c["alpha"].disabled and c["init_scale"].disabled
+    c["covariance"].value = "kms"
+    assert not c["rho"].disabled
+
+
+def test_stop_looks_disabled_until_a_run_starts(shell):
+    panel = tp.regression_panel()
+    stop = next(b for b in panel.buttons if b.description == "Stop")
+    assert stop.disabled and stop.button_style == ""
+    panel.controls["steps"].value = 10_000
+    panel.start()
+    try:
+        assert not stop.disabled and stop.button_style == "danger"
+    finally:
+        panel.stop()
+        assert panel.state["run"].join(120)
+    assert stop.disabled and stop.button_style == ""
+
+
+def test_a_new_panel_stops_the_run_of_an_older_one(shell):
+    old = tp.regression_panel()
+    old.controls["steps"].value = 20_000
+    old.start()
+    run = old.state["run"]
+    new = tp.regression_panel()
+    assert run.join(60) and not run.result.complete
+    assert "stopped" in new.note.value and "stopped" in old.status.value
+
+
+def test_an_interrupt_stops_training(shell):
+    panel = tp.regression_panel()
+    panel.controls["steps"].value = 20_000
+    panel.start()
+    run = panel.state["run"]
+    tp.interrupt_training()  # what Kernel > Interrupt calls through the SIGINT handler
+    assert run.join(60) and not run.result.complete
+
+
+def test_sigint_while_training_stops_it_and_nothing_else(shell):
+    import signal
+
+    panel = tp.regression_panel()
+    panel.controls["steps"].value = 20_000
+    panel.start()
+    run = panel.state["run"]
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        tp.watch_interrupts()
+        signal.raise_signal(signal.SIGINT)  # no KeyboardInterrupt: it went to the training
+        assert run.join(60) and not run.result.complete
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,7 +1,7 @@
 """The Binder environment and the package metadata agree, and the book configuration is sound.
 
-Also: what the package ships (the results files), its licences and citation, the publishing
-workflow, and what `make setup` and `make lab` run. The installed package itself is tried by
+Also: what the package ships (the results files), its licences and citation, and what `make setup`
+and `make lab` run (the GitHub workflows: test_workflows.py). The installed package itself is tried by
 `make pip-path` (tools/check_pip_install.py).
 """
 import json
@@ -47,7 +47,8 @@ def _make(*args: str) -> str:
 def test_environment_yml_installs_what_the_package_needs():
     pip_section = _pip_section()
     pinned = {_name(line) for line in pip_section if not line.startswith("-")}
-    needed = {_name(r) for r in _project()["dependencies"] + _project()["optional-dependencies"]["lab"]}
+    extras = _project()["optional-dependencies"]
+    needed = {_name(r) for r in _project()["dependencies"] + extras["lab"] + extras["cluster"]}
     assert needed <= pinned, f"environment.yml lacks {sorted(needed - pinned)}"
     assert "-e ." in pip_section, "environment.yml must install the course library itself"
 
@@ -58,7 +59,8 @@ def test_environment_yml_pins_versions_the_package_accepts_and_make_setup_instal
     sys.path.insert(0, str(ROOT / "tools"))
     import pins
 
-    ranges = {_name(r): Requirement(r) for r in _project()["dependencies"] + _project()["optional-dependencies"]["lab"]}
+    extras = _project()["optional-dependencies"]
+    ranges = {_name(r): Requirement(r) for r in _project()["dependencies"] + extras["lab"] + extras["cluster"]}
     for line in (line for line in _pip_section() if not line.startswith("-")):
         requirement = Requirement(line)
         (spec,) = requirement.specifier
@@ -154,15 +156,7 @@ def test_licences_and_citation():
     assert "LICENSE-CONTENT" in readme and "CC BY 4.0" in readme and "CITATION.cff" in readme
 
 
-def test_publishing_workflow_builds_the_book_as_make_test_does():
-    workflow = yaml.safe_load((ROOT / ".github" / "workflows" / "book.yml").read_text())
-    steps = [s for job in workflow["jobs"].values() for s in job["steps"]]
-    runs = " ".join(s.get("run", "") for s in steps)
-    uses = " ".join(s.get("uses", "") for s in steps)
-    assert "make book-strict" in runs and "make setup" in runs
-    assert "actions/upload-pages-artifact" in uses and "actions/deploy-pages" in uses
-    assert re.search(r"^test:.*\bbook-strict\b", (ROOT / "Makefile").read_text(), re.M)
-    assert workflow["jobs"]["deploy"]["permissions"] == {"pages": "write", "id-token": "write"}
+def test_book_configuration_links_the_issues_and_the_licences():
     config = yaml.safe_load((ROOT / "_config.yml").read_text())
     assert config["html"]["use_issues_button"] is True and "CC BY 4.0" in config["html"]["extra_footer"]
 

@@ -260,6 +260,7 @@ def test_linear_gap_estimate_covers_the_exact_value_and_decays_as_one_over_L(see
     assert abs(slope + 1) < 5 * float(np.sqrt((weights**2 * log_se**2).sum()))
 
 
+@pytest.mark.slow
 def test_confidence_intervals_cover_at_their_level():
     # 200 independent 90% intervals of the exact linear E_L: coverage within 3 binomial standard errors.
     # The squared gaps are very skewed (skewness about 4 here): with 100 prompts and 2 queries each the

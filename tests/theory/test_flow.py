@@ -5,12 +5,14 @@ import torch
 
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
+from softmax_as_linear.theory import flow as flow_module
 from softmax_as_linear.theory import regression
 from softmax_as_linear.theory.flow import balance, infinite_prompt_flow
 
 BLOCK = dict(parametrisation="uv", init="block", alpha=0.3, lr=1e-2, record_every=20, eval_prompts=32)
 
 
+@pytest.mark.slow
 def test_infinite_prompt_flow_reaches_the_limit_of_remark_5_3():
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
     U0, V0 = regression.block_init(task, 0.5)
@@ -24,6 +26,7 @@ def test_infinite_prompt_flow_reaches_the_limit_of_remark_5_3():
     np.testing.assert_allclose(finer["U"][-1], flow["U"][1], atol=1e-6)
 
 
+@pytest.mark.slow
 def test_linear_training_at_large_L_tracks_the_infinite_prompt_flow():
     # Theorem 4.3 in miniature: (U, V) linear attention from the block initialisation, SGD at
     # learning rate lr on the MSE follows the flow on R_inf at time 2 lr k, closer for longer prompts.
@@ -112,3 +115,67 @@ def test_gronwall_bound_on_two_quadratics_with_known_constants():
     assert out["eps"] == pytest.approx(0.2) and out["lipschitz"] == pytest.approx(1.0)
     np.testing.assert_allclose(out["delta"], 0.2 * (1 - np.exp(-times)), atol=1e-7)
     assert np.all(out["delta"] <= out["bound"] + 1e-12)
+
+
+# --- covariate laws (Chapter 6) -------------------------------------------------------------------
+
+def test_label_noise_leaves_the_block_flow_and_remark_5_3_unchanged():
+    """In the block structure the noise enters R_inf only through s^2/2: the flows coincide."""
+    for make in (regression.RegressionTask.isotropic, regression.RegressionTask.kms):
+        noisy, clean = make(5, noise_var=0.1), make(5, noise_var=0.0)
+        U0, V0 = regression.block_init(noisy, 0.3)
+        times = np.linspace(0, 20, 5)
+        a = infinite_prompt_flow(U0, V0, noisy, times, max_dt=0.1)
+        b = infinite_prompt_flow(U0, V0, clean, times, max_dt=0.1)
+        assert np.array_equal(a["U"], b["U"]) and np.array_equal(a["V"], b["V"])
+        assert np.allclose(a["risk"] - b["risk"], 0.05, atol=1e-15)
+
+
+def test_rademacher_flow_converges_to_an_exact_minimiser_other_than_remark_5_3():
+    task = regression.RegressionTask.isotropic(5, law="rademacher")
+    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, [0, 60], max_dt=0.25)
+    A, v = flow["U"][-1, :5, :5], flow["V"][-1, -1, -1]
+    a = A[0, 0]
+    assert np.allclose(A, a * np.eye(5), atol=1e-12)  # A_x stays a multiple of I
+    assert abs(v * np.tanh(a) - 1) < 1e-9 and flow["risk"][-1] - 0.05 < 1e-12
+    U_star, V_star = regression.limit_parameters(task)  # linear attention's limit: another point
+    assert abs(V_star[-1, -1].item() - v) > 0.1
+
+
+def test_uniform_flow_has_no_limit_and_follows_its_drift_asymptotics():
+    task = regression.RegressionTask.isotropic(5, law="uniform")
+    times = [250, 500, 1000]
+    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.5)
+    excess = flow["risk"] - 0.05
+    v = flow["V"][:, -1, -1]
+    assert np.all(np.diff(excess) < 0) and np.all(excess > 0) and np.all(np.diff(v) > 0)
+    predicted = flow_module.drift_asymptotics(task, times)
+    # the measured decay in t approaches the predicted t^(-2/3) (pre-asymptotic at t <= 1000)
+    slope = np.log(excess[-1] / excess[-2]) / np.log(2)
+    assert -0.8 < slope < -0.5
+    assert np.all(np.abs(excess / predicted["excess"] - 1) < 0.5)
+    assert abs(flow_module.drift_constant(task) - 0.5 * 0.2 * 5 * 0.04 * (27 / 7 - 81 / 25)) < 1e-15
+
+
+def test_non_gaussian_flow_needs_the_block_structure():
+    task = regression.RegressionTask.isotropic(3, law="uniform")
+    U0, V0 = regression.block_init(task, 0.3)
+    U0[3, 0] = 0.1
+    with pytest.raises(ValueError, match="U0"):
+        infinite_prompt_flow(U0, V0, task, [1.0])
+    linear = infinite_prompt_flow(U0, V0, task, [1.0], activation="linear")  # linear attention: any start
+    assert np.isfinite(linear["risk"]).all()
+    with pytest.raises(ValueError, match="task"):
+        flow_module.drift_asymptotics(regression.RegressionTask.isotropic(3, law="rademacher"), [1.0])
+
+
+@pytest.mark.parametrize("law", ["uniform", "rademacher"])
+def test_reduced_isotropic_flow_is_the_flow(law):
+    task = regression.RegressionTask.isotropic(5, law=law)
+    times = [5.0, 20.0, 60.0]
+    full = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.05)
+    reduced = flow_module.isotropic_block_flow(task, 0.3, times)
+    assert np.allclose(reduced["a"], full["U"][:, 0, 0], atol=1e-6) and np.allclose(reduced["v"], full["V"][:, -1, -1], atol=1e-6)
+    assert np.allclose(reduced["risk"], full["risk"], atol=1e-9)
+    with pytest.raises(ValueError, match="task"):
+        flow_module.isotropic_block_flow(regression.RegressionTask.kms(3, law=law), 0.3, times)

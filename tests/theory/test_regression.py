@@ -487,3 +487,123 @@ def test_covariance_of_and_noise_floor():
     with pytest.raises(ValueError, match="kind"):
         regression.covariance_of("diagonal", 2)
     assert TASKS["isotropic"]().noise_floor() == pytest.approx(0.1)
+
+
+# --- covariate laws and the one sampler (Chapter 6) -----------------------------------------------
+
+def _laws_and_samplers():
+    cases = []
+    for law in ("gaussian", "uniform", "rademacher"):
+        cases += [(law, lambda law=law: regression.RegressionTask.kms(4, 0.5, 0.3, 0.2, "paper", law)),
+                  (law, lambda law=law: regression.RegressionTask.kms(4, 0.5, 0.3, 0.2, "published", law)),
+                  (law, lambda law=law: regression.RegressionTask(5, rank_four_covariance()[0], 0.3, 0.2, "paper", law))]
+    return cases
+
+
+@pytest.mark.parametrize("law,make", _laws_and_samplers())
+def test_every_path_draws_the_prompts_of_sample_from_the_same_random_numbers(law, make):
+    """sample(), sample_stacked(), stream() (queries and token chunks), token_draw (regression_draw) and
+    draw_inputs (the Bayes risk) turn the same standard draws into the same prompts."""
+    task = make()
+    n, L, d = 6, 9, task.d
+    batch = task.sample(n, L, torch.Generator().manual_seed(3), dtype=torch.float64)
+    stacked = task.sample_stacked(n, L, [torch.Generator().manual_seed(3)], dtype=torch.float64)
+    for a, b in zip((batch.tokens, batch.query, batch.target, batch.w), (stacked.tokens, stacked.query, stacked.target, stacked.w)):
+        assert torch.equal(a, b[0])
+    # the stream draws w, the query entries, the query noise, then token chunks (its documented order):
+    # rebuild those standard draws and hand them to sample()'s arithmetic
+    g = torch.Generator().manual_seed(5)
+    stream = task.stream(n, g)
+    chunks = [stream.tokens(4), stream.tokens(5)]
+    # (each draw into a fresh tensor of its own shape, as the stream makes them: a generator fills a strided
+    # view in another order than a contiguous tensor)
+    g = torch.Generator().manual_seed(5)
+    w_raw = torch.randn(n, d, generator=g, dtype=torch.float64)
+    query_entries = regression.covariates.draw(task.law, n, d, generator=g)
+    query_noise = torch.randn(n, generator=g, dtype=torch.float64)
+    first = task.fill_standard_(torch.empty(n, 4, d + 1, dtype=torch.float64), g)
+    second = task.fill_standard_(torch.empty(n, 5, d + 1, dtype=torch.float64), g)
+    z = torch.cat([torch.cat([query_entries, query_noise[:, None]], -1)[:, None], first, second], 1)
+    assembled = task._assemble(w_raw, z)
+    assert torch.allclose(stream.w, assembled.w, atol=1e-14)
+    assert torch.allclose(stream.query, assembled.query, atol=1e-12)
+    assert torch.allclose(stream.target, assembled.target, atol=1e-12)
+    assert torch.allclose(torch.cat(chunks, 1), assembled.tokens, atol=1e-12)
+    # the inputs alone, as the Bayes risk draws them
+    X = task.draw_inputs(n, L, torch.Generator().manual_seed(8))
+    xi = regression.covariates.draw(task.law, n, L, d, generator=torch.Generator().manual_seed(8))
+    z = torch.cat([xi, torch.zeros(n, L, 1, dtype=torch.float64)], -1)
+    assert torch.allclose(X, task._assemble(torch.zeros(n, d, dtype=torch.float64),
+                                            torch.cat([z[:, :1], z], 1)).tokens[..., :d], atol=1e-12)
+    # inputs in the range of a degenerate Sigma, whatever the law
+    _, u = rank_four_covariance()
+    if d == 5 and task.sampler == "paper":  # (the factor's last pivot is about 1e-8, not 0)
+        assert float((batch.tokens[..., :d] @ u).abs().max()) < 1e-6
+        assert float((stream.query[:, :d] @ u).abs().max()) < 1e-6
+
+
+def test_gaussian_law_draws_what_the_course_always_drew():
+    task = regression.RegressionTask.kms(5, 0.5)
+    g = torch.Generator().manual_seed(0)
+    w = torch.randn(4, 5, generator=g)
+    z = torch.randn(4, 8, 6, generator=g)
+    expected = task._assemble(w, z)
+    batch = task.sample(4, 7, torch.Generator().manual_seed(0))
+    assert torch.equal(batch.tokens, expected.tokens) and torch.equal(batch.target, expected.target)
+
+
+@pytest.mark.parametrize("law", ["uniform", "rademacher"])
+def test_sampled_inputs_have_the_law_and_the_covariance(law):
+    task = regression.RegressionTask.kms(3, 0.6, law=law)
+    X = task.draw_inputs(2000, 100, torch.Generator().manual_seed(1)).reshape(-1, 3)
+    xi = torch.linalg.solve_triangular(task.prompt_factor, X.T, upper=False).T
+    assert torch.allclose(X.T @ X / X.shape[0], task.covariance, atol=0.01)
+    assert abs(float((xi**4).mean()) - task.fourth_moment) < 0.01
+    if law == "rademacher":
+        assert torch.allclose(xi.abs(), torch.ones_like(xi), atol=1e-9)
+
+
+@pytest.mark.parametrize("law", ["uniform", "rademacher"])
+@pytest.mark.parametrize("kind", ["isotropic", "kms"])
+@pytest.mark.parametrize("L", [4, 30])
+def test_references_under_a_covariate_law_monte_carlo(law, kind, L):
+    task = (regression.RegressionTask.isotropic(3, 0.5, 0.2, law=law) if kind == "isotropic"
+            else regression.RegressionTask.kms(3, 0.6, 0.5, 0.2, law=law))
+    g = torch.Generator().manual_seed(L)
+    # exact risk of linear attention at random (U, V), fourth moments included
+    U, V = _random_uv(L, scale=0.4)
+    batch = task.sample(200_000, L, g, dtype=torch.float64)
+    losses = 0.5 * (linear_attention(batch.tokens, batch.query, U, V)[:, -1] - batch.target) ** 2
+    mean, se = _mc_mean(losses)
+    assert abs(mean - float(regression.linear_attention_risk(U, V, L, task))) < 4 * se
+    # the best linear attention: the predictor x_q^T P (F N F^T)^{-1} h reaches optimal_linear_risk
+    F = task.prompt_factor
+    G = F.T @ F
+    N = ((1 + 1 / L) * G + (torch.trace(G) + task.noise_var / task.task_var) / L * torch.eye(3, dtype=torch.float64)
+         + (task.fourth_moment - 3) / L * torch.diag(torch.diagonal(G)))
+    B = task.prompt_covariance @ torch.linalg.inv(F @ N @ F.T)
+    h = (batch.tokens[..., -1:] * batch.tokens[..., :3]).mean(1)
+    prediction = (batch.query[:, :3] * (h @ B.T)).sum(-1)
+    mean, se = _mc_mean(0.5 * (prediction - batch.target) ** 2)
+    best = regression.optimal_linear_risk(L, task)
+    assert abs(mean - best) < 4 * se
+    gaussian = regression.RegressionTask(3, task.covariance, task.task_var, task.noise_var)
+    assert best < regression.optimal_linear_risk(L, gaussian)  # lighter tails than Gaussian inputs: lower
+    # ridge regression is still Bayes-optimal: its Monte Carlo risk on prompts of the law
+    X, y = batch.tokens[:20_000, :, :3], batch.tokens[:20_000, :, 3]
+    eye = torch.eye(3, dtype=torch.float64)
+    w_hat = torch.linalg.solve(X.transpose(1, 2) @ X + task.noise_var / task.task_var * eye,
+                               (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+    ridge = 0.5 * ((batch.query[:20_000, :3] * w_hat).sum(-1) - batch.target[:20_000]) ** 2
+    mean, se = _mc_mean(ridge)
+    bayes, bayes_se = regression.bayes_risk(L, task, n_samples=20_000, seed=1)
+    assert abs(mean - bayes) < 4 * math.hypot(se, bayes_se)
+
+
+def test_law_is_checked_and_shown():
+    with pytest.raises(ValueError, match="law"):
+        regression.RegressionTask.isotropic(3, law="laplace")
+    assert "law='uniform'" in repr(regression.RegressionTask.isotropic(3, law="uniform"))
+    assert "law" not in repr(regression.RegressionTask.isotropic(3))
+    with pytest.raises(ValueError, match="L"):
+        regression.limit_parameters(regression.RegressionTask.isotropic(3, law="uniform"), L=10)

@@ -10,14 +10,21 @@ the chapters look first. It is, in this order:
 The paper-scale files the chapters read (``results/*.json`` of the repository) also ship inside the
 package, so a chapter that finds nothing in the results folder falls back on that copy. A file is
 written to a temporary name in the same folder and renamed over the target, which is atomic on
-POSIX file systems, so an interrupted run never leaves half a file.
+POSIX file systems, so an interrupted run never leaves half a file. A file that is there but cannot be
+read (truncated by a full disk or a copy cut short, say) raises :class:`DamagedFileError`, which names it.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pathlib
+import pickle
+import signal
 import tempfile
+import threading
+import zipfile
+import zlib
 
 import numpy as np
 
@@ -25,6 +32,23 @@ ENV_VAR = "SOFTMAX_AS_LINEAR_RESULTS"
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # softmax_as_linear/
 _CHECKOUT = _PACKAGE.parents[1]
 SHIPPED = _PACKAGE / "results"  # the copy of the repository's results/*.json inside an installed package
+
+
+class DamagedFileError(Exception):
+    """A file that exists but cannot be read (truncated, or not what its name says): the message names the
+    file, what went wrong and, when given, what to do (``advice``)."""
+
+    def __init__(self, path, reason, advice: str = ""):
+        self.path, self.reason, self.advice = pathlib.Path(path), str(reason), advice
+        super().__init__(f"{self.path} is damaged and cannot be read ({self.reason})" + (f": {advice}" if advice else ""))
+
+    def advise(self, advice: str) -> "DamagedFileError":
+        """The same error with ``advice`` (what to do about this file)."""
+        return DamagedFileError(self.path, self.reason, advice)
+
+
+#: What reading a damaged file raises: a truncated zip (``.npz``) or pickle (``.pt``), bad JSON, missing arrays.
+READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, pickle.UnpicklingError, RuntimeError)
 
 
 def _from_checkout() -> bool:
@@ -81,7 +105,10 @@ def load_result(name: str, folder=None, command: str | None = None) -> dict:
             f"result file {name!r} not found (looked in {searched}). Write it into the results folder with\n"
             f"    {command or default_command(name)}\n"
             f"or set {ENV_VAR} to the folder that holds it.")
-    return load_json(path)
+    try:
+        return load_json(path)
+    except DamagedFileError as error:
+        raise error.advise(f"delete it and write it again with\n    {command or default_command(name)}") from None
 
 
 def atomic_write(path, write) -> pathlib.Path:
@@ -90,21 +117,49 @@ def atomic_write(path, write) -> pathlib.Path:
     The bytes go to a temporary file beside ``path``, are flushed to disk and then renamed over
     ``path``; an interrupted write leaves the old file (or none) and no temporary file. The new
     file gets the usual permissions (``0o666`` less the umask). Returns ``path``.
+
+    Ctrl-C and SIGTERM arriving during the write are held until it ends (on POSIX, in the main
+    thread): a checkpoint being written when a run is stopped is finished, then the run stops.
     """
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            write(stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are for everyone
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+    with _signals_held():
+        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(handle, "wb") as stream:
+                write(stream)
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes owner-only files; results are for everyone
+            os.replace(tmp, path)
+        except BaseException:
+            pathlib.Path(tmp).unlink(missing_ok=True)
+            raise
     return path
+
+
+@contextlib.contextmanager
+def _signals_held():
+    """Hold SIGINT and SIGTERM for the duration and deliver them, to the handlers in place before, when it
+    ends (main thread only, where Python runs signal handlers): an interrupt inside a library's writer can
+    leave it raising its own error instead of ``KeyboardInterrupt``."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught, previous = [], {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        previous[signum] = signal.signal(signum, lambda number, frame: caught.append((number, frame)))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for number, frame in caught[:1]:
+            handler = previous[number]
+            if callable(handler):
+                handler(number, frame)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), number)
 
 
 def _umask() -> int:
@@ -134,7 +189,12 @@ def save_json(path, data: dict) -> pathlib.Path:
 
 
 def load_json(path) -> dict:
-    return json.loads(pathlib.Path(path).read_text())
+    """The JSON file at ``path``; :class:`DamagedFileError` if it cannot be parsed."""
+    path = pathlib.Path(path)
+    try:
+        return json.loads(path.read_text())
+    except ValueError as error:  # JSONDecodeError, UnicodeDecodeError
+        raise DamagedFileError(path, error) from None
 
 
 def save_npz(path, **arrays) -> pathlib.Path:
@@ -144,5 +204,10 @@ def save_npz(path, **arrays) -> pathlib.Path:
 
 
 def load_npz(path) -> dict[str, np.ndarray]:
-    with np.load(pathlib.Path(path), allow_pickle=False) as data:
-        return {k: data[k] for k in data.files}
+    """The arrays of the ``.npz`` file at ``path``; :class:`DamagedFileError` if it cannot be read."""
+    path = pathlib.Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except READ_ERRORS as error:
+        raise DamagedFileError(path, f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None

@@ -5,13 +5,17 @@ A sweep trains, for every seed, prompt length ``L`` and activation, one run; all
 batch of prompts of ``L_max`` tokens per seed (the run of length ``L`` reads the first ``L`` tokens):
 
 * **Cheap linear attention.** Normalised linear attention only needs the prefix second moments
-  :math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` (one cumulative sum per batch, shared by all
-  lengths): :math:`\hat y = v^\top M_L U z_q`.
+  :math:`M_L = \frac1L \sum_{i \le L} z_i z_i^\top` (one batched product per segment between consecutive
+  lengths, shared by all lengths): :math:`\hat y = v^\top M_L U z_q`. They depend on the prompts alone, so
+  on a CPU they are formed with the tokens' column layout by :meth:`SweepModel.prepare`, which the data
+  thread runs while the previous step computes (:mod:`~softmax_as_linear.engine.data`).
 * **Softmax by length buckets.** Scores of all softmax runs of similar length are one batched matrix
-  product over the bucket's longest prefix, with the positions past each run's ``L`` masked
-  (:class:`SoftmaxPrediction`, which forms the gradients in the forward pass). On a GPU, where arithmetic
-  is cheap and kernel launches are not, all lengths form one bucket, and where Triton is installed the
-  softmax runs of a bucket are one kernel (:mod:`~softmax_as_linear.engine.fused_softmax`).
+  product over the bucket's longest prefix, with the positions past each run's ``L`` masked, and the
+  gradients are formed in the forward pass. On a CPU (:class:`SoftmaxSweep`) every bucket is five
+  operations on one ``(prompts, runs, L)`` tensor, the softmax itself one fused operation. On a GPU, where
+  arithmetic is cheap and kernel launches are not, all lengths form one bucket
+  (:class:`SoftmaxPrediction`), and where Triton is installed the softmax runs of a bucket are one kernel
+  (:mod:`~softmax_as_linear.engine.fused_softmax`).
 """
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import torch
 from torch import Tensor
 
 from ..core import checks, seeding
+from ..theory.limit_model import prediction_from_scores
 from ..theory.models import AttentionModel, uv_from_weights
 from ..theory.regression import block_init
 from . import fused_softmax
@@ -79,6 +84,88 @@ class SoftmaxPrediction(torch.autograd.Function):
         return None, d_u * g, d_v * g, None, None
 
 
+class SoftmaxSweep(torch.autograd.Function):
+    r"""Softmax-attention predictions of every softmax run of a sweep on a CPU, with their gradients formed
+    in the forward pass: the same quantities as :class:`SoftmaxPrediction`, laid out for a CPU.
+
+    For run ``j`` of prompt ``b``, with weights :math:`a = \operatorname{softmax}_{i \le L_j}(z_i^\top u)` and values
+    :math:`c_i = v^\top z_i`: :math:`\bar z = \sum_i a_i z_i = \partial \hat y / \partial v`,
+    :math:`\hat y = v^\top \bar z` and :math:`\partial \hat y / \partial u = \sum_i a_i c_i z_i - \hat y \bar z`.
+    Per bucket of lengths (``plan``, from :meth:`SweepModel`): one batched product of ``[u; v]`` with the
+    tokens (scores and values), the mask past each run's length, one fused softmax, the values
+    multiplied by the weights, and one batched product of ``[a; a c]`` with the tokens (:math:`\bar z` and
+    :math:`\sum_i a_i c_i z_i`). The ``(N, 2n, L)`` tensor is written once and read three times, and every
+    row of the softmax stays in the cache.
+
+    u ``(S, nL, B, D)``, v ``(S, nL, D)``, tokens_t ``(S * B, D, L_max)`` (the tokens as columns), plan
+    :class:`_BucketPlan` -> predictions ``(S, nL, B)``.
+    """
+
+    @staticmethod
+    def forward(ctx, u, v, tokens_t, plan):
+        S, nL, B, D = u.shape
+        N = S * B
+        u_rows = u.transpose(1, 2)  # (S, B, nL, D)
+        v_rows = v[:, None].expand(S, B, nL, D)
+        # [u; v] of each bucket's runs, bucket after bucket: one copy, then a view per bucket
+        uv = torch.cat([part for start, stop, _, _ in plan.buckets
+                        for part in (u_rows[:, :, start:stop], v_rows[:, :, start:stop])], dim=2).view(N, 2 * nL, D)
+        sums, offset = [], 0
+        for (start, stop, Lb, mask), both in zip(plan.buckets, plan.workspace(N, u.dtype)):
+            n = stop - start
+            tokens = tokens_t[:, :, :Lb]
+            torch.bmm(uv[:, offset:offset + 2 * n], tokens, out=both)  # (N, 2n, Lb): scores, then values c_i
+            scores = both[:, :n]
+            if mask is not None:
+                scores.add_(mask)
+            weights = torch.softmax(scores, -1)
+            both[:, n:].mul_(weights)  # a_i c_i
+            scores.copy_(weights)
+            sums.append(torch.bmm(tokens, both.transpose(1, 2)))  # (N, D, 2n): mean token, sum a_i c_i z_i
+            offset += 2 * n
+        sums = torch.cat(sums, dim=2).view(S, B, D, 2 * nL)
+        mean_token = sums.index_select(3, plan.mean_columns)  # (S, B, D, nL)
+        pred = (mean_token * v.transpose(1, 2)[:, None]).sum(2)  # (S, B, nL)
+        if any(ctx.needs_input_grad):
+            grad_u = sums.index_select(3, plan.weighted_columns).sub_(pred[:, :, None] * mean_token)
+            ctx.save_for_backward(grad_u, mean_token)
+        return pred.transpose(1, 2)
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad_u, mean_token = ctx.saved_tensors
+        g = grad.transpose(1, 2)[:, :, None]  # (S, B, 1, nL)
+        return (grad_u * g).permute(0, 3, 1, 2), (mean_token * g).sum(1).transpose(1, 2), None, None
+
+
+class _BucketPlan:
+    """The softmax buckets of :class:`SoftmaxSweep`: ``buckets`` as (first length index, last + 1, longest
+    length, mask ``(n, Lb)`` of 0 and -inf or None), and where each run's two sums land among the columns."""
+
+    def __init__(self, lengths: tuple[int, ...], groups: list[list[int]], dtype, device):
+        self.buckets, mean, weighted, offset = [], [0] * len(lengths), [0] * len(lengths), 0
+        for group in groups:
+            start, stop, Lb = group[0], group[-1] + 1, lengths[group[-1]]
+            runs = torch.tensor(lengths[start:stop], device=device)
+            mask = (torch.where(torch.arange(Lb, device=device)[None, :] < runs[:, None], 0.0, float("-inf")).to(dtype)
+                    if stop - start > 1 else None)
+            self.buckets.append((start, stop, Lb, mask))
+            for k, j in enumerate(range(start, stop)):
+                mean[j], weighted[j] = offset + k, offset + stop - start + k
+            offset += 2 * (stop - start)
+        self.mean_columns = torch.tensor(mean, device=device)
+        self.weighted_columns = torch.tensor(weighted, device=device)
+        self.device, self._workspaces = device, {}
+
+    def workspace(self, N: int, dtype) -> list[Tensor]:
+        """One ``(N, 2n, Lb)`` buffer per bucket, reused from call to call."""
+        key = (N, dtype)
+        if key not in self._workspaces:
+            self._workspaces[key] = [torch.empty(N, 2 * (stop - start), Lb, dtype=dtype, device=self.device)
+                                     for start, stop, Lb, _ in self.buckets]
+        return self._workspaces[key]
+
+
 class SweepModel:
     """The batched model of a sweep: stacked parameters ``(S, nL, nA, ...)`` and the forward pass of every run at once.
 
@@ -97,12 +184,16 @@ class SweepModel:
         self.length_divisor = lengths.to(self.dtype)[:, None, None]
         self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
         self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
+        # infinite-prompt models: (index, activation of the limit)
+        self.limits = [(cfg.activations.index(m), m.removesuffix("_limit")) for m in ("softmax_limit", "linear_limit")
+                       if m in cfg.activations]
         waste = 1.25 if device.type == "cpu" else math.inf
         # (slice of length indices, longest length): slices, because indexing by a list would copy it to the device
         self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
         self.masks = [torch.where(torch.arange(Lb, device=device)[None, :] < lengths[sl][:, None], 0.0,
                                   float("-inf")).to(self.dtype) for sl, Lb in self.buckets]
         self.bucket_lengths = [lengths[sl].to(torch.int32) for sl, _ in self.buckets]
+        self.plan = _BucketPlan(cfg.lengths, _length_buckets(cfg.lengths, waste), self.dtype, device)
         self.zero_risk = self.task.zero_risk()
 
     def _initial_params(self, init_weights):
@@ -145,8 +236,45 @@ class SweepModel:
         U, V = uv_from_weights(p["W_Q"], p["W_K"], p["W_V"], p["W_O"])
         return U, V[..., -1, :]
 
-    def predict(self, tokens: Tensor, query: Tensor) -> Tensor:
-        """tokens ``(S, B, L_max, D)``, query ``(S, B, D)`` -> predictions ``(S, nL, nA, B)``."""
+    def prepare(self, tokens: Tensor) -> tuple[Tensor, Tensor | None]:
+        """What the CPU forward pass needs from the prompts alone (so the data thread can form it):
+        tokens ``(S, B, L_max, D)`` -> the tokens as columns ``(S * B, D, L_max)`` and, with linear runs,
+        their prefix moments ``(S, B, nL, D, D)`` (else None)."""
+        S, B, L, D = tokens.shape
+        tokens_t = tokens.reshape(S * B, L, D).transpose(1, 2).contiguous()
+        if self.lin is None:
+            return tokens_t, None
+        return tokens_t, _prefix_moments(tokens_t, self.cfg.lengths, self.length_divisor).view(S, B, -1, D, D)
+
+    def predict(self, tokens: Tensor, query: Tensor, w: Tensor | None = None, prepared: tuple | None = None) -> Tensor:
+        """tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, tasks w ``(S, B, d)`` -> predictions ``(S, nL, nA, B)``.
+
+        The infinite-prompt models read the task vectors ``w`` and the queries, no token (``w`` is needed
+        only when the sweep has them). ``prepared``: :meth:`prepare` of these tokens, when already formed
+        (a CPU only)."""
+        if self.device.type != "cpu" or fused_softmax.available(tokens):  # (the kernel runs on a CPU interpreted)
+            return self._predict_tensor(tokens, query, w)
+        tokens_t, moments = self.prepare(tokens) if prepared is None else prepared
+        U, v = self.uv()
+        u = torch.einsum("slaij,sbj->slabi", U, query)  # U z_q for every run and prompt
+        columns = [None] * len(self.cfg.activations)
+        if self.soft is not None:
+            columns[self.soft] = SoftmaxSweep.apply(u[:, :, self.soft], v[:, :, self.soft], tokens_t, self.plan)
+        if self.lin is not None:  # v^T M_L u, as products whose sums do not depend on the number of seeds
+            moment_u = (moments @ u[:, :, self.lin].transpose(1, 2).unsqueeze(-1)).squeeze(-1)  # (S, B, nL, D)
+            columns[self.lin] = (moment_u * v[:, None, :, self.lin]).sum(-1).transpose(1, 2)
+        for a, activation in self.limits:
+            columns[a] = self._limit_prediction(u, v, w, a, activation)
+        return torch.stack(columns, dim=2)
+
+    def _limit_prediction(self, u: Tensor, v: Tensor, w: Tensor | None, a: int, activation: str) -> Tensor:
+        """The infinite-prompt model ``a`` on the batch's tasks and queries, ``(S, nL, B)``."""
+        if w is None:
+            raise ValueError("w must be given: the sweep trains infinite-prompt models")
+        return prediction_from_scores(u[:, :, a], v[:, :, a, None, :], self.task, w[:, None], activation)
+
+    def _predict_tensor(self, tokens: Tensor, query: Tensor, w: Tensor | None = None) -> Tensor:
+        """:meth:`predict` on a GPU, with the tensor formulas of :class:`SoftmaxPrediction` or its fused kernel."""
         U, v = self.uv()
         S, nL, nA = self.shape
         B, D = tokens.shape[1], tokens.shape[-1]
@@ -167,17 +295,21 @@ class SweepModel:
             moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths, self.length_divisor).reshape(S, B, nL, D, D)
             pred = torch.einsum("sld,sbldk,slbk->slb", v[:, :, self.lin], moments, u[:, :, self.lin])
             columns.append((slice(None), self.lin, pred))
+        for a, activation in self.limits:
+            columns.append((slice(None), a, self._limit_prediction(u, v, w, a, activation)))
         for idx, a, pred in columns:
             out[:, idx, a] = pred
         return out
 
-    def losses(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, w: Tensor | None = None,
+               prepared: tuple | None = None) -> Tensor:
         """Half squared error of every run on every prompt, ``(S, nL, nA, B)``."""
-        return 0.5 * (self.predict(tokens, query) - target[:, None, None, :]) ** 2
+        return 0.5 * (self.predict(tokens, query, w, prepared) - target[:, None, None, :]) ** 2
 
-    def risk(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+    def risk(self, tokens: Tensor, query: Tensor, target: Tensor, w: Tensor | None = None,
+             prepared: tuple | None = None) -> Tensor:
         """Risk R = 1/2 MSE of every run on the batch, ``(S, nL, nA)``."""
-        return self.losses(tokens, query, target).mean(-1)
+        return self.losses(tokens, query, target, w, prepared).mean(-1)
 
 
 def _prefix_moments(tokens_t: Tensor, lengths: tuple[int, ...], divisor: Tensor) -> Tensor:

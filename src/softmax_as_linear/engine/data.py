@@ -1,28 +1,35 @@
-"""The prompts of a sweep: per-seed generators of the training batches and the fixed held-out set."""
+"""The prompts of a sweep as tensors: the training batches and the fixed held-out set, from torch's per-seed
+generators (:class:`SweepData`) or from the counter-based stream (:class:`CounterData`)."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from typing import Callable
 
 import torch
 
 from ..core import seeding
 from ..theory.regression import RegressionTask
+from . import counter_stream
 from .sweep import TrainConfig
 
 
 class SweepData:
     """Per-seed generators for training batches (stream ``"train"``) and the fixed held-out prompts
-    (stream ``"held_out"``, :attr:`eval`), as tensors ``(S, B, L_max, D)``, ``(S, B, D)``, ``(S, B)``.
+    (stream ``"held_out"``, :attr:`eval`), as tensors: tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``,
+    targets ``(S, B)`` and task vectors ``(S, B, d)`` (which the infinite-prompt models read).
     Each seed's normal draws come from its own generator; the arithmetic that turns them into prompts
     is done once for all seeds (:meth:`~softmax_as_linear.theory.regression.RegressionTask.sample_stacked`).
 
     With ``prefetch`` (on a CPU), the next batch is drawn on a second thread while the current
     step computes; batches and generator states are exactly those of drawing in turn, and
     :meth:`state` is the state after the batches handed out so far (what a checkpoint needs).
+    ``prepare`` (for instance :meth:`~softmax_as_linear.engine.batched.SweepModel.prepare`) is applied to
+    the tokens of every training batch as it is drawn, on that thread when there is one.
     """
 
-    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype, prefetch: bool = False):
-        self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
+    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype, prefetch: bool = False,
+                 prepare: Callable[[torch.Tensor], object] | None = None):
+        self.cfg, self.task, self.device, self.dtype, self.prepare = cfg, task, device, dtype, prepare
         self.L_max = max(cfg.lengths)
         self.generators = [seeding.generator(seed, "train", device=device) for seed in cfg.seeds]
         held_out = [seeding.generator(seed, "held_out", device=device) for seed in cfg.seeds]
@@ -33,14 +40,19 @@ class SweepData:
     def _draw(self, n_prompts: int | None = None, generators=None):
         batch = self.task.sample_stacked(n_prompts or self.cfg.batch_size, self.L_max, generators or self.generators,
                                          self.dtype)
-        return batch.tokens, batch.query, batch.target
+        return batch.tokens, batch.query, batch.target, batch.w
+
+    def _draw_prepared(self):
+        tokens, query, target, w = self._draw()
+        return tokens, query, target, w, None if self.prepare is None else self.prepare(tokens)
 
     def batch(self):
-        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step."""
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)``, tasks ``(S, B, d)`` of the
+        next step, and what ``prepare`` made of the tokens (None without it)."""
         if self._pool is None:
-            return self._draw()
-        current = self._draw() if self._pending is None else self._pending[1].result()
-        self._pending = ([g.get_state() for g in self.generators], self._pool.submit(self._draw))
+            return self._draw_prepared()
+        current = self._draw_prepared() if self._pending is None else self._pending[1].result()
+        self._pending = ([g.get_state() for g in self.generators], self._pool.submit(self._draw_prepared))
         return current
 
     def state(self):
@@ -51,7 +63,7 @@ class SweepData:
     def load_state(self, states):
         self._discard_pending()
         for g, s in zip(self.generators, states):
-            g.set_state(s)
+            g.set_state(s.cpu())  # generator states live on the CPU
 
     def _discard_pending(self):
         if self._pending is not None:
@@ -67,3 +79,49 @@ class SweepData:
         if self._pool is not None:
             self._pool.shutdown()
             self._pool = None
+
+
+class CounterData:
+    """The batches and held-out prompts of ``rng="philox"`` as tensors, from
+    :func:`~softmax_as_linear.engine.counter_stream.draw` (where the training kernel does not run: a CPU, or
+    float64): batch ``k`` is step ``k`` of stream ``"train"``, the held-out set is prompts
+    ``0 .. eval_prompts - 1`` of step 0 of stream ``"held_out"``. The same interface as :class:`SweepData`;
+    :meth:`state` is the number of batches handed out, and :meth:`peek` reads the next one without taking it.
+    """
+
+    generators: list = []  # nothing for a CUDA graph to register: the counter is the step
+
+    def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype):
+        self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
+        self.L_max = max(cfg.lengths)
+        self.factor, self.query_factor = counter_stream.task_factors(task)
+        self.keys = [seeding.stream_seed(seed, "train") for seed in cfg.seeds]
+        self.count = 0
+        self.eval = self.draw([seeding.stream_seed(seed, "held_out") for seed in cfg.seeds], 0, cfg.eval_prompts)
+
+    def draw(self, keys, step: int, n_prompts: int):
+        """Prompts ``0 .. n_prompts - 1`` of ``step`` under ``keys``: tokens, queries, targets, and None for
+        the tasks (the stream does not hand them out; no infinite-prompt model trains on it)."""
+        return *counter_stream.draw(keys, step, n_prompts, self.L_max, d=self.cfg.d, factor=self.factor,
+                                   query_factor=self.query_factor, task_var=self.task.task_var,
+                                   noise_var=self.task.noise_var, law=self.cfg.law, device=self.device,
+                                   dtype=self.dtype), None
+
+    def peek(self):
+        """The next batch, without taking it."""
+        return self.draw(self.keys, self.count, self.cfg.batch_size)
+
+    def batch(self):
+        """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step (tasks None)."""
+        out = self.peek()
+        self.count += 1
+        return out
+
+    def state(self) -> int:
+        return self.count
+
+    def load_state(self, state):
+        self.count = int(state)
+
+    def close(self):
+        pass

@@ -17,6 +17,7 @@ import torch
 
 from ..core import checks, seeding
 from ..core.devices import resolve_device
+from ..theory.limit_model import infinite_prompt_prediction
 from ..theory.models import predict_unchecked
 from ..theory.regression import linear_attention_risk
 from .sweep import TrainResult
@@ -26,13 +27,14 @@ CHUNK_ENTRIES = 1 << 24
 
 
 def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto", dtype=torch.float32) -> dict:
-    """Score the final parameters of every run of ``result`` on fresh prompts; exact risk of the linear runs.
+    r"""Score the final parameters of every run of ``result`` on fresh prompts; exact risk of the linear runs.
 
     Returns a dict of arrays (axes seed ``S``, length ``nL``, activation ``nA`` as in the sweep):
     ``risk`` and ``risk_se`` ``(S, nL, nA)`` (R = MSE/2 and its standard error; NaN for diverged runs),
     ``paired_difference`` and ``paired_difference_se`` ``(S, nL)`` (softmax minus linear on the same
     prompts; NaN without both activations), ``linear_exact`` ``(S, nL)`` (NaN without a linear run),
-    and ``n_prompts``.
+    and ``n_prompts``. The infinite-prompt models of a sweep (``"softmax_limit"``, ``"linear_limit"``) are
+    scored on the same prompts' tasks, queries and targets: their risk estimates :math:`R_\infty`.
     """
     n_prompts = checks.int_at_least("n_prompts", n_prompts, 2)
     device = resolve_device(device)
@@ -45,7 +47,8 @@ def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto
     difference = np.full((S, nL), np.nan)
     difference_se = np.full((S, nL), np.nan)
     exact = np.full((S, nL), np.nan)
-    both = set(cfg.activations) == {"softmax", "linear"}
+    both = {"softmax", "linear"} <= set(cfg.activations)
+    pair = (cfg.activations.index("softmax"), cfg.activations.index("linear")) if both else None
     for s, seed in enumerate(cfg.seeds):
         for l, L in enumerate(cfg.lengths):
             alive = [a for a in range(nA) if not result.diverged[s, l, a]]
@@ -66,18 +69,23 @@ def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto
                 batch = task.sample(n, L, generator, dtype=dtype, device=device)
                 losses = {}
                 for a, (U, V) in params.items():
-                    pred = predict_unchecked(batch.tokens, batch.query, U, V, cfg.activations[a])
+                    model = cfg.activations[a]
+                    if model.endswith("_limit"):
+                        pred = infinite_prompt_prediction(U, V, task, batch.w, batch.query,
+                                                          model.removesuffix("_limit"))
+                    else:
+                        pred = predict_unchecked(batch.tokens, batch.query, U, V, model)
                     losses[a] = (0.5 * (pred - batch.target) ** 2).double()
                     sums[a] += [float(losses[a].sum()), float((losses[a] ** 2).sum())]
-                if both and len(losses) == 2:
-                    diff = losses[cfg.activations.index("softmax")] - losses[cfg.activations.index("linear")]
+                if both and pair[0] in losses and pair[1] in losses:
+                    diff = losses[pair[0]] - losses[pair[1]]
                     diff_sums += [float(diff.sum()), float((diff**2).sum())]
                 done += n
             for a in alive:
                 mean = sums[a, 0] / n_prompts
                 var = max(sums[a, 1] / n_prompts - mean**2, 0.0) * n_prompts / (n_prompts - 1)
                 risk[s, l, a], risk_se[s, l, a] = mean, math.sqrt(var / n_prompts)
-            if both and len(alive) == 2:
+            if both and pair[0] in alive and pair[1] in alive:
                 mean = diff_sums[0] / n_prompts
                 var = max(diff_sums[1] / n_prompts - mean**2, 0.0) * n_prompts / (n_prompts - 1)
                 difference[s, l], difference_se[s, l] = mean, math.sqrt(var / n_prompts)

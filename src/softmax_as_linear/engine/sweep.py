@@ -19,8 +19,8 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding
-from ..core.artifacts import atomic_write, load_npz, save_npz
-from ..registry import ACTIVATIONS, COVARIANCES, SAMPLERS
+from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
+from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, LIMIT_MODELS, MODELS, RNGS, SAMPLERS
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
 
@@ -40,8 +40,15 @@ class TrainConfig:
         sampler: ``"paper"`` (prompt and query inputs :math:`N(0, \\Sigma)`, the paper's model) or
             ``"published"`` (prompt inputs :math:`N(0, C\\Sigma C^\\top)`, queries :math:`N(0, I)`, as the
             published code draws them); see :class:`~softmax_as_linear.theory.regression.RegressionTask`.
+        law: law of the standardised input entries (:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
+            ``"gaussian"`` (the paper), ``"uniform"`` or ``"rademacher"`` (Chapter 6).
         task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
-        lengths: prompt lengths ``L``, increasing. activations: subset of ``("softmax", "linear")``.
+        lengths: prompt lengths ``L``, increasing. activations: distinct models among
+            :data:`~softmax_as_linear.registry.MODELS`: ``"softmax"`` and ``"linear"`` attention at each ``L``, and
+            ``"softmax_limit"`` and ``"linear_limit"``, their infinite-prompt limits
+            (:func:`~softmax_as_linear.theory.limit_model.infinite_prompt_prediction`), trained from the same
+            initialisation on the same batches' tasks, queries and targets (they read no prompt token, so
+            their runs are the same at every ``L``).
         seeds: one independent replicate per seed, in ``[0, 10_000)``; its initialisation, training
             batches and held-out prompts are the streams ``"init"``, ``"train"`` and ``"held_out"`` of
             :mod:`~softmax_as_linear.core.seeding`.
@@ -56,12 +63,21 @@ class TrainConfig:
         eval_prompts: size of the fixed held-out set, per seed.
         blowup: divergence threshold, in units of the risk of the zero predictor.
         dtype: ``"float32"`` or ``"float64"``.
+        rng: the random stream of the prompts. ``"torch"``: one torch generator per seed and stream (CUDA and
+            the CPU draw different numbers; every result file before the counter-based stream used it).
+            ``"philox"``: the counter-based stream of :mod:`~softmax_as_linear.engine.counter_stream`, the same
+            prompts on every device, drawn inside the training kernel on a GPU
+            (:mod:`~softmax_as_linear.engine.prompt_kernel`). ``"auto"``: ``"philox"`` where that kernel runs
+            (CUDA with Triton, float32) and the sweep has no infinite-prompt model, ``"torch"`` elsewhere; a
+            trained sweep records the stream it used. The infinite-prompt models read the batches' task
+            vectors, which only ``"torch"`` hands out.
     """
 
     d: int = 5
     covariance: str = "isotropic"
     rho: float = 0.5
     sampler: str = "paper"
+    law: str = "gaussian"
     task_var: float | None = None
     noise_var: float = 0.1
     lengths: tuple[int, ...] = (10, 100)
@@ -79,12 +95,14 @@ class TrainConfig:
     eval_prompts: int = 1024
     blowup: float = 1e3
     dtype: str = "float32"
+    rng: str = "auto"
 
     def __post_init__(self):
         checks.positive_int("d", self.d)
         checks.one_of("covariance", self.covariance, COVARIANCES)
         checks.in_open_interval("rho", self.rho, -1.0, 1.0)
         checks.one_of("sampler", self.sampler, SAMPLERS)
+        checks.one_of("law", self.law, COVARIATE_LAWS)
         if self.task_var is not None:
             checks.positive_float("task_var", self.task_var)
         checks.positive_float("noise_var", self.noise_var, allow_zero=True)
@@ -94,9 +112,9 @@ class TrainConfig:
         object.__setattr__(self, "lengths", lengths)
         activations = tuple(self.activations)
         if not activations or len(set(activations)) != len(activations):
-            raise ValueError(f"activations must be distinct names among {ACTIVATIONS}, got {self.activations!r}")
+            raise ValueError(f"activations must be distinct names among {MODELS}, got {self.activations!r}")
         for a in activations:
-            checks.one_of("activations", a, ACTIVATIONS)
+            checks.one_of("activations", a, MODELS)
         object.__setattr__(self, "activations", activations)
         seeds = tuple(int(s) for s in self.seeds)
         if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
@@ -118,6 +136,10 @@ class TrainConfig:
         checks.positive_int("eval_prompts", self.eval_prompts)
         checks.positive_float("blowup", self.blowup)
         checks.one_of("dtype", self.dtype, ("float32", "float64"))
+        checks.one_of("rng", self.rng, RNGS)
+        if self.rng == "philox" and set(self.activations) & set(LIMIT_MODELS):
+            raise ValueError("rng 'philox' does not hand out the task vectors that the infinite-prompt models "
+                             f"{LIMIT_MODELS} read; use rng 'torch' (or 'auto')")
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with some fields changed (validated again)."""
@@ -132,8 +154,8 @@ class TrainConfig:
 
     def task(self) -> RegressionTask:
         if self.covariance == "isotropic":
-            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler)
-        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler)
+            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.law)
+        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.law)
 
     def record_steps(self) -> list[int]:
         return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
@@ -197,7 +219,7 @@ class TrainResult:
     def parameter_gap(self) -> np.ndarray:
         """``(S, nL, T)`` squared distance :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` over all parameters."""
         cfg = self.config
-        if set(cfg.activations) != set(ACTIVATIONS):
+        if not set(ACTIVATIONS) <= set(cfg.activations):
             raise ValueError("parameter_gap needs both activations in the sweep")
         s, lin = cfg.activations.index("softmax"), cfg.activations.index("linear")
         total = 0.0
@@ -234,12 +256,20 @@ def save_sweep(path, result: TrainResult) -> pathlib.Path:
     return save_npz(path, config_json=np.array(json.dumps(result.config.as_dict())), **result.to_arrays())
 
 
+#: Fields that files written before they existed lack, with the values those files were computed with.
+_BEFORE = {"rng": "torch", "law": "gaussian"}
+
+
 def load_sweep(path) -> TrainResult:
-    """Read a sweep written by :func:`save_sweep`."""
+    """Read a sweep written by :func:`save_sweep`; :class:`~softmax_as_linear.core.artifacts.DamagedFileError`
+    if the file cannot be read or lacks what a sweep holds."""
     arrays = load_npz(path)
-    fields = json.loads(str(arrays.pop("config_json")))
-    fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
-    return TrainResult.from_arrays(TrainConfig(**fields), arrays)
+    try:
+        fields = {**_BEFORE, **json.loads(str(arrays.pop("config_json")))}
+        fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
+        return TrainResult.from_arrays(TrainConfig(**fields), arrays)
+    except (KeyError, TypeError, ValueError) as error:
+        raise DamagedFileError(path, f"not a sweep file: {type(error).__name__}: {error}") from None
 
 
 def save_checkpoint(path, state: dict) -> pathlib.Path:
@@ -250,8 +280,15 @@ def save_checkpoint(path, state: dict) -> pathlib.Path:
 
 def load_checkpoint(path, config: TrainConfig, device) -> dict:
     """The state saved by :func:`save_checkpoint` at ``path``, its tensors on ``device``; a
-    ``ValueError`` if it was written for another configuration."""
-    state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
-    if state["config"] != config.as_dict():
+    ``ValueError`` if it was written for another configuration, a
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read."""
+    try:
+        state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
+        written_for = {**_BEFORE, **state["config"]}
+    except FileNotFoundError:
+        raise
+    except READ_ERRORS + (TypeError, AttributeError, OSError) as error:  # a truncated zip: OSError when seeking
+        raise DamagedFileError(path, f"{type(error).__name__}: {error}") from None
+    if written_for != config.as_dict():
         raise ValueError(f"checkpoint {path} was written for a different configuration")
     return state

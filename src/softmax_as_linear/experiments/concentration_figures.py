@@ -10,7 +10,6 @@ the initialisation of the training experiments) and the gaps to the infinite-pro
 """
 from __future__ import annotations
 
-import math
 import time
 
 import numpy as np
@@ -23,7 +22,7 @@ from ..core.provenance import provenance
 from ..core.stats import estimate, ratio_interval
 from ..engine.sweep import TrainResult
 from ..registry import ACTIVATIONS, CONCENTRATION_FIGURES
-from ..theory.concentration import Draw, gap_moments, regression_draw, stream_moments
+from ..theory.concentration import Draw, gap_moments, stream_moments
 from ..theory.models import AttentionModel
 from ..theory.regression import RegressionTask
 from ..theory.stability import trajectory_gaps
@@ -50,8 +49,8 @@ def icl_batch_gaps(model: AttentionModel, task: RegressionTask, L: int, batch: i
     Ud, Vd = U.detach().double(), V.detach().double()
     D = task.D
     if draw is None:
-        w, queries, targets = _regression_queries(task, batch, generator)
-        draw = regression_draw(task, w, generator)
+        stream = task.stream(batch, generator)
+        queries, targets, draw = stream.query, stream.target, stream.tokens
     z = queries.double().unsqueeze(1)  # (B, 1, D)
     moments = stream_moments(draw, L, z, Ud, second_order=True)
     v = Vd[D - 1]  # only the last row of V reaches the prediction
@@ -74,15 +73,6 @@ def icl_batch_gaps(model: AttentionModel, task: RegressionTask, L: int, batch: i
     return {"output": (predictions["softmax"] - predictions["linear"]).square(),
             "grad_weights": sq(gap_weights), "grad_uv": sq((dU, dV)), "grad_norm_linear": sq(linear_weights),
             "ess": moments.ess[:, 0]}
-
-
-def _regression_queries(task: RegressionTask, n: int, generator: torch.Generator | None):
-    """Tasks ``w (n, d)``, queries :math:`(x_q, 0)` ``(n, D)`` and targets :math:`w^\top x_q + \varepsilon_q` ``(n,)``."""
-    like = dict(generator=generator, dtype=torch.float64, device=generator.device if generator is not None else None)
-    w = torch.randn(n, task.d, **like) * math.sqrt(task.task_var)
-    x_q = torch.randn(n, task.d, **like) @ torch.linalg.cholesky(task.covariance).to(w).T
-    targets = (x_q * w).sum(-1) + torch.randn(n, **like) * math.sqrt(task.noise_var)
-    return w, torch.cat([x_q, torch.zeros_like(x_q[:, :1])], dim=-1), targets
 
 
 def concentration_figure(name: str = "fig1", preset: str = "lecture", device="auto", progress: bool = False,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import checks, seeding
-from ..core.artifacts import find_result, load_json, load_result
+from ..core.artifacts import DamagedFileError, find_result, load_json, load_result
 from ..core.provenance import device_name, provenance, utc_now
 from ..engine.sweep import TrainResult
 from ..registry import CONCENTRATION_FIGURES, SAMPLERS, TRAINING_FIGURES
@@ -202,4 +202,9 @@ def saved_figure(name: str, preset: str = "paper", folder=None, required: bool =
     if required:
         return load_result(filename, folder, command=reproduce_command(name, preset, sampler))
     path = find_result(filename, folder)
-    return None if path is None else load_json(path)
+    if path is None:
+        return None
+    try:
+        return load_json(path)
+    except DamagedFileError as error:
+        raise error.advise(f"delete it and write it again with\n    {reproduce_command(name, preset, sampler)}") from None

@@ -8,7 +8,8 @@ concentration figures (1 and 5) and the first run of the live training panel.
   :func:`sweep_seeds`, :data:`FINAL_PROMPTS` for the final evaluation and :data:`CHANGE_PROMPTS` for the
   paired changes along training.
 - Figures 1 and 5 (:data:`CONCENTRATION_PRESETS`, :data:`CONCENTRATION_SEED`): prompt lengths and
-  prompt counts of softmax against linear attention at the initialisation, ``"lecture"`` and ``"paper"``.
+  prompt counts of softmax against linear attention at the initialisation, ``"lecture"``, ``"paper"`` and
+  ``"smoke"``.
 - The live training panel of Chapters 4 and 5 (:data:`PANEL`): its first click, built from the lecture preset.
 
 The paper preset uses the published code's task, model, PyTorch initialisation, batch size, optimiser,
@@ -82,9 +83,44 @@ CONCENTRATION_PRESETS = {
     "lecture": dict(lengths=(10, 30, 100, 300, 1000, 3000), batch=128, n_batches=8),
     # the paper's grid and beyond it up to 5 x 10^4, 16 batches of 128 prompts (2048 prompts per length)
     "paper": dict(lengths=PAPER_LENGTHS + (2000, 5000, 10_000, 20_000, 50_000), batch=128, n_batches=16),
+    # a second on a CPU: checks that the reproduction of Figures 1 and 5 runs (`reproduce all --preset smoke`)
+    "smoke": dict(lengths=(10, 100), batch=16, n_batches=2),
 }
 
 # The first click of the live training panel (Chapters 4 and 5): the lecture preset at one prompt length
 # with a ten times larger step, so that its gradient-flow time 2 lr steps = 100 takes 500 steps (seconds
 # on a CPU) and both activations leave the initial plateau within the run.
 PANEL = dict(preset="lecture", L=20, lr=0.1, steps=500)
+
+
+# Chapter 6: in-context regression with non-Gaussian covariates. Every sweep trains, from the paper's
+# model and initialisation, softmax and linear attention at each L and their infinite-prompt limits on
+# the same batches (the limits read the batches' tasks and queries only), so that the distance of a
+# finite-L run to its limit measures what the finite prompt changes, and nothing else.
+BEYOND_MODELS = ("softmax", "linear", "softmax_limit", "linear_limit")
+BEYOND_LENGTHS = (10, 30, 100, 300, 1000)
+_BEYOND = {
+    # one GPU: the paper's learning rate and batch, ten seeds, prompt lengths to 3000, flow time 2 lr steps = 80
+    "paper": dict(lengths=BEYOND_LENGTHS + (3000,), seeds=sweep_seeds(10), steps=40_000, lr=1e-3, record_every=500,
+                  eval_prompts=4096),
+    # a 2-core CPU in about a minute per law: the same flow time with a forty times larger step
+    "lecture": dict(lengths=BEYOND_LENGTHS, seeds=(PAPER_SEED, 0, 1), steps=625, lr=0.04, record_every=12,
+                    eval_prompts=1024),
+    # seconds: checks that every step runs
+    "smoke": dict(lengths=(10, 30), seeds=(PAPER_SEED, 0), steps=40, batch_size=32, lr=0.02, record_every=10,
+                  eval_prompts=128),
+}
+#: Fresh prompts per seed and L of the final evaluation of a Chapter 6 sweep.
+BEYOND_FINAL_PROMPTS = {"paper": 50_000, "lecture": 6_000, "smoke": 500}
+#: (w, x_q) samples of the Monte Carlo estimates of R_inf at the end of a Chapter 6 sweep.
+BEYOND_LIMIT_SAMPLES = {"paper": 1 << 20, "lecture": 1 << 18, "smoke": 1 << 12}
+
+
+def beyond_config(preset: str, law: str = "uniform", **overrides) -> TrainConfig:
+    """The :class:`~softmax_as_linear.engine.sweep.TrainConfig` of a Chapter 6 sweep: the paper's task (d = 5,
+    :math:`\\Sigma = I`, :math:`\\tau^2 = 1/d`, :math:`s^2 = 0.1`), model, initialisation and batch with covariates of
+    ``law``, and the four models of :data:`BEYOND_MODELS`. ``overrides`` replace fields."""
+    checks.one_of("preset", preset, PRESETS)
+    base = dict(d=5, noise_var=0.1, covariance="isotropic", batch_size=128, optimizer="sgd",
+                parametrisation="four_matrix", init="pytorch", activations=BEYOND_MODELS)
+    return TrainConfig(**{**base, **_BEYOND[preset], "law": law, **overrides})

@@ -52,9 +52,11 @@ def _inside_legend(fig: go.Figure, corner: str = "top right") -> go.Figure:
 
 
 def _room_for_slider(fig: go.Figure) -> go.Figure:
-    """Move the slider below the x-axis title."""
+    """Move the slider below the x-axis title, on room added below, so that the axes keep their height
+    (and a long y-axis title stays clear of the figure's title)."""
     fig.layout.sliders[0].pad = dict(t=65)
-    fig.update_layout(margin=dict(b=125))
+    margin = fig.layout.margin.b if fig.layout.margin.b is not None else 60
+    fig.update_layout(margin=dict(b=125), height=(fig.layout.height or 430) + 125 - margin)
     return fig
 
 
@@ -300,14 +302,16 @@ def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) ->
 def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient flow from Assumption 5.1") -> go.Figure:
     """Convergence of infinite-prompt gradient flows to the limit of Remark 5.3 (log scale).
 
-    ``flows`` maps a label to ``(flow, task)``, with ``flow`` the dict of
-    :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`. For each, the excess risk
-    :math:`R_\\infty(t) - s^2/2` (solid) and :math:`\\|U(t) - U^*\\|_F^2 + \\|V(t) - V^*\\|_F^2` (dashed).
+    ``flows`` maps a label to ``(flow, task)`` or ``(flow, task, (U*, V*))``, with ``flow`` the dict of
+    :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow` and ``(U*, V*)`` its limit when it is not
+    Remark 5.3's (a degenerate :math:`\\Sigma`: :func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`).
+    For each, the excess risk :math:`R_\\infty(t) - s^2/2` (solid) and
+    :math:`\\|U(t) - U^*\\|_F^2 + \\|V(t) - V^*\\|_F^2` (dashed).
     """
     fig = style.new_figure(title, "gradient-flow time t", "excess risk, squared distance", logy=True)
-    for index, (label, (flow, task)) in enumerate(flows.items()):
+    for index, (label, (flow, task, *limit)) in enumerate(flows.items()):
         color = style.SEQUENCE[index % len(style.SEQUENCE)]
-        U_star, V_star = (m.numpy() for m in limit_parameters(task))
+        U_star, V_star = (np.asarray(m) for m in (limit[0] if limit else limit_parameters(task)))
         distance = ((flow["U"] - U_star) ** 2).sum((-1, -2)) + ((flow["V"] - V_star) ** 2).sum((-1, -2))
         excess = np.asarray(flow["risk"]) - task.noise_var / 2
         floor = 1e-16  # below float64 resolution of these quantities: drawn as a gap

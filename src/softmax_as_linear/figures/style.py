@@ -2,13 +2,22 @@
 
 Figures are shown with :func:`show`, which stores a small ``<div>`` in the notebook (the rendered
 book loads one local copy of plotly.js) together with plotly's own JSON, which JupyterLab renders
-natively. Figures whose control should work without a kernel are built with :func:`slider_figure`.
+natively. The ``<div>`` sits in a ``<figure>`` named by the figure's title and captioned with what
+it shows (:func:`describe`), its text alternative. Figures whose control should work without a
+kernel are built with :func:`slider_figure`; the book lets the keyboard move their slider.
+
+The colours that carry meaning (softmax and linear attention, the references, the token laws)
+stay apart for readers with protanopia, deuteranopia or tritanopia: softmax and linear attention
+are the vermilion and blue of Okabe and Ito's palette, and the four laws differ by at least 20
+CIELAB units under each of the three (``tests/figures/test_style.py`` checks both).
 """
 from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
+import re
 import sys
 from typing import Sequence
 
@@ -19,15 +28,16 @@ import plotly.io as pio
 from ..registry import LAW_KINDS
 
 COLORS = {
-    "softmax": "#c0392b",
-    "linear": "#1f6f8b",
-    "bayes": "#2d2d2d",
-    "optimal_linear": "#e0a100",
+    "softmax": "#d55e00",         # vermilion
+    "linear": "#0072b2",          # blue
+    "bayes": "#2d2d2d",           # the references also differ by their dash (solid, dashed, dotted)
+    "optimal_linear": "#8c564b",
     "noise": "#8c8c8c",
-    "theory": "#6a3d9a",
-    "flow": "#6a3d9a",
+    "theory": "#332288",
+    "flow": "#332288",
 }
-SEQUENCE = ["#1f6f8b", "#c0392b", "#e0a100", "#2e8b57", "#6a3d9a", "#8c564b", "#d45087", "#4d4d4d"]
+# Token laws first (LAW_COLORS), then further series; every colour has a contrast of at least 3:1 on white.
+SEQUENCE = ["#0072b2", "#d55e00", "#332288", "#8c564b", "#009e73", "#cc79a7", "#999933", "#4d4d4d"]
 LAW_COLORS = dict(zip(LAW_KINDS, SEQUENCE))  # one colour per token law, in every chapter
 
 # A self-contained template (no plotly_white base): every stored figure carries its template, so
@@ -55,8 +65,13 @@ TEMPLATE = "softmax_as_linear"
 
 def new_figure(title: str = "", xtitle: str = "", ytitle: str = "", *, logx: bool = False, logy: bool = False,
                **layout) -> go.Figure:
-    """An empty figure in the book's style with labelled (optionally logarithmic) axes."""
+    """An empty figure in the book's style with labelled (optionally logarithmic) axes.
+
+    Its height is set on the figure, not only in the template: JupyterLab's plotly renderer draws a
+    figure without its own height 360 px tall, where long axis titles run into the title.
+    """
     fig = go.Figure()
+    layout.setdefault("height", pio.templates[TEMPLATE].layout.height)
     fig.update_layout(template=TEMPLATE, title=dict(text=title, x=0.01, xanchor="left"), **layout)
     fig.update_xaxes(title_text=xtitle, type="log" if logx else "linear")
     fig.update_yaxes(title_text=ytitle, type="log" if logy else "linear")
@@ -68,7 +83,8 @@ def _in_colab() -> bool:
 
 
 def show(fig: go.Figure) -> None:
-    """Display ``fig`` compactly: a ``<div>`` for the book plus plotly JSON for JupyterLab.
+    """Display ``fig`` compactly: a ``<div>`` for the book (with its text alternative) plus plotly JSON
+    for JupyterLab.
 
     The ``<div>`` id is a hash of the figure, so re-executing a notebook gives the same output.
     In Colab, which renders neither, the figure is shown with plotly's Colab renderer.
@@ -81,10 +97,10 @@ def show(fig: go.Figure) -> None:
     spec = _compact(fig.to_plotly_json())
     payload = json.dumps(spec, sort_keys=True)
     div_id = "fig-" + hashlib.sha1(payload.encode()).hexdigest()[:12]
-    html = pio.to_html(spec, full_html=False, include_plotlyjs=False, div_id=div_id, validate=False,
-                       config={"displaylogo": False, "responsive": True})
+    div = pio.to_html(spec, full_html=False, include_plotlyjs=False, div_id=div_id, validate=False,
+                      config={"displaylogo": False, "responsive": True})
     title = fig.layout.title.text or "figure"
-    display({"application/vnd.plotly.v1+json": json.loads(payload), "text/html": html,
+    display({"application/vnd.plotly.v1+json": json.loads(payload), "text/html": accessible_figure(div, spec, div_id),
              "text/plain": f"<plotly figure: {title}>"}, raw=True)
 
 
@@ -132,7 +148,7 @@ def slider_figure(panels: Sequence[tuple[str, Sequence[go.BaseTraceType]]], *, s
              for index, (label, _) in enumerate(panels)]
     fig.update_layout(sliders=[dict(active=active, steps=steps, pad=dict(t=50),
                                     currentvalue=dict(prefix=f"{slider_label} = "))],
-                      margin=dict(b=110))
+                      margin=dict(b=110), height=fig.layout.height + 50)  # the slider's room, below the axes
     return fig
 
 
@@ -149,3 +165,91 @@ def _rgba(hex_color: str, alpha: float) -> str:
     r, g, b = (int(hex_color[i:i + 2], 16) for i in (0, 2, 4))
     return f"rgba({r},{g},{b},{alpha})"
 
+
+# --- text alternatives ----------------------------------------------------------------------------
+
+_TAG = re.compile(r"<[^>]+>")
+_CHART_KINDS = {"heatmap": "heatmap", "contour": "contour plot", "bar": "bar chart", "histogram": "histogram",
+                "box": "box plot", "violin": "violin plot", "pie": "pie chart", "image": "image"}
+
+
+def _plain(text) -> str:
+    """Plotly rich text as plain text: a line break as a dash, other tags dropped, entities decoded."""
+    text = re.sub(r"<br\s*/?>", " — ", str(text or ""), flags=re.IGNORECASE)
+    return re.sub(r"\s+", " ", html.unescape(_TAG.sub("", text))).strip(" —")
+
+
+def _title_text(value) -> str:
+    return _plain(value.get("text", "") if isinstance(value, dict) else value)
+
+
+def _sentence(text: str) -> str:
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith((".", "?", "!")) else text + "."
+
+
+def _chart_kind(traces) -> str:
+    kinds = []
+    for trace in traces:
+        kind = trace.get("type", "scatter")
+        if kind in ("scatter", "scattergl"):
+            mode = trace.get("mode", "lines+markers")
+            kind = "line chart" if "lines" in mode or trace.get("fill") else "scatter plot"
+        else:
+            kind = _CHART_KINDS.get(kind, f"{kind} chart")
+        if kind not in kinds:
+            kinds.append(kind)
+    if "line chart" in kinds and "scatter plot" in kinds:
+        kinds.remove("scatter plot")
+        kinds[kinds.index("line chart")] = "line and scatter chart"
+    return " and ".join(kinds) or "empty chart"
+
+
+def describe(spec: dict, limit: int = 8) -> tuple[str, str]:
+    """(accessible name, caption) of a plotly figure given as its JSON (``fig.to_plotly_json()``).
+
+    The name is the figure's title. The caption says what kind of chart it is, what its axes show
+    (and which are logarithmic), the series of its legend (the first ``limit``), and what each
+    slider switches between and which of its values the figure shows first. Readers who cannot see
+    the figure get its structure; its message is in the text around it.
+    """
+    layout, traces = spec.get("layout") or {}, spec.get("data") or []
+    title = _title_text(layout.get("title", ""))
+    kind = _chart_kind(traces)
+    sentences = [_sentence(f"{kind}: {title}" if title else kind)]
+    axes = []
+    for key in sorted(k for k in layout if re.fullmatch(r"[xy]axis\d*", k)):
+        axis = layout[key] or {}
+        name = _title_text(axis.get("title", ""))
+        entry = f"{'horizontal' if key[0] == 'x' else 'vertical'} axis: {name}"
+        if name and entry not in (a.split(" (")[0] for a in axes):
+            axes.append(entry + (" (logarithmic)" if axis.get("type") == "log" else ""))
+    if axes:
+        sentences.append(_sentence("; ".join(axes)))
+    names = []
+    for trace in traces:
+        name = _plain(trace.get("name", ""))
+        if name and trace.get("showlegend", True) is not False and name not in names:
+            names.append(name)
+    if names:
+        more = [f"and {len(names) - limit} more"] if len(names) > limit else []
+        sentences.append(_sentence(f"Series: {'; '.join(names[:limit] + more)}"))
+    for slider in layout.get("sliders") or []:
+        steps = [_plain(step.get("label", "")) for step in slider.get("steps", [])]
+        if len(steps) < 2:
+            continue
+        label = _plain((slider.get("currentvalue") or {}).get("prefix", "")).rstrip(" =:") or "a setting"
+        listed = "; ".join(steps) if len(steps) <= 12 else f"{steps[0]}; {steps[1]}; …; {steps[-1]}"
+        first = steps[min(slider.get("active") or 0, len(steps) - 1)]
+        sentences.append(f"A slider sets {label} to one of {len(steps)} values ({listed}); "
+                         f"the figure opens at {label} = {first}.")
+    return title or kind[:1].upper() + kind[1:], " ".join(sentences)
+
+
+def accessible_figure(figure_html: str, spec: dict, div_id: str) -> str:
+    """``figure_html`` (plotly's ``<div>`` and script for ``spec``) inside a ``<figure>`` that is named
+    by the figure's title and captioned with :func:`describe`'s text."""
+    name, caption = describe(spec)
+    return (f'<figure class="sal-figure" aria-label="{html.escape(name)}" aria-describedby="{div_id}-caption">'
+            f'{figure_html}<figcaption id="{div_id}-caption" class="sal-figure-caption">{html.escape(caption)}'
+            f"</figcaption></figure>")

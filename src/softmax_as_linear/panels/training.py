@@ -5,27 +5,40 @@ trainer sees through its ``should_stop`` hook at the next record step; a stopped
 as it went and labelled as stopped. Widgets are updated from the thread by assigning their traits
 (``IntProgress.value``, ``Output.outputs``), which ipywidgets sends to the browser from any thread.
 
+A student has other ways to stop: *Kernel > Interrupt* (SIGINT, which an idle kernel would otherwise
+ignore, reaches the panels' runs through :func:`watch_interrupts`), and running the panel's cell again
+(a new training panel stops the runs of the older ones, which would otherwise go on invisibly).
+
 :func:`regression_panel` is the panel of the in-context regression chapters: prompt length,
 covariance, initialisation, activation, seed, learning rate and number of steps.
 """
 from __future__ import annotations
 
 import html
+import signal
 import threading
 import time
+import weakref
 from typing import Callable
 
 import ipywidgets as W
 
+from ..core.seeding import SEED_LIMIT
 from ..engine.sweep import TrainConfig, TrainResult
 from ..engine.train import train
 from ..experiments.presets import PANEL, sweep_config
 from ..figures import paper as figures
-from ..figures import style
 from . import widgets
 
 INIT_LABELS = {"PyTorch default": "pytorch", "PyTorch × scale (near zero)": "scaled", "Assumption 5.1 (α)": "block"}
 ACTIVATION_CHOICES = {"both (paired)": ("softmax", "linear"), "softmax": ("softmax",), "linear": ("linear",)}
+
+
+def record_every(steps: int) -> int:
+    """Steps between two records of a panel run: 50 records for a short run, never more than 10 steps
+    apart below 2,000 steps, and 200 records from there on, so that a 20,000-step run shows the shape
+    of its plateau (a record every 100 steps) while a short click spends little on held-out risks."""
+    return max(1, min(steps // 50, max(10, steps // 200)))
 
 
 class BackgroundTraining:
@@ -48,6 +61,7 @@ class BackgroundTraining:
         self._stop = threading.Event()
         self._records = 0
         self._thread = threading.Thread(target=self._run, daemon=True)
+        _RUNS.add(self)
 
     def _should_stop(self) -> bool:
         self._records += 1
@@ -82,27 +96,53 @@ class BackgroundTraining:
         return self._thread.is_alive()
 
 
-def figure_outputs(fig) -> tuple[dict, ...]:
-    """What :func:`style.show` would display, as ``Output.outputs`` entries (usable from a thread).
+figure_outputs = widgets.figure_outputs
 
-    Without an IPython shell (plain Python) the figure's title is returned as text.
+#: every BackgroundTraining of this process, while it exists (see :func:`interrupt_training`)
+_RUNS: "weakref.WeakSet[BackgroundTraining]" = weakref.WeakSet()
+
+
+def interrupt_training() -> int:
+    """Ask every run still training to stop at its next record; returns how many were asked."""
+    running = [run for run in list(_RUNS) if run.running]
+    for run in running:
+        run.stop()
+    return len(running)
+
+
+class _InterruptRelay:
+    """A SIGINT handler: stops the panels' runs when some are training, else does what ``previous`` did."""
+
+    def __init__(self, previous):
+        self.previous = previous
+
+    def __call__(self, signum, frame):
+        if interrupt_training():
+            return
+        if callable(self.previous):
+            self.previous(signum, frame)
+        elif self.previous == signal.SIG_DFL:
+            signal.default_int_handler(signum, frame)
+
+
+def watch_interrupts() -> None:
+    """Let SIGINT (*Kernel > Interrupt* in JupyterLab) stop the runs of the training panels.
+
+    An idle IPython kernel ignores SIGINT, and while it handles a message (a cell, a button click) it
+    swaps in Python's handler and puts the saved one back afterwards. So inside a kernel the relay is
+    put in the place of that saved handler, to become the idle kernel's handler when the message is
+    done; elsewhere (a plain Python process) it is installed at once. Only the main thread can do either.
     """
+    if threading.current_thread() is not threading.main_thread():
+        return
     from IPython.core.getipython import get_ipython
-    from IPython.utils.capture import capture_output
 
-    if get_ipython() is None:
-        return ({"output_type": "stream", "name": "stdout", "text": f"<plotly figure: {fig.layout.title.text}>\n"},)
-    with capture_output(stdout=False, stderr=False) as captured:
-        style.show(fig)
-    return tuple({"output_type": "display_data", "data": o.data, "metadata": o.metadata or {}}
-                 for o in captured.outputs)
-
-
-def _message_outputs(text: str, kind: str = "error") -> tuple[dict, ...]:
-    color = {"error": "#b00020", "info": "#555"}.get(kind, "#555")
-    return ({"output_type": "display_data", "metadata": {},
-             "data": {"text/html": f'<div style="color:{color};padding:4px 0">{html.escape(text)}</div>',
-                      "text/plain": text}},)
+    kernel = getattr(get_ipython(), "kernel", None)
+    if kernel is not None and hasattr(kernel, "saved_sigint_handler"):
+        if not isinstance(kernel.saved_sigint_handler, _InterruptRelay):
+            kernel.saved_sigint_handler = _InterruptRelay(kernel.saved_sigint_handler)
+    elif not isinstance(signal.getsignal(signal.SIGINT), _InterruptRelay):
+        signal.signal(signal.SIGINT, _InterruptRelay(signal.getsignal(signal.SIGINT)))
 
 
 def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., TrainConfig],
@@ -110,30 +150,44 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
                    columns: int = 3) -> widgets.Panel:
     """Controls, *Train* and *Stop* buttons, a progress bar and the figure ``draw(result)``.
 
-    ``make_config(**values)`` builds the sweep from the control values; a ``ValueError`` there or in
-    ``draw`` shows its message instead of a figure. Nothing trains until *Train* is clicked. A typed
-    value that a control cannot take is reported in the message line (:func:`widgets.typed_entry`).
-    The returned :class:`widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress`` and
-    ``status``, and ``start``, ``stop`` and ``state`` for scripted use.
+    ``make_config(**values)`` builds the sweep from the control values. Whatever fails (building the
+    sweep, training, drawing) shows in the message line, with the status of the last run cleared; a
+    ``ValueError`` is a setting that cannot be computed. Nothing trains until *Train* is clicked; *Stop*,
+    *Kernel > Interrupt* and a new training panel (the cell run again) stop the run at its next record.
+    A typed value that a control cannot take is reported in the message line (:func:`widgets.typed_entry`).
+    The returned :class:`widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress``,
+    ``status`` and ``buttons`` (*Train*, *Stop*), and ``start``, ``stop`` and ``state`` for scripted use.
     """
+    stopped = interrupt_training()  # the runs of an earlier panel (this cell run again) would go on unseen
+    watch_interrupts()
     run_button = W.Button(description="Train", button_style="primary", icon="play")
-    stop_button = W.Button(description="Stop", button_style="warning", icon="stop", disabled=True)
+    stop_button = W.Button(description="Stop", icon="stop", disabled=True)
     progress = W.IntProgress(value=0, min=0, max=1, description="steps", style={"description_width": "initial"})
     status = W.HTML("")
     status.add_class("sal-status")
     output = W.Output()
-    note, report = widgets.message_line()
+    note, report, fail = widgets.message_line()
     state: dict[str, BackgroundTraining | None] = {"run": None}
 
     def set_status(text: str):
-        status.value = f'<span style="color:#555">{html.escape(text)}</span>'
+        status.value = f'<span style="color:#555">{html.escape(text)}</span>' if text else ""
+
+    def set_running(running: bool):
+        """Train and Stop, each styled only when it can be clicked (a disabled button looks disabled)."""
+        run_button.disabled, run_button.button_style = running, "" if running else "primary"
+        stop_button.disabled, stop_button.button_style = not running, "danger" if running else ""
+
+    def failed(text: str):
+        set_status("")
+        progress.value = 0
+        output.outputs = ()
+        fail(text)
 
     def finished(run: BackgroundTraining):
-        run_button.disabled, stop_button.disabled = False, True
+        set_running(False)
         if run.error is not None:
-            kind = "Cannot compute this setting" if isinstance(run.error, ValueError) else "Training failed"
-            output.outputs = _message_outputs(f"{kind}: {run.error}")
-            set_status("")
+            failed(widgets.explain(run.error) if isinstance(run.error, ValueError)
+                   else f"Training failed ({type(run.error).__name__}: {run.error})")
             return
         result = run.result
         progress.value = int(result.steps[-1])
@@ -143,20 +197,23 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
                    + (f"; {diverged} run{'s' if diverged > 1 else ''} diverged" if diverged else ""))
         try:
             output.outputs = figure_outputs(draw(result))
-        except ValueError as error:
-            output.outputs = _message_outputs(f"Cannot draw this run: {error}")
+        except Exception as error:  # noqa: BLE001 - shown in the message line, never as a traceback
+            output.outputs = ()
+            fail(f"Cannot draw this run: {error}")
 
     def start(_=None):
         if state["run"] is not None and state["run"].running:
             return
+        watch_interrupts()
+        report("")
+        fail("")
         try:
             config = make_config(**{name: widget.value for name, widget in controls.items()})
-        except ValueError as error:
-            output.outputs = _message_outputs(f"Cannot compute this setting: {error}")
+        except Exception as error:  # noqa: BLE001 - shown in the message line, never as a traceback
+            failed(widgets.explain(error))
             return
-        report("")
         progress.max, progress.value = config.steps, 0
-        run_button.disabled, stop_button.disabled = True, False
+        set_running(True)
         set_status(f"training {len(config.seeds) * len(config.lengths) * len(config.activations)} run(s) ...")
         output.outputs = ()
 
@@ -166,7 +223,7 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
         state["run"] = BackgroundTraining(config, on_record=on_record, on_done=finished).start()
 
     def stop(_=None):
-        if state["run"] is not None:
+        if state["run"] is not None and state["run"].running:
             state["run"].stop()
             set_status("stopping at the next record ...")
 
@@ -179,8 +236,25 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
     panel = widgets.Panel(header + rows + [note, W.HBox([run_button, stop_button, progress, status]), output],
                           title=title)
     panel.controls, panel.output, panel.note, panel.progress, panel.status = controls, output, note, progress, status
+    panel.buttons = (run_button, stop_button)
     panel.start, panel.stop, panel.state = start, stop, state
+    if stopped:
+        report(f"The training started from an earlier panel was stopped ({stopped} run{'s' if stopped > 1 else ''}): "
+               "one training at a time.")
     return panel
+
+
+def _enable_what_matters(controls: dict[str, W.Widget]) -> None:
+    """Keep enabled only the controls that change the run: ρ for the KMS covariance, α for the
+    Assumption 5.1 initialisation, the scale for the scaled PyTorch one."""
+    def update(_=None):
+        controls["rho"].disabled = controls["covariance"].value != "kms"
+        controls["alpha"].disabled = controls["init"].value != "block"
+        controls["init_scale"].disabled = controls["init"].value != "scaled"
+
+    controls["covariance"].observe(update, names="value")
+    controls["init"].observe(update, names="value")
+    update()
 
 
 def regression_controls(covariance: str = "isotropic") -> dict[str, W.Widget]:
@@ -200,7 +274,7 @@ def regression_controls(covariance: str = "isotropic") -> dict[str, W.Widget]:
         "init_scale": widgets.log_slider("init scale", 0.1, 0.001, 1.0),
         "activations": W.Dropdown(options=list(ACTIVATION_CHOICES.items()), value=ACTIVATION_CHOICES["both (paired)"],
                                   description="activation", style=style),
-        "seed": W.BoundedIntText(value=327, min=0, max=10**6, description="seed", style=style),
+        "seed": W.BoundedIntText(value=327, min=0, max=SEED_LIMIT - 1, description="seed", style=style),
         "lr": widgets.log_slider("learning rate", PANEL["lr"], 1e-4, 1.0),
         "steps": W.SelectionSlider(options=[100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000],
                                    value=PANEL["steps"],
@@ -220,7 +294,7 @@ def regression_config(L: int, covariance: str, rho: float, init: str, alpha: flo
         raise ValueError(f"init must be 'pytorch', 'scaled' or 'block'; got {init!r}")
     # the lecture preset (the paper's d, noise, batch size and optimiser) at one L
     common = dict(rho=rho, lengths=(int(L),), activations=tuple(activations), seeds=(int(seed),), steps=int(steps),
-                  lr=lr, record_every=max(1, int(steps) // 50), eval_prompts=512)
+                  lr=lr, record_every=record_every(int(steps)), eval_prompts=512)
     if init == "block":
         return sweep_config(PANEL["preset"], covariance, **common, parametrisation="uv", init="block", alpha=alpha)
     return sweep_config(PANEL["preset"], covariance, **common, init_scale=init_scale if init == "scaled" else 1.0)
@@ -244,6 +318,9 @@ def panel_figure(result: TrainResult):
 
 
 def regression_panel(covariance: str = "isotropic") -> widgets.Panel:
-    """The live training panel of Chapters 4 and 5 (see :func:`regression_controls`)."""
-    return training_panel(regression_controls(covariance), regression_config, panel_figure, columns=3,
+    """The live training panel of Chapters 4 and 5 (see :func:`regression_controls`); controls that do
+    nothing for the current choice are disabled."""
+    controls = regression_controls(covariance)
+    _enable_what_matters(controls)
+    return training_panel(controls, regression_config, panel_figure, columns=3,
                           title="Train the paper's attention layer on in-context regression")

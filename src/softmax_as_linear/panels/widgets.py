@@ -1,7 +1,9 @@
 """ipywidgets panels for the live chapters (Binder, Colab, JupyterLab).
 
 A panel is a set of controls and a function that draws from their values. :func:`panel` wires them
-so that a bad value shows its ``ValueError`` message under the controls instead of a traceback.
+so that whatever the computation raises shows as a message in the panel's message line, under the
+controls, instead of a traceback: a ``ValueError`` is a setting the panel cannot compute, and its
+message says which control to change.
 The rendered book shows the static counterparts built with :func:`softmax_as_linear.figures.style.slider_figure`.
 
 A number typed into a control is read by the library, not by the browser: ipywidgets' own slider
@@ -18,7 +20,6 @@ from typing import Callable
 
 import ipywidgets as W
 import numpy as np
-from IPython.display import display
 
 
 def log_slider(description: str, value: float, low: float, high: float, *, integer: bool = False,
@@ -133,6 +134,7 @@ def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
 
     entry.observe(typed, names="value")
     control.observe(follow, names="value")
+    W.dlink((control, "disabled"), (entry, "disabled"))  # a control that does nothing takes no typing either
     if is_slider:
         control.readout = False
         return W.HBox([control, entry])
@@ -149,37 +151,81 @@ def layout_controls(controls: dict[str, W.Widget], report: Callable[[str], None]
     return [W.HBox(cells[i:i + columns]) for i in range(0, len(cells), columns)]
 
 
-def message_line() -> tuple[W.HTML, Callable[[str], None]]:
-    """An initially empty line for messages about typed values, and the function that writes it."""
+def message_line() -> tuple[W.HTML, Callable[[str], None], Callable[[str], None]]:
+    """An initially empty line for the panel's messages, and the two functions that write it:
+    ``report(text)`` for what became of a typed value (:func:`typed_entry`) and ``fail(text)`` for a
+    computation that failed. Each replaces its own part of the line; ``""`` clears it."""
     line = W.HTML("")
     line.add_class("sal-message")
+    parts = {"typed": "", "failed": ""}
+
+    def show():
+        line.value = "".join(
+            f'<div style="color:{color};padding:2px 0">{html.escape(parts[key])}</div>'
+            for key, color in (("typed", "#a15c00"), ("failed", "#b00020")) if parts[key])
 
     def report(text: str):
-        line.value = ("" if not text else
-                      f'<div style="color:#a15c00;padding:2px 0">{html.escape(text)}</div>')
-    return line, report
+        parts["typed"] = text
+        show()
+
+    def fail(text: str):
+        parts["failed"] = text
+        show()
+    return line, report, fail
 
 
-def panel(controls: dict[str, W.Widget], draw: Callable[..., None], *, columns: int = 3,
+def explain(error: BaseException) -> str:
+    """The message line's words for a failed computation: a ``ValueError`` is a setting the panel
+    cannot compute (its message says what to change); anything else is reported as it is."""
+    if isinstance(error, ValueError):
+        return f"Cannot compute this setting: {error}"
+    return f"This setting failed ({type(error).__name__}: {error}); change a control to try another."
+
+
+def figure_outputs(fig) -> tuple[dict, ...]:
+    """What :func:`~softmax_as_linear.figures.style.show` would display, as ``Output.outputs`` entries
+    (usable from a thread). Without an IPython shell (plain Python) the figure's title is returned as text."""
+    from IPython.core.getipython import get_ipython
+    from IPython.utils.capture import capture_output
+
+    from ..figures import style
+
+    if get_ipython() is None:
+        return ({"output_type": "stream", "name": "stdout", "text": f"<plotly figure: {fig.layout.title.text}>\n"},)
+    with capture_output(stdout=False, stderr=False) as captured:
+        style.show(fig)
+    return tuple({"output_type": "display_data", "data": o.data, "metadata": o.metadata or {}}
+                 for o in captured.outputs)
+
+
+def panel(controls: dict[str, W.Widget], draw: Callable[..., object], *, columns: int = 3,
           title: str | None = None) -> Panel:
     """Lay out ``controls`` and call ``draw(**values)`` whenever one of them changes.
 
-    ``draw`` displays its figure (``style.show``) and may raise ``ValueError`` for a bad
-    combination of values: the message appears in place of the figure. A typed value that a control
-    cannot take is reported in the message line above the figure (see :func:`typed_entry`).
-    The returned :class:`Panel` keeps ``controls``, ``output`` and ``note`` (the message line).
+    ``draw`` returns the plotly figure to show (or displays what it shows itself and returns None).
+    Whatever it raises is caught: the figure is cleared and the message line says why (:func:`explain`);
+    a ``ValueError`` should say which control to change. A typed value that a control cannot take is
+    reported on the same line (see :func:`typed_entry`). The returned :class:`Panel` keeps
+    ``controls``, ``output`` and ``note`` (the message line).
     """
     output = W.Output()
-    note, report = message_line()
+    note, report, fail = message_line()
 
     def refresh(*_):
         report("")
+        fail("")
         output.clear_output(wait=True)
-        with output:
+        failure, figure = None, None
+        with output:  # in a kernel, an exception leaving this block would print its traceback here
             try:
-                draw(**{name: widget.value for name, widget in controls.items()})
-            except ValueError as error:
-                display(message(f"Cannot compute this setting: {error}"))
+                figure = draw(**{name: widget.value for name, widget in controls.items()})
+            except Exception as error:  # noqa: BLE001 - every failure becomes a message, never a traceback
+                failure = error
+        if failure is not None:
+            output.clear_output()
+            fail(explain(failure))
+        elif figure is not None:
+            output.outputs = figure_outputs(figure)
 
     for widget in controls.values():
         widget.observe(refresh, names="value")

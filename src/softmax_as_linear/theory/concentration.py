@@ -41,7 +41,7 @@ from torch import Tensor
 from ..core import checks, devices, seeding
 from ..core.stats import Estimate, SlopeDifference, estimate, loglog_slope, paired_slope_difference
 from ..registry import ACTIVATIONS
-from .measures import TokenLaw
+from .measures import OutsideTiltDomain, TokenLaw
 from .regression import RegressionTask
 
 _CHUNK_ELEMENTS = 2**21  # entries of the largest temporary per chunk: 16 MB in float64
@@ -236,24 +236,10 @@ def tensor_draw(tokens: Tensor) -> Draw:
 
 def regression_draw(task: RegressionTask, w: Tensor, generator: torch.Generator | None = None,
                     dtype=torch.float64) -> Draw:
-    r"""Regression tokens :math:`z_i = (x_i, w^\top x_i + \varepsilon_i)` of prompts with tasks ``w (P, d)``.
-
-    Same law as :meth:`~softmax_as_linear.theory.regression.RegressionTask.sample`, drawn chunk by chunk: prompt
-    inputs :math:`x = F\xi` with the task's prompt factor :math:`F F^\top = P` (its sampler; a degenerate
-    :math:`\Sigma` included).
-    """
-    chol = task._prompt_factor.to(device=w.device, dtype=dtype)
-    noise_sd = math.sqrt(task.noise_var)
-    device = w.device
-
-    def draw(k: int) -> Tensor:
-        z = torch.randn(w.shape[0], k, task.d + 1, generator=generator, dtype=dtype, device=device)
-        x = z[..., :-1] @ chol.T
-        z[..., -1] = (x @ w.unsqueeze(-1)).squeeze(-1) + noise_sd * z[..., -1]
-        z[..., :-1] = x
-        return z
-
-    return draw
+    r"""Regression tokens :math:`z_i = (x_i, w^\top x_i + \varepsilon_i)` of prompts with tasks ``w (P, d)``,
+    drawn chunk by chunk by the task's sampler (:meth:`~softmax_as_linear.theory.regression.RegressionTask.token_draw`:
+    its prompt factor and covariate law; a degenerate :math:`\Sigma` included)."""
+    return task.token_draw(w, generator, dtype)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -268,9 +254,9 @@ def _law_tilted_moments(law: TokenLaw, queries: Tensor, U: Tensor) -> tuple[Tens
     u = (queries.double() @ U.double().transpose(-1, -2)).cpu()
     try:
         mean, cov = law.tilted_moments(u)
-    except ValueError as error:
-        raise ValueError(f"law: {error}. Softmax attention has no infinite-prompt limit for such "
-                         "queries; Proposition 3.1 assumes sub-Gaussian tokens") from error
+    except OutsideTiltDomain as error:  # the same kind of error, so that a panel can say what to change
+        raise OutsideTiltDomain(error.largest, "law: ", ". Softmax attention has no infinite-prompt limit for "
+                                "such queries; Proposition 3.1 assumes sub-Gaussian tokens") from error
     return mean.to(queries.device), cov.to(queries.device)
 
 

@@ -22,6 +22,16 @@ from ..core import checks
 from ..registry import LAW_KINDS
 
 
+class OutsideTiltDomain(ValueError):
+    r"""The tilt :math:`e^{u^\top z}` of a Laplace law is not integrable: some :math:`|(C^\top u)_j| \ge \sqrt 2`
+    (``largest`` is the largest of them). A panel turns it into words about its own controls."""
+
+    def __init__(self, largest: float, prefix: str = "", suffix: str = "; use a smaller u"):
+        self.largest = largest
+        super().__init__(f"{prefix}u lies outside the domain of the Laplace law's tilt: e^{{u^T z}} is not integrable "
+                         f"unless every |(C^T u)_j| < sqrt(2), got {largest:.3g}{suffix}")
+
+
 class TokenLaw:
     r"""A probability measure on :math:`\mathbb{R}^D` with mean ``mean`` and covariance ``cov``.
 
@@ -173,9 +183,7 @@ class TokenLaw:
         else:
             largest = float(b.detach().abs().max()) if b.numel() else 0.0
             if largest >= math.sqrt(2.0):
-                raise ValueError(
-                    "u lies outside the domain of the Laplace law's tilt: e^{u^T z} is not integrable unless "
-                    f"every |(C^T u)_j| < sqrt(2), got {largest:.3g}; use a smaller U or query")
+                raise OutsideTiltDomain(largest)
             shape = b / (1 - 0.5 * b**2)
         return self.mean + shape @ self._chol.T
 

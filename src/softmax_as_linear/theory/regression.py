@@ -20,6 +20,20 @@ factor of :math:`\Sigma` (:math:`CC^\top = \Sigma`) and :math:`\xi \sim N(0, I_d
 Write :math:`P` for the prompt covariance and :math:`Q` for the query covariance (:math:`P = Q = \Sigma`
 for ``"paper"``). The references below use :math:`P` wherever the prompt enters and :math:`Q` wherever the
 query does; with :math:`\Sigma = I` both samplers coincide.
+
+**Covariate laws** (``RegressionTask(..., law=...)``, Chapter 6). The entries of :math:`\xi` are i.i.d.
+standardised draws of a law :math:`\lambda` (:mod:`~softmax_as_linear.theory.covariates`): Gaussian (the
+paper, and the default), uniform on :math:`[-\sqrt3, \sqrt3]` or Rademacher, so that :math:`x = F\xi` has the
+same covariance whatever the law. The Gaussian law draws exactly the random numbers it always drew. The
+label noise and :math:`w` stay Gaussian. Second moments, hence :func:`infinite_prompt_risk` of linear
+attention, do not depend on the law; fourth moments do, through :math:`\kappa_4 = \mathbb{E}\xi^4`, and
+:func:`linear_attention_risk` and :func:`optimal_linear_risk` carry them. The infinite-prompt softmax
+model of a non-Gaussian law is in :mod:`~softmax_as_linear.theory.limit_model`.
+
+**One sampler.** Every prompt of the library is drawn here: :meth:`RegressionTask.sample` and
+:meth:`RegressionTask.sample_stacked` (training and evaluation), :meth:`RegressionTask.stream` (prompts of
+any length, token by token chunks: the concentration estimators) and :meth:`RegressionTask.draw_inputs`
+(the inputs alone: the Bayes risk). They turn the same standard draws into the same prompts.
 """
 from __future__ import annotations
 
@@ -31,6 +45,7 @@ from torch import Tensor
 
 from ..core import checks
 from ..registry import SAMPLERS
+from . import covariates
 
 
 def _input_factor(covariance: Tensor) -> Tensor:
@@ -88,12 +103,16 @@ class RegressionTask:
             inputs multiplied by the Cholesky factor :math:`C` twice, :math:`N(0, C\Sigma C^\top)`, and
             isotropic query inputs :math:`N(0, I_d)`, as the paper's published code draws them). Labels are
             :math:`y = w^\top x + \varepsilon` with the inputs actually drawn.
+        law: law of the standardised input entries :math:`\xi_j` (:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
+            ``"gaussian"`` (default), ``"uniform"`` or ``"rademacher"``; inputs are :math:`F\xi` with the factor
+            :math:`F` of the sampler, so their covariance does not depend on the law.
 
-    Attributes ``prompt_covariance`` (:math:`P`) and ``query_covariance`` (:math:`Q`), ``(d, d)`` float64.
+    Attributes ``prompt_covariance`` (:math:`P`) and ``query_covariance`` (:math:`Q`), ``(d, d)`` float64;
+    ``prompt_factor`` and ``query_factor`` (:math:`F` with :math:`F F^\top = P`, resp. :math:`Q`).
     """
 
     def __init__(self, d: int, covariance=None, task_var: float | None = None, noise_var: float = 0.1,
-                 sampler: str = "paper"):
+                 sampler: str = "paper", law: str = "gaussian"):
         self.d = checks.positive_int("d", d)
         if covariance is None:
             covariance = torch.eye(self.d, dtype=torch.float64)
@@ -103,6 +122,7 @@ class RegressionTask:
         self.task_var = checks.positive_float("task_var", 1.0 / self.d if task_var is None else task_var)
         self.noise_var = checks.positive_float("noise_var", noise_var, allow_zero=True)
         self.sampler = checks.one_of("sampler", sampler, SAMPLERS)
+        self.law = covariates.check_law(law)
         self._cholesky = _input_factor(self.covariance)
         if sampler == "published" and _degenerate(self.covariance):
             raise ValueError("sampler 'published' needs a positive definite covariance (it multiplies by the Cholesky factor)")
@@ -111,19 +131,21 @@ class RegressionTask:
         self._prompt_factor = self._cholesky if sampler == "paper" else self._cholesky @ self._cholesky
         self.prompt_covariance = self._prompt_factor @ self._prompt_factor.T
         self.query_covariance = self.covariance if sampler == "paper" else torch.eye(self.d, dtype=torch.float64)
+        self.prompt_factor = self._prompt_factor
+        self.query_factor = self._cholesky if sampler == "paper" else torch.eye(self.d, dtype=torch.float64)
         self._factor_on = {}  # (device, dtype) -> copy, so that sampling copies nothing to the device
 
     @classmethod
     def isotropic(cls, d: int = 5, task_var: float | None = None, noise_var: float = 0.1,
-                  sampler: str = "paper") -> "RegressionTask":
+                  sampler: str = "paper", law: str = "gaussian") -> "RegressionTask":
         """:math:`\\Sigma = I_d` (both samplers draw the same prompts)."""
-        return cls(d, None, task_var, noise_var, sampler)
+        return cls(d, None, task_var, noise_var, sampler, law)
 
     @classmethod
     def kms(cls, d: int = 5, rho: float = 0.5, task_var: float | None = None, noise_var: float = 0.1,
-            sampler: str = "paper") -> "RegressionTask":
+            sampler: str = "paper", law: str = "gaussian") -> "RegressionTask":
         """Anisotropic inputs with the Kac-Murdock-Szego covariance :math:`\\rho^{|i-j|}`."""
-        return cls(d, kms_covariance(d, rho), task_var, noise_var, sampler)
+        return cls(d, kms_covariance(d, rho), task_var, noise_var, sampler, law)
 
     @property
     def D(self) -> int:
@@ -133,7 +155,22 @@ class RegressionTask:
     def __repr__(self) -> str:
         eig = torch.linalg.eigvalsh(self.covariance)
         return (f"RegressionTask(d={self.d}, Sigma eigenvalues in [{float(eig[0]):.3g}, {float(eig[-1]):.3g}], "
-                f"tau^2={self.task_var:.3g}, s^2={self.noise_var:.3g}, sampler={self.sampler!r})")
+                f"tau^2={self.task_var:.3g}, s^2={self.noise_var:.3g}, sampler={self.sampler!r}"
+                + ("" if self.law == "gaussian" else f", law={self.law!r}") + ")")
+
+    def on_device(self, name: str, like: Tensor) -> Tensor:
+        """The task's tensor attribute ``name`` (``"prompt_factor"``, ``"prompt_covariance"``...) with the dtype and
+        device of ``like``, copied once and kept (so that a training step, a captured CUDA graph included,
+        copies nothing)."""
+        key = (name, like.device, like.dtype)
+        if key not in self._factor_on:
+            self._factor_on[key] = getattr(self, name).to(device=like.device, dtype=like.dtype)
+        return self._factor_on[key]
+
+    @property
+    def fourth_moment(self) -> float:
+        r""":math:`\kappa_4 = \mathbb{E}\xi_j^4` of the covariate law (3 for the Gaussian one)."""
+        return covariates.moment(self.law, 4)
 
     def noise_floor(self) -> float:
         r"""Risk of the predictor that knows :math:`w`, :math:`\tfrac{s^2}{2}`: the minimum of :math:`R_\infty` and
@@ -159,23 +196,23 @@ class RegressionTask:
         """Draw ``n_prompts`` independent prompts of length ``L`` (and their queries).
 
         Reproducible for a given ``generator`` state; sampling happens on the generator's device
-        (or ``device`` when no generator is given).
+        (or ``device`` when no generator is given). The draws, in order: :math:`w` ``(n, d)`` standard
+        normal, then ``(n, L + 1, D)`` standard entries (:meth:`fill_standard_`; position 0 is the query).
         """
         n_prompts = checks.positive_int("n_prompts", n_prompts)
         L = checks.positive_int("L", L)
         if generator is not None:
             device = generator.device
-        draw = lambda *shape: torch.randn(*shape, generator=generator, dtype=dtype, device=device)  # noqa: E731
-        w = draw(n_prompts, self.d)
-        # One standard normal draw per entry: position 0 is the query, entry d holds the label noise.
-        z = draw(n_prompts, L + 1, self.D)
+        w = torch.randn(n_prompts, self.d, generator=generator, dtype=dtype, device=device)
+        z = self.fill_standard_(torch.empty(n_prompts, L + 1, self.D, dtype=dtype, device=device), generator)
         return self._assemble(w, z)
 
     def sample_stacked(self, n_prompts: int, L: int, generators: list[torch.Generator],
                        dtype=torch.float32) -> Batch:
         """One batch per generator, stacked: every tensor of the :class:`Batch` has a leading axis
         ``(S,)``, ``S = len(generators)``. Entry ``s`` is what :meth:`sample` draws from ``generators[s]``
-        (the same random numbers); the arithmetic after the draws is done once for all."""
+        (the same random numbers; on a CPU the labels are summed coordinate by coordinate, equal to
+        rounding); the arithmetic after the draws is done once for all."""
         n_prompts = checks.positive_int("n_prompts", n_prompts)
         L = checks.positive_int("L", L)
         if not generators:
@@ -185,11 +222,61 @@ class RegressionTask:
         z = torch.empty(len(generators), n_prompts, L + 1, self.D, dtype=dtype, device=device)
         for s, generator in enumerate(generators):
             w[s].normal_(generator=generator)
-            z[s].normal_(generator=generator)
-        return self._assemble(w, z)
+            self.fill_standard_(z[s], generator)
+        return self._assemble(w, z, by_coordinates=device.type == "cpu")
 
-    def _assemble(self, w: Tensor, z: Tensor) -> Batch:
-        """Standard normal draws ``w (..., n, d)`` and ``z (..., n, L + 1, D)`` -> the prompts (in place in ``z``)."""
+    def fill_standard_(self, z: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """Fill ``z (..., D)`` in place with the standard draws of tokens: entries ``:d`` i.i.d. from the
+        covariate law (the :math:`\\xi` of :math:`x = F\\xi`), entry ``d`` standard normal (the label noise).
+        For the Gaussian law this is one ``normal_`` of the whole tensor, the draws the course always made."""
+        if self.law == "gaussian":
+            return z.normal_(generator=generator)
+        covariates.fill_(self.law, z[..., : self.d], generator)
+        z[..., self.d].normal_(generator=generator)
+        return z
+
+    def draw_inputs(self, n: int, L: int, generator: torch.Generator | None = None,
+                    dtype=torch.float64) -> Tensor:
+        r"""Prompt inputs alone, :math:`X = \Xi F^\top` ``(n, L, d)`` with :math:`\Xi` of i.i.d. entries of the
+        covariate law (one ``randn`` of that shape for the Gaussian law)."""
+        n, L = checks.positive_int("n", n), checks.positive_int("L", L)
+        device = generator.device if generator is not None else None
+        xi = covariates.draw(self.law, n, L, self.d, generator=generator, dtype=dtype, device=device)
+        return xi @ self._prompt_factor.to(xi).T
+
+    def stream(self, n_prompts: int, generator: torch.Generator | None = None, dtype=torch.float64) -> "PromptStream":
+        r"""``n_prompts`` prompts whose tokens are drawn chunk by chunk (:class:`PromptStream`), so that memory does
+        not grow with :math:`L`: the concentration estimators (Chapters 3, 4 and 6) draw their prompts here.
+
+        Draws, in order: :math:`w` ``(n, d)`` standard normal, the query inputs' standard entries ``(n, d)``,
+        the query label noise ``(n,)``, then for every chunk of ``k`` tokens ``(n, k, D)`` standard entries
+        (:meth:`fill_standard_`). Given the same standard draws, tokens, queries and targets are those of
+        :meth:`sample` (to rounding: the same products, computed in another order).
+        """
+        return PromptStream(self, checks.positive_int("n_prompts", n_prompts), generator, dtype)
+
+    def token_draw(self, w: Tensor, generator: torch.Generator | None = None, dtype=torch.float64):
+        r"""``draw(k) -> (n, k, D)``: the next ``k`` tokens :math:`(x_i, w^\top x_i + \varepsilon_i)` of ``n`` prompts
+        with tasks ``w (n, d)`` (already scaled), each chunk ``(n, k, D)`` standard draws (:meth:`fill_standard_`)
+        turned into tokens with the prompt factor :math:`F`: :math:`x = F\xi`, :math:`y = x^\top w + s\varepsilon`."""
+        factor = self._prompt_factor.to(device=w.device, dtype=dtype)
+        noise_sd = math.sqrt(self.noise_var)
+
+        def draw(k: int) -> Tensor:
+            k = checks.positive_int("k", k)
+            z = self.fill_standard_(torch.empty(w.shape[0], k, self.D, dtype=dtype, device=w.device), generator)
+            x = z[..., :-1] @ factor.T
+            z[..., -1] = (x @ w.unsqueeze(-1)).squeeze(-1) + noise_sd * z[..., -1]
+            z[..., :-1] = x
+            return z
+
+        return draw
+
+    def _assemble(self, w: Tensor, z: Tensor, by_coordinates: bool = False) -> Batch:
+        """Standard normal draws ``w (..., n, d)`` and ``z (..., n, L + 1, D)`` -> the prompts (in place in ``z``).
+
+        ``by_coordinates``: the labels as a sum over the ``D`` coordinates in a fixed order (on a CPU a
+        batched product of width one is several times slower; the labels agree to rounding)."""
         d, dtype, device = self.d, z.dtype, z.device
         key = (device, dtype)
         if key not in self._factor_on:
@@ -199,7 +286,12 @@ class RegressionTask:
         noise = torch.full((*w.shape[:-1], 1), math.sqrt(self.noise_var), dtype=dtype, device=device)
         # y = x^T w + s eps with x = F xi is a single product of the raw draw with (F^T w, s).
         coefficients = torch.cat([w if self._isotropic else w @ factor, noise], -1)
-        y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)  # (..., n, L + 1)
+        if by_coordinates:
+            y = z[..., 0] * coefficients[..., None, 0]
+            for k in range(1, self.D):
+                y.addcmul_(z[..., k], coefficients[..., None, k])
+        else:
+            y = (z @ coefficients.unsqueeze(-1)).squeeze(-1)  # (..., n, L + 1)
         if not self._isotropic:
             if self.sampler == "published":  # isotropic query: x_q = xi_q
                 y[..., 0] = (z[..., 0, :] * torch.cat([w, noise], -1)).sum(-1)
@@ -212,6 +304,28 @@ class RegressionTask:
         return Batch(z[..., 1:, :], query, y[..., 0].clone(), w)
 
 
+class PromptStream:
+    r"""Prompts of a :class:`RegressionTask` drawn token chunk by token chunk (:meth:`RegressionTask.stream`).
+
+    Attributes ``w (n, d)``, ``query (n, D)`` (:math:`(x_q, 0)`) and ``target (n,)``
+    (:math:`w^\top x_q + \varepsilon_q`), drawn at construction; ``tokens(k)`` returns the next ``k``
+    tokens :math:`(x_i, w^\top x_i + \varepsilon_i)` of every prompt, ``(n, k, D)``. Prompt inputs use the
+    task's prompt factor, queries its query factor (both samplers; a degenerate :math:`\Sigma` included).
+    """
+
+    def __init__(self, task: RegressionTask, n: int, generator: torch.Generator | None, dtype):
+        self.task, self.n, self.generator, self.dtype = task, n, generator, dtype
+        self.device = generator.device if generator is not None else None
+        like = dict(generator=generator, dtype=dtype, device=self.device)
+        self.w = torch.randn(n, task.d, **like) * math.sqrt(task.task_var)
+        xi_q = covariates.draw(task.law, n, task.d, **like)
+        x_q = xi_q @ task.query_factor.to(xi_q).T
+        self.target = (x_q * self.w).sum(-1) + torch.randn(n, **like) * math.sqrt(task.noise_var)
+        self.query = torch.cat([x_q, torch.zeros_like(x_q[:, :1])], dim=-1)
+        # tokens(k): the next k tokens of every prompt, (n, k, D)
+        self.tokens = task.token_draw(self.w, generator, dtype)
+
+
 def _block(U: Tensor, V: Tensor, d: int):
     """Split the (U, V) parameters into the pieces that act on a regression query."""
     A_x, a_y = U[..., :d, :d], U[..., d, :d]
@@ -219,10 +333,14 @@ def _block(U: Tensor, V: Tensor, d: int):
     return A_x, a_y, v_x, v_y
 
 
-def infinite_prompt_risk(U, V, task: RegressionTask) -> Tensor:
+def infinite_prompt_risk(U, V, task: RegressionTask, activation: str = "softmax") -> Tensor:
     r"""Closed form of :math:`R_\infty(U, V) = \tfrac12 \mathbb{E}[(v^\top \Gamma_w U z_q - y_q)^2]`.
 
-    Softmax and normalised linear attention share it (Lemma 2.1 with centred tokens). With
+    Normalised linear attention has this infinite-prompt risk for every covariate law (its limit
+    :math:`v^\top \Gamma_w U z_q` involves second moments only); softmax attention shares it for Gaussian
+    covariates (Lemma 2.1 with centred tokens). For softmax attention with a non-Gaussian law there is no
+    polynomial closed form: ``ValueError``, and
+    :func:`~softmax_as_linear.theory.limit_model.infinite_prompt_risk_estimate` estimates it. With
     :math:`A = U_{:, :d} = [A_x; a_y^\top]`, :math:`v = V_{D, :} = (v_x, v_y)`, prompt covariance :math:`P`
     and query covariance :math:`Q` (both :math:`\Sigma` for the paper's sampler),
     :math:`M = v_y A_x^\top P + a_y (P v_x)^\top` and :math:`c_0 = A_x^\top P v_x + v_y s^2 a_y`, the
@@ -237,6 +355,10 @@ def infinite_prompt_risk(U, V, task: RegressionTask) -> Tensor:
     """
     U = checks.square("U", checks.as_float_tensor("U", U), task.D)
     V = checks.square("V", checks.as_float_tensor("V", V, like=U), task.D)
+    checks.one_of("activation", activation, ("softmax", "linear"))
+    if activation == "softmax" and task.law != "gaussian":
+        raise ValueError(f"task: softmax attention has no closed-form infinite-prompt risk for {task.law} covariates; "
+                         "use limit_model.infinite_prompt_risk_estimate, or activation='linear'")
     return infinite_prompt_risk_unchecked(U, V, task)
 
 
@@ -291,6 +413,7 @@ def linear_attention_risk(U, V, L: int, task: RegressionTask) -> Tensor:
         + \tau^2 \operatorname{tr}P\,(\alpha_0 b_{yy} + v_y^2 \beta_0) + 4 v_y \tau^2 (P v_x)^\top P b_{xy}
         + v_y^2 b_{yy} \tau^4 ((\operatorname{tr}P)^2 + 2 \operatorname{tr}P^2).
 
+    For a non-Gaussian covariate law, the fourth moments of the inputs add :func:`_fourth_moment_correction`.
     Its minimum over (U, V) is :func:`optimal_linear_risk`. Valid for both samplers (:math:`P`, :math:`Q`
     as in the module docstring). U, V ``(..., D, D)`` -> ``(...)``, differentiable; ``L`` may also be a
     tensor broadcasting against the batch shape.
@@ -323,7 +446,39 @@ def linear_attention_risk_unchecked(U: Tensor, V: Tensor, L, task: RegressionTas
     mean_ab = (alpha0 * beta0 + tau2 * tr_P * (alpha0 * b_yy + v_y**2 * beta0)
                + 4 * v_y * tau2 * (t["P_vx"] * (b_xy @ P)).sum(-1)
                + v_y**2 * b_yy * tau2**2 * (tr_P**2 + 2 * tr_P2))
-    return infinite + (mean_b2 + mean_ab) / (2 * L)
+    risk = infinite + (mean_b2 + mean_ab) / (2 * L)
+    if task.law != "gaussian":
+        risk = risk + _fourth_moment_correction(t, task) / (2 * L)
+    return risk
+
+
+def _fourth_moment_correction(t: dict, task: RegressionTask) -> Tensor:
+    r"""What a non-Gaussian covariate law adds to :math:`2L\,(R_L - R_\infty)` of linear attention.
+
+    Given :math:`w` and :math:`x_q`, the variance term holds :math:`\mathbb{E}[(p^\top x)^2 (q^\top x)^2]` with
+    :math:`p = v_x + v_y w`, :math:`q = (A_x + w a_y^\top) x_q`; for :math:`x = F\xi` it exceeds its Gaussian value by
+    :math:`(\kappa_4 - 3)\sum_j (c_j^\top p)^2 (c_j^\top q)^2` (:math:`c_j` the columns of :math:`F`). The average
+    over :math:`x_q` and :math:`w` depends on :math:`w` through :math:`\omega_j = c_j^\top w \sim N(0, \sigma_j^2)`,
+    :math:`\sigma_j^2 = \tau^2 \|c_j\|^2`, only:
+
+    .. math:: (\kappa_4 - 3) \sum_j \big[\alpha_j^2 g_{0j} + \sigma_j^2 (\alpha_j^2 g_2 + 4 \alpha_j v_y g_{1j}
+        + v_y^2 g_{0j}) + 3 v_y^2 g_2 \sigma_j^4\big],
+
+    :math:`\alpha_j = c_j^\top v_x`, :math:`r_j = A_x^\top c_j`, :math:`g_{0j} = r_j^\top Q r_j`,
+    :math:`g_{1j} = r_j^\top Q a_y`, :math:`g_2 = a_y^\top Q a_y`.
+    """
+    F = task.prompt_factor.to(t["Q"])
+    Q, A_x, a_y, v_x, v_y = t["Q"], t["A_x"], t["a_y"], t["v_x"], t["v_y"]
+    alpha = v_x @ F  # (..., d): c_j^T v_x
+    sigma2 = task.task_var * (F**2).sum(0)  # (d,)
+    R = A_x.transpose(-1, -2) @ F  # (..., d, d): column j is r_j
+    QR = Q @ R
+    g0 = (R * QR).sum(-2)  # (..., d)
+    g1 = (QR * a_y.unsqueeze(-1)).sum(-2)
+    g2 = ((a_y @ Q) * a_y).sum(-1, keepdim=True)
+    v = v_y.unsqueeze(-1)
+    terms = (alpha**2 * g0 + sigma2 * (alpha**2 * g2 + 4 * alpha * v * g1 + v**2 * g0) + 3 * v**2 * g2 * sigma2**2)
+    return (task.fourth_moment - 3) * terms.sum(-1)
 
 
 def finite_prompt_covariance(L: int, task: RegressionTask) -> Tensor:
@@ -343,7 +498,25 @@ def optimal_linear_risk(L: int, task: RegressionTask) -> float:
     :math:`\tfrac{\tau^2}{2}[\operatorname{tr}\Sigma - \operatorname{tr}(\Sigma \Gamma_L^{-1} \Sigma)] + \tfrac{s^2}{2}`
     for the paper's sampler (:math:`P = Q = \Sigma`). Terms even in :math:`w` cannot help, so the optimal
     matrix :math:`\Gamma_L^{-1}` is the same whatever the query covariance :math:`Q`.
+
+    For a covariate law with fourth moment :math:`\kappa_4` (inputs :math:`F\xi`, :math:`G = F^\top F`), the
+    statistic :math:`h = \frac1L \sum_i y_i x_i` has :math:`\mathbb{E}[hh^\top] = \tau^2 F N F^\top` with
+
+    .. math:: N = (1 + \tfrac1L) G + \tfrac{\operatorname{tr}P + s^2/\tau^2}{L} I_d + \tfrac{\kappa_4 - 3}{L}\operatorname{diag}(G),
+
+    the optimum predicts :math:`x_q^\top P (F N F^\top)^{-1} h` and its risk is
+    :math:`\tfrac{\tau^2}{2}[\operatorname{tr}Q - \operatorname{tr}(Q F N^{-1} F^\top)] + \tfrac{s^2}{2}` (for
+    :math:`\kappa_4 = 3`, the formula above by the push-through identity).
     """
+    if task.law != "gaussian":
+        L = checks.positive_int("L", L)
+        F, Q = task.prompt_factor, task.query_covariance
+        G = F.T @ F
+        eye = torch.eye(task.d, dtype=G.dtype)
+        N = ((1 + 1 / L) * G + (torch.trace(G) + task.noise_var / task.task_var) / L * eye
+             + (task.fourth_moment - 3) / L * torch.diag(torch.diagonal(G)))
+        excess = torch.trace(Q) - torch.trace(Q @ F @ torch.linalg.solve(N, F.T))
+        return float(0.5 * task.task_var * excess + 0.5 * task.noise_var)
     gamma_L = finite_prompt_covariance(L, task)
     P, Q = task.prompt_covariance, task.query_covariance
     excess = torch.trace(Q) - torch.trace(Q @ P @ torch.linalg.inv(gamma_L))
@@ -362,7 +535,9 @@ def bayes_risk(L: int, task: RegressionTask, n_samples: int = 20_000, generator:
     The predictor :math:`\hat y = \hat w^\top x_q` with the posterior mean :math:`\hat w` minimises
     :math:`\mathbb{E}[(\hat w - w)^\top Q (\hat w - w)]` for every :math:`Q`, so it is the Bayes predictor for
     both samplers: under ``"published"`` it is the ridge estimate from the (:math:`C\Sigma C^\top`) prompt,
-    scored on isotropic queries (:math:`Q = I`).
+    scored on isotropic queries (:math:`Q = I`). The posterior of :math:`w` is Gaussian whatever the law of
+    the inputs (Gaussian prior, Gaussian noise), so ridge regression stays Bayes-optimal for every covariate
+    law; only the law of :math:`X` (:meth:`RegressionTask.draw_inputs`) changes the risk.
 
     Returns ``(estimate, standard_error)`` over ``n_samples`` draws of the inputs :math:`X` (``L x d``).
     """
@@ -371,11 +546,11 @@ def bayes_risk(L: int, task: RegressionTask, n_samples: int = 20_000, generator:
     if generator is None:
         generator = torch.Generator().manual_seed(seed)
     d = task.d
-    sigma, chol = task.query_covariance, task._prompt_factor
+    sigma = task.query_covariance
     totals = []
     for start in range(0, n_samples, 4096):
         n = min(4096, n_samples - start)
-        X = torch.randn(n, L, d, generator=generator, dtype=torch.float64) @ chol.T
+        X = task.draw_inputs(n, L, generator)
         gram = X.transpose(-1, -2) @ X
         eye = torch.eye(d, dtype=torch.float64)
         if task.noise_var > 0:
@@ -400,8 +575,14 @@ def limit_parameters(task: RegressionTask, L: int | None = None) -> tuple[Tensor
     :math:`\Gamma_L` through :math:`s^2/\tau^2`), which attains :func:`optimal_linear_risk`; it is not the limit
     of softmax attention at finite ``L``, which has no closed form. For a degenerate :math:`\Sigma` use
     :func:`degenerate_limit_parameters` (Appendix F.3).
+
+    For a non-Gaussian covariate law the infinite-prompt limit (``L=None``) is that of normalised linear
+    attention only (the flow of softmax attention goes elsewhere, or nowhere: Chapter 6,
+    :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`), and ``L`` must be None.
     Returns ``(U*, V*)``, each ``(D, D)`` in float64.
     """
+    if L is not None and task.law != "gaussian":
+        raise ValueError(f"L: the finite-L limit is derived for Gaussian covariates only, got law {task.law!r}")
     if L is None and _degenerate(task.prompt_covariance):
         raise ValueError("task: the covariance is degenerate; its limit depends on the initialisation "
                          "(Appendix F.3): use degenerate_limit_parameters(task, alpha)")

@@ -8,16 +8,15 @@ trajectory. The limit is exact (Lemma 2.1).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import torch
 from torch import Tensor
 
 from ..core import checks, seeding
 from ..core.stats import mean_interval
-from .concentration import _lengths, regression_draw, squared_gaps, stream_moments
-from .regression import RegressionTask, _input_factor
+from .concentration import _lengths, squared_gaps, stream_moments
+from .limit_model import tilted_moments
+from .regression import RegressionTask
 
 
 def regression_gaps(task: RegressionTask, U, V, L: int, n_prompts: int,
@@ -25,8 +24,11 @@ def regression_gaps(task: RegressionTask, U, V, L: int, n_prompts: int,
     r"""Finite-``L`` softmax attention against its infinite-prompt limit on regression prompts, per prompt.
 
     Each of the ``n_prompts`` prompts has its own task :math:`w`, ``L`` tokens i.i.d. from
-    :math:`N(0, \Gamma_w)`, a query :math:`z_q = (x_q, 0)` and a target :math:`y_q`. The limit is exact
-    (Lemma 2.1): :math:`T[N(0, \Gamma_w)](z_q) = V \Gamma_w U z_q`, with tilted covariance :math:`\Gamma_w`.
+    :math:`N(0, \Gamma_w)`, a query :math:`z_q = (x_q, 0)` and a target :math:`y_q`, drawn by the task's sampler
+    (:meth:`~softmax_as_linear.theory.regression.RegressionTask.stream`). The limit is exact
+    (Lemma 2.1): :math:`T[N(0, \Gamma_w)](z_q) = V \Gamma_w U z_q`, with tilted covariance :math:`\Gamma_w`; for a
+    non-Gaussian covariate law, the tilted moments of
+    :func:`~softmax_as_linear.theory.limit_model.tilted_moments`.
     Returns, each of shape ``(n_prompts,)`` in float64,
 
     - ``output``: :math:`\|T[\hat\mu_L](z_q) - V\Gamma_w U z_q\|^2` (the quantity of Proposition 3.1);
@@ -44,14 +46,15 @@ def regression_gaps(task: RegressionTask, U, V, L: int, n_prompts: int,
     D = task.D
     U = checks.square("U", checks.as_float_tensor("U", U).to(torch.float64), D)
     V = checks.square("V", checks.as_float_tensor("V", V).to(torch.float64), D)
-    like = dict(generator=generator, dtype=torch.float64)
-    w = torch.randn(P, task.d, **like) * math.sqrt(task.task_var)
-    x_q = torch.randn(P, task.d, **like) @ _input_factor(task.query_covariance).T
-    targets = (x_q * w).sum(-1) + torch.randn(P, **like) * math.sqrt(task.noise_var)
-    queries = torch.cat([x_q, torch.zeros(P, 1, dtype=torch.float64)], -1).unsqueeze(1)  # (P, 1, D)
-    moments = stream_moments(regression_draw(task, w, generator), L, queries, U, second_order=True)
-    gamma = task.token_covariance(w).unsqueeze(1)  # (P, 1, D, D)
-    limit = (gamma @ (queries @ U.T).unsqueeze(-1)).squeeze(-1)  # Gamma_w U z_q, (P, 1, D)
+    stream = task.stream(P, generator)
+    w, targets = stream.w, stream.target
+    queries = stream.query.unsqueeze(1)  # (P, 1, D)
+    moments = stream_moments(stream.tokens, L, queries, U, second_order=True)
+    if task.law == "gaussian":
+        gamma = task.token_covariance(w).unsqueeze(1)  # (P, 1, D, D)
+        limit = (gamma @ (queries @ U.T).unsqueeze(-1)).squeeze(-1)  # Gamma_w U z_q, (P, 1, D)
+    else:  # the tilted moments of the token law of each task (Chapter 6)
+        limit, gamma = tilted_moments(task, queries @ U.T, w.unsqueeze(1), covariance=True)
 
     def loss(output: Tensor) -> Tensor:
         return 0.5 * (output[..., -1] - targets.unsqueeze(-1)) ** 2

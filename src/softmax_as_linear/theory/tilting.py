@@ -29,7 +29,7 @@ from torch import Tensor
 
 from ..core import checks
 from .attention import matvec
-from .measures import TokenLaw
+from .measures import OutsideTiltDomain, TokenLaw
 
 
 def _law(law) -> TokenLaw:
@@ -86,7 +86,7 @@ def tilted_log_density(law, points, u) -> Tensor:
     points = checks.vector("points", checks.as_float_tensor("points", points).to(torch.float64), law.D)
     log_mass = law.log_mgf(u)
     if torch.isinf(log_mass).any():
-        raise ValueError("u lies outside the domain of the tilt: E exp(u^T z) is infinite for this law")
+        raise OutsideTiltDomain(float((u @ law._chol).abs().max()))
     return (points * u).sum(-1) - log_mass + law.log_density(points)
 
 
@@ -165,7 +165,7 @@ def quadrature_tilted_moments(law, u, *, panels: int = 48, order: int = 12) -> T
     u = checks.vector("u", checks.as_float_tensor("u", u).to(torch.float64), law.D)
     b = u @ law._chol
     if torch.isinf(law.log_mgf(u)).any():
-        raise ValueError("u lies outside the domain of the tilt: E exp(u^T z) is infinite for this law")
+        raise OutsideTiltDomain(float(b.abs().max()))
     nodes, weights = _gauss_legendre(_radius(law, b), panels, order)
     grids = torch.meshgrid(*([nodes] * law.D), indexing="ij")
     xi = torch.stack([g.reshape(-1) for g in grids], dim=-1)                       # (P, D)

@@ -1,0 +1,92 @@
+"""Chapter 6's experiment: the smoke preset end to end, what its readings mean, its file and its script."""
+import json
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from softmax_as_linear.core.artifacts import save_json
+from softmax_as_linear.engine.sweep import TrainConfig
+from softmax_as_linear.engine.train import train
+from softmax_as_linear.experiments import beyond_gaussian, presets
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def smoke():
+    return beyond_gaussian.beyond_experiment("uniform", "smoke", device="cpu", n_bayes_samples=500)
+
+
+def test_smoke_experiment_reads_its_sweep(smoke, tmp_path):
+    json.loads(json.dumps(smoke))  # JSON-ready
+    tracking = smoke["tracking"]
+    assert tracking["law"] == "uniform" and tracking["lengths"] == [10, 30]
+    for activation in ("softmax", "linear"):
+        distance = np.asarray(tracking["distance"][activation])
+        assert np.all(distance[..., 0] == 0) and np.all(distance[..., -1] > 0)  # same start, then apart
+        assert np.allclose(np.asarray(tracking["sup"][activation]), distance.max(-1))
+    assert np.all(np.asarray(tracking["limits"])[:, 0] == 0)
+    assert tracking["slopes"]["softmax"] is None  # two lengths: no slope
+    limits = smoke["limits"]
+    assert len(limits["v_y"]["softmax_limit"]) == 2 and all(se > 0 for se in limits["difference_se"])
+    final = smoke["final"]
+    assert np.all(np.asarray(final["bayes"]) < np.asarray(final["optimal_linear"]))
+    assert np.all(np.asarray(final["optimal_linear"]) < np.asarray(final["optimal_linear_gaussian"]))
+    origin = smoke["provenance"]
+    assert origin["settings"]["law"] == "uniform" and origin["device"] == "cpu" and "torch" in origin
+    path = save_json(tmp_path / beyond_gaussian.result_name("uniform", "smoke"), smoke)
+    assert beyond_gaussian.saved_result("uniform", "smoke", folder=tmp_path)["law"] == "uniform"
+    assert beyond_gaussian.saved_result("rademacher", "smoke", folder=tmp_path) is None
+    assert path.name == "beyond_uniform_smoke.json"
+
+
+def test_tracking_of_a_hand_made_sweep():
+    """Distances against the limit runs of the same seed, slopes from three lengths on."""
+    cfg = presets.beyond_config("smoke", "rademacher", lengths=(5, 10, 20, 40), seeds=(1, 2), steps=12, record_every=4)
+    result = train(cfg)
+    tracking = beyond_gaussian.limit_tracking(result, fit_from=10)
+    W = {n: v for n, v in result.params.items()}
+    s, l, t = 1, 2, 2
+    expected = sum(float(((W[n][s, l, 0, t] - W[n][s, 0, 2, t]) ** 2).sum()) for n in W)
+    assert abs(tracking["distance"]["softmax"][s][l][t] - expected) < 1e-9
+    assert len(tracking["slopes"]["softmax"]["per_seed"]) == 2 and tracking["fit_lengths"] == [10, 20, 40]
+    with pytest.raises(ValueError, match="result"):
+        beyond_gaussian.limit_tracking(train(TrainConfig(lengths=(5,), steps=2, record_every=1, eval_prompts=4)))
+
+
+def test_concentration_check_recovers_the_delta_method_rate():
+    cfg = presets.beyond_config("smoke", "uniform", lengths=(30, 300, 3000), seeds=(1,), steps=4, record_every=2)
+    check = beyond_gaussian.concentration_check(train(cfg), n_prompts=400)
+    scaled = np.asarray(check["gap"][0]) * np.asarray(check["lengths"])
+    assert np.all(np.abs(scaled / check["constant"][0] - 1) < 0.35)
+    assert -1.2 < check["slopes"]["mean"] < -0.8
+
+
+def test_names_and_bad_input():
+    assert beyond_gaussian.reproduce_command("rademacher", "paper") == \
+        "python benchmarks/beyond_gaussian.py --law rademacher --preset paper"
+    with pytest.raises(ValueError, match="law"):
+        beyond_gaussian.result_name("gaussian-ish")
+    with pytest.raises(ValueError, match="preset"):
+        beyond_gaussian.beyond_experiment("uniform", "huge")
+    assert presets.beyond_config("paper", "uniform").lengths[-1] >= 1000
+    assert presets.beyond_config("lecture", "rademacher").activations == presets.BEYOND_MODELS
+
+
+def test_script_writes_the_file_and_names_bad_arguments(tmp_path):
+    script = ROOT / "benchmarks" / "beyond_gaussian.py"
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    bad = subprocess.run([sys.executable, str(script), "--law", "cauchy"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "--law" in bad.stderr
+    bad = subprocess.run([sys.executable, str(script), "--seeds", "0"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 2 and "--seeds" in bad.stderr
+    run = subprocess.run([sys.executable, str(script), "--law", "rademacher", "--preset", "smoke", "--device", "cpu",
+                          "--out", str(tmp_path)], capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    data = json.loads((tmp_path / "beyond_rademacher_smoke.json").read_text())
+    assert data["complete"] and data["provenance"]["preset"] == "smoke"
+    assert (tmp_path / "checkpoints" / "beyond_rademacher_smoke.pt").exists()
+

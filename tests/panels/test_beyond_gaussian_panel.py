@@ -1,0 +1,35 @@
+"""The live panel of Chapter 6: controls to a configuration, one click to a figure, bad settings to messages."""
+import pytest
+
+from softmax_as_linear.panels import beyond_gaussian as panel
+from softmax_as_linear.panels import training as tp
+
+
+def test_controls_give_the_lecture_preset_at_one_length():
+    controls = panel.beyond_controls()
+    values = {name: widget.value for name, widget in controls.items()}
+    assert values["law"] == "uniform" and values["L"] == panel.BEYOND_PANEL["L"]
+    config = panel.beyond_panel_config(**values)
+    assert config.law == "uniform" and config.lengths == (100,) and config.seeds == (327,)
+    assert set(config.activations) == {"softmax", "linear", "softmax_limit", "linear_limit"}
+    assert config.record_every * 50 == config.steps
+    with pytest.raises(ValueError, match="law"):
+        panel.beyond_panel_config("cauchy", 10, 1, 0.01, 100)
+    with pytest.raises(ValueError, match="lr"):
+        panel.beyond_panel_config("uniform", 10, 1, -0.01, 100)
+
+
+def test_one_click_draws_the_distances_to_the_limits():
+    config = panel.beyond_panel_config("rademacher", 10, 3, 0.04, 20)
+    run = tp.BackgroundTraining(config).start()
+    assert run.join(120) and run.error is None
+    fig = panel.beyond_panel_figure(run.result)
+    names = [trace.name for trace in fig.data]
+    assert any("softmax attention at L = 10" in n for n in names) and any("softmax limit" in n for n in names)
+    assert "Rademacher covariates, L = 10, seed 3" in fig.layout.title.text
+
+
+def test_the_panel_builds_with_its_buttons():
+    built = panel.beyond_panel()
+    assert set(built.controls) == {"law", "L", "seed", "lr", "steps"}
+    assert built.state["run"] is None
