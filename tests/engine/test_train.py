@@ -58,9 +58,9 @@ def test_cpu_forward_pass_equals_the_tensor_formulas(activations, parametrisatio
         sweep = SweepModel(cfg, torch.device("cpu"), None)
         assert any(mask is not None for *_, mask in sweep.plan.buckets) and len(sweep.plan.buckets) > 1
         data = SweepData(cfg, sweep.task, torch.device("cpu"), sweep.dtype, prepare=sweep.prepare)
-        tokens, query, target, prepared = data.batch()
+        tokens, query, target, w, prepared = data.batch()
         results = []
-        for predict in (lambda: sweep.predict(tokens, query, prepared), lambda: sweep._predict_tensor(tokens, query)):
+        for predict in (lambda: sweep.predict(tokens, query, w, prepared), lambda: sweep._predict_tensor(tokens, query)):
             for p in sweep.params.values():
                 p.grad = None
             pred = predict()
@@ -88,8 +88,8 @@ def test_cpu_training_equals_the_tensor_path(monkeypatch):
     to float32 rounding."""
     cfg = TrainConfig(**{**SMALL, "lengths": (5, 12, 13, 30)}, seeds=(1, 2))
     fast = train(cfg, device="cpu")
-    monkeypatch.setattr(SweepModel, "predict", lambda self, tokens, query, prepared=None:
-                        self._predict_tensor(tokens, query))
+    monkeypatch.setattr(SweepModel, "predict", lambda self, tokens, query, w=None, prepared=None:
+                        self._predict_tensor(tokens, query, w))
     formulas = train(cfg, device="cpu")
     np.testing.assert_allclose(fast.eval_risk, formulas.eval_risk, rtol=1e-5)
     for name in fast.params:
@@ -318,7 +318,7 @@ def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
         for name, w in model.weights().items():
             np.testing.assert_allclose(result.params[name][0, 0, a, -1], w.detach().numpy(), rtol=1e-10, atol=1e-12)
     sweep = SweepModel(cfg, torch.device("cpu"), None)
-    tokens, query, _, _ = SweepData(cfg, sweep.task, torch.device("cpu"), torch.float64).batch()
+    tokens, query = SweepData(cfg, sweep.task, torch.device("cpu"), torch.float64).batch()[:2]
     with pytest.raises(ValueError, match="w must be given"):
         sweep.predict(tokens, query)
     with pytest.raises(ValueError, match="activations"):

@@ -205,7 +205,7 @@ class RegressionTask:
             device = generator.device
         w = torch.randn(n_prompts, self.d, generator=generator, dtype=dtype, device=device)
         z = self.fill_standard_(torch.empty(n_prompts, L + 1, self.D, dtype=dtype, device=device), generator)
-        return self._assemble(w, z)
+        return self._assemble(w, z, by_coordinates=z.device.type == "cpu")  # as sample_stacked, bit for bit
 
     def sample_stacked(self, n_prompts: int, L: int, generators: list[torch.Generator],
                        dtype=torch.float32) -> Batch:
