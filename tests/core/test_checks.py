@@ -50,3 +50,11 @@ def test_tensors():
         checks.covariance("C", torch.tensor([[1.0, 0.5], [0.0, 1.0]]))
     with pytest.raises(ValueError, match="C must be positive definite"):
         checks.covariance("C", torch.zeros(2, 2))
+
+
+def test_number_list_reads_numbers_typed_as_text():
+    assert checks.number_list("eigenvalues", "1, 1; 0.2,") == [1.0, 1.0, 0.2]
+    with pytest.raises(ValueError, match="eigenvalues must be numbers separated by commas"):
+        checks.number_list("eigenvalues", "1, x")
+    with pytest.raises(ValueError, match="eigenvalues must be text"):
+        checks.number_list("eigenvalues", 3)

@@ -104,3 +104,42 @@ def test_proportion_interval_is_clopper_pearson():
     assert np.mean(covered) >= 0.95  # exact intervals cover at least their level
     with pytest.raises(ValueError, match="successes"):
         stats.proportion_interval(11, 10)
+
+
+def _power_rows(rng, lengths, exponent_a, exponent_b, n=64):
+    """Paired samples: a = L^-exponent_a E, b = L^-exponent_b E', with E, E' correlated exponentials."""
+    common = rng.exponential(1.0, (len(lengths), n))
+    a = lengths[:, None] ** -exponent_a * (common + rng.exponential(0.5, (len(lengths), n)))
+    b = lengths[:, None] ** -exponent_b * (common + rng.exponential(0.5, (len(lengths), n)))
+    return a, b
+
+
+def test_paired_slope_difference_is_the_difference_of_the_two_fits():
+    rng = np.random.default_rng(1)
+    lengths = np.array([100.0, 300.0, 1000.0, 3000.0, 10000.0])
+    a, b = _power_rows(rng, lengths, 0.8, 1.0)
+    result = stats.paired_slope_difference(lengths, a, b, n_boot=200)
+    fits = stats.loglog_slope(lengths, a.mean(1)).slope - stats.loglog_slope(lengths, b.mean(1)).slope
+    assert result.difference == pytest.approx(fits, abs=1e-12)
+    assert result.delta[0] < result.difference < result.delta[1]
+    assert result.bootstrap[0] < result.difference < result.bootstrap[1]
+
+
+@pytest.mark.parametrize("exponent_a, truth", [(0.8, 0.2), (1.0, 0.0)])
+def test_paired_slope_difference_covers_the_true_difference_at_about_its_level(exponent_a, truth):
+    # the slopes of a and b differ by `truth`; 200 independent experiments, delta-method interval at 90%
+    rng = np.random.default_rng(2)
+    lengths = np.array([100.0, 300.0, 1000.0, 3000.0, 10000.0])
+    hits = sum(low <= truth <= high for low, high in
+               (stats.paired_slope_difference(lengths, *_power_rows(rng, lengths, exponent_a, 1.0), 0.9,
+                                              n_boot=100).delta for _ in range(200)))
+    assert 0.82 < hits / 200 < 0.97  # binomial s.e. 0.02 around 0.9
+
+
+def test_paired_slope_difference_bad_input():
+    with pytest.raises(ValueError, match="shape"):
+        stats.paired_slope_difference([1, 2, 3], np.ones((3, 4)), np.ones((2, 4)))
+    with pytest.raises(ValueError, match="positive"):
+        stats.paired_slope_difference([1, 2, 3], -np.ones((3, 4)), np.ones((3, 4)))
+    with pytest.raises(ValueError, match="n_boot"):
+        stats.paired_slope_difference([1, 2, 3], np.ones((3, 4)), np.ones((3, 4)), n_boot=10)

@@ -81,3 +81,73 @@ def test_flow_conserves_the_balance_and_the_horizon_restricts_the_maximum():
     assert gap["max_distance"]["linear"][0] < distance.max()
     with pytest.raises(ValueError, match="horizon"):
         analysis.flow_gap(result, horizon=-1.0)
+
+
+# ------------------------------------------------------------------ read-outs of flows and result files (known answers)
+
+def test_first_time_below_and_squared_distance():
+    task = regression.RegressionTask.isotropic(3)            # noise floor 0.05
+    flow = {"times": np.array([0.0, 1.0, 2.0, 3.0]), "risk": np.array([0.5, 0.06, 0.0501, 0.050001])}
+    assert analysis.first_time_below(flow, task, 5e-3) == 2.0
+    assert np.isnan(analysis.first_time_below(flow, task, 1e-7))   # never that close
+    U = np.stack([np.eye(2), 2 * np.eye(2)])
+    np.testing.assert_allclose(analysis.squared_distance(U, U, np.eye(2), np.zeros((2, 2))), [2.0, 10.0])
+
+
+def test_linear_excess_is_zero_at_the_optimum_and_positive_elsewhere():
+    cfg = TrainConfig(d=3, lengths=(8,), activations=("linear",), seeds=(0,), steps=20, batch_size=8, lr=0.01,
+                      parametrisation="uv", init="block", alpha=0.3, record_every=10, eval_prompts=8, dtype="float64")
+    result = train(cfg, device="cpu")
+    U, V = regression.limit_parameters(cfg.task(), 8)
+    result.params["U"][0, 0, 0, -1], result.params["V"][0, 0, 0, -1] = U.numpy(), V.numpy()
+    excess = analysis.linear_excess(result)
+    assert excess.shape == (1, 1, 3) and abs(excess[0, 0, -1]) < 1e-12 and excess[0, 0, 0] > 0.01
+
+
+def _final_file():
+    # seeds listed as (5, 7); lengths 10, 100, 1000; softmax risk - Bayes = 0.5 L^-0.5 exactly for seed 5
+    L = np.array([10.0, 100.0, 1000.0])
+    bayes = np.array([0.1, 0.06, 0.051])
+    soft = np.stack([bayes + 0.5 * L**-0.5, bayes + 0.7 * L**-0.5])
+    return {"seeds": [5, 7], "lengths": L.tolist(), "bayes": bayes.tolist(), "softmax_per_seed": soft.tolist(),
+            "optimal_linear": [0.2, 0.08, 0.055], "linear_exact_per_seed": [[0.2, 0.08, 0.0551], [0.3, 0.08, 0.055]],
+            "linear_per_seed": [[0.2, 0.08, 0.055], [0.3, 0.08, 0.055]],
+            "linear_se_per_seed": [[0.001, 0.001, 0.001], [0.001, 0.001, 0.001]],
+            "softmax_se_per_seed": [[0.002, 0.002, 0.002], [0.002, 0.002, 0.002]]}
+
+
+def test_per_seed_and_at_optimum():
+    final = _final_file()
+    np.testing.assert_allclose(analysis.per_seed(final, "linear_exact_per_seed", [7, 5])[0], [0.3, 0.08, 0.055])
+    with pytest.raises(ValueError, match=r"seeds \[9\]"):
+        analysis.per_seed(final, "softmax_per_seed", [9])
+    reached, excess = analysis.at_optimum(final)
+    assert reached.tolist() == [True, False] and excess[1, 0] == pytest.approx(0.1)
+    final["linear_exact_per_seed"][0][0] = 0.1
+    with pytest.raises(ValueError, match="below R\\*_lin"):
+        analysis.at_optimum(final)
+
+
+def test_seed_difference_excess_slope_and_final_table():
+    final = _final_file()
+    other = {**final, "softmax_per_seed": (np.array(final["softmax_per_seed"]) - 0.01).tolist()}
+    difference = analysis.seed_difference(final, other, [5, 7])
+    np.testing.assert_allclose(difference[:, 0], 0.01)
+    assert np.all(difference[:, 1] <= 0.01 + 1e-12) and np.all(difference[:, 2] >= 0.01 - 1e-12)
+    one = {**final, "softmax_per_seed": final["softmax_per_seed"][:1], "seeds": [5]}
+    excess, slope = analysis.excess_slope(one, [5])
+    assert slope.slope == pytest.approx(-0.5) and excess[0] == pytest.approx(0.5 / 10**0.5)
+    table = analysis.final_table(final, seed=7)
+    np.testing.assert_allclose(table["linear_minus_best"], [100, 0, 0], atol=1e-9)
+    np.testing.assert_allclose(table["softmax_minus_linear"], (np.array(final["softmax_per_seed"][1]) - [0.3, 0.08, 0.055]) / 0.003)
+
+
+def test_variation_by_seed_is_one_for_monotone_curves():
+    # records after the first: 1, 2, 3, 4 is monotone; 1, 3, 2, 4 travels log 3 + log 3/2 + log 2 for a net log 4
+    gap = {"seeds": [1, 2], "gap_per_seed": [[[9.0, 1, 2, 3, 4]], [[9.0, 1, 3, 2, 4]]]}
+    np.testing.assert_allclose(analysis.variation_by_seed(gap, "gap", [1, 2])[:, 0],
+                               [1.0, (np.log(3) + np.log(1.5) + np.log(2)) / np.log(4)])
+    traj = {"seeds": [1], "bayes": [0.5], "softmax_per_seed": [[[9.0, 1.5, 1.0, 0.75]]]}
+    assert analysis.variation_by_seed(traj, "softmax", [1])[0, 0] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="key"):
+        analysis.variation_by_seed(traj, "adam", [1])

@@ -336,6 +336,21 @@ def test_gap_curve_is_reproducible_and_length_by_length():
     json.dumps(a.as_dict())
 
 
+def test_gap_curve_keeps_its_per_prompt_rows_for_paired_slopes():
+    law = TokenLaw.standard("gaussian", 3)
+    _, U, V = _params(2)
+    curve = conc.gap_curve(law, U, V, [10, 30, 100, 300], n_prompts=8, n_queries=2, gradients=True, seed=3)
+    assert curve.rows["output"].shape == (4, 8) and curve.rows["grad_U"].shape == (4, 8)
+    np.testing.assert_allclose(curve.rows["output"].mean(1), curve.output.mean)
+    paired = curve.slope_difference("grad_U", "output", n_boot=100)
+    assert paired.difference == pytest.approx(curve.slope("grad_U").slope - curve.slope("output").slope, abs=1e-12)
+    assert paired.delta[0] < paired.difference < paired.delta[1]
+    with pytest.raises(ValueError, match="gradients=True"):
+        conc.gap_curve(law, U, V, [10, 30, 100], n_prompts=4, n_queries=2).slope_difference()
+    with pytest.raises(ValueError, match="min_length"):
+        curve.slope_difference(min_length=200)
+
+
 # ------------------------------------------------------------------------------------------ regression gaps (Section 4)
 
 def _replay(task, L, P, seed):

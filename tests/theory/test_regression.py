@@ -401,6 +401,94 @@ def test_degenerate_bad_input():
         regression.RegressionTask(2, torch.tensor([[1.0, 2.0], [2.0, 1.0]]))
 
 
+def test_init_scale_bound_is_zhang_et_al_and_scales_like_the_flow():
+    isotropic = regression.RegressionTask.isotropic(5, noise_var=0.0)
+    assert regression.init_scale_bound(isotropic) == pytest.approx(math.sqrt(2) / 5**0.25)
+    kms = regression.RegressionTask.kms(5, 0.5, noise_var=0.0)
+    norm = float(torch.linalg.matrix_norm(kms.covariance, ord=2))
+    assert regression.init_scale_bound(kms) == pytest.approx(math.sqrt(2) / (5**0.25 * math.sqrt(norm)))
+    # the flow from (c Sigma, alpha) is the flow from (Sigma, alpha sqrt c) rescaled: the bound divides by sqrt c
+    for c in (0.1, 4.0):
+        scaled = regression.RegressionTask(5, c * kms.covariance, noise_var=0.0)
+        assert regression.init_scale_bound(scaled) == pytest.approx(regression.init_scale_bound(kms) / math.sqrt(c))
+    # finite L: Gamma_L = (1 + 1/L) Sigma + tr(Sigma)/L I, which tends to Sigma
+    gamma = (1 + 1 / 10) * kms.covariance + 5 / 10 * torch.eye(5, dtype=torch.float64)
+    assert regression.init_scale_bound(kms, 10) == pytest.approx(
+        math.sqrt(2) / (5**0.25 * float(torch.linalg.matrix_norm(gamma, ord=2)) ** 0.5))
+    assert regression.init_scale_bound(kms, 10**7) == pytest.approx(regression.init_scale_bound(kms), rel=1e-5)
+
+
+def test_the_risk_identity_behind_the_scaling_of_the_bound():
+    # R_{c Sigma, s^2}(U, V) = c R_{Sigma, s^2/c}(sqrt c U, sqrt c V) at any parameters (our derivation, Chapter 5)
+    g = torch.Generator().manual_seed(4)
+    U, V = (0.3 * torch.randn(6, 6, generator=g, dtype=torch.float64) for _ in range(2))
+    sigma = regression.kms_covariance(5, 0.5)
+    for c in (0.1, 2.26):
+        left = regression.infinite_prompt_risk(U, V, regression.RegressionTask(5, c * sigma, noise_var=0.1))
+        right = regression.infinite_prompt_risk(c**0.5 * U, c**0.5 * V, regression.RegressionTask(5, sigma, noise_var=0.1 / c))
+        assert float(left) == pytest.approx(c * float(right), rel=1e-12)
+
+
+def test_block_init_asks_both_conditions_of_assumption_5_1():
+    sigma, u = rank_four_covariance()
+    task = regression.RegressionTask(5, sigma)
+    with pytest.raises(ValueError, match="theta theta\\^T Sigma != 0"):
+        regression.block_init(task, 0.3, theta=u[:, None])      # u u^T Sigma = 0: invisible to every input
+
+
+def test_linear_attention_gradients_are_autograd_of_the_half_squared_error():
+    task = TASKS["kms"]()
+    g = torch.Generator().manual_seed(5)
+    U, V = (0.4 * torch.randn(4, 4, generator=g, dtype=torch.float64) for _ in range(2))
+    batch = task.sample(3, 7, g, dtype=torch.float64)
+    grads = regression.linear_attention_gradients(batch, U, V)
+    for i in range(3):
+        Ui, Vi = U.clone().requires_grad_(True), V.clone().requires_grad_(True)
+        loss = 0.5 * (linear_attention(batch.tokens[i], batch.query[i], Ui, Vi)[-1] - batch.target[i]) ** 2
+        gU, gV = torch.autograd.grad(loss, (Ui, Vi))
+        torch.testing.assert_close(grads[i], torch.cat([gU.flatten(), gV.flatten()]))
+
+
+def test_sgd_noise_floor_is_what_sgd_leaves_at_the_optimum():
+    # SGD (step 2 lr on R, as the trainer's lr on the MSE) started at the optimum of the exact risk keeps an excess
+    # that only its gradient noise explains: 8 independent chains, exact excess averaged over steps 150 to 600
+    task = regression.RegressionTask.isotropic(3, noise_var=0.0)
+    L, lr, batch = 12, 0.05, 32
+    U0, V0 = regression.limit_parameters(task, L)
+    best = regression.optimal_linear_risk(L, task)
+    g = torch.Generator().manual_seed(0)
+    per_chain = []
+    for _ in range(8):
+        U, V, excess = U0.clone(), V0.clone(), []
+        for step in range(600):
+            G = regression.linear_attention_gradients(task.sample(batch, L, g, dtype=torch.float64), U, V).mean(0)
+            U, V = U - 2 * lr * G[:16].reshape(4, 4), V - 2 * lr * G[16:].reshape(4, 4)
+            if step >= 150:
+                excess.append(float(regression.linear_attention_risk(U, V, L, task)) - best)
+        per_chain.append(np.mean(excess))
+    mean, se = np.mean(per_chain), np.std(per_chain, ddof=1) / math.sqrt(len(per_chain))
+    floor, floor_se = regression.sgd_noise_floor(task, L, lr, batch, n_prompts=20_000)
+    assert abs(mean - floor) < 4 * math.hypot(se, floor_se), (mean, se, floor, floor_se)
+    # the small-step approximation eta tr(C) / (4B) lies below it (the discrete recursion divides by 2 - eta lambda)
+    assert regression.sgd_noise_floor(task, L, lr / 100, batch, n_prompts=20_000)[0] * 100 < floor
+    with pytest.raises(ValueError, match="lr: SGD with step"):
+        regression.sgd_noise_floor(task, L, 50.0, batch)
+
+
+def test_covariance_of_and_noise_floor():
+    assert torch.equal(regression.covariance_of("isotropic", 3), torch.eye(3, dtype=torch.float64))
+    assert torch.equal(regression.covariance_of("kms", 4, 0.3), regression.kms_covariance(4, 0.3))
+    assert torch.equal(regression.covariance_of("eigenvalues", 2, eigenvalues=[1.0, 0.2]),
+                       torch.diag(torch.tensor([1.0, 0.2], dtype=torch.float64)))
+    with pytest.raises(ValueError, match="eigenvalues: give 5 numbers"):
+        regression.covariance_of("eigenvalues", 5, eigenvalues=[1.0])
+    with pytest.raises(ValueError, match="eigenvalues must be positive"):
+        regression.covariance_of("eigenvalues", 2, eigenvalues=[1.0, 0.0])
+    with pytest.raises(ValueError, match="kind"):
+        regression.covariance_of("diagonal", 2)
+    assert TASKS["isotropic"]().noise_floor() == pytest.approx(0.1)
+
+
 # --- covariate laws and the one sampler (Chapter 6) -----------------------------------------------
 
 def _laws_and_samplers():

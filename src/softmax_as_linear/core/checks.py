@@ -104,3 +104,14 @@ def one_of(name: str, value, choices) -> str:
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
+
+
+def number_list(name: str, text: str) -> list[float]:
+    """Numbers typed as text, separated by commas or semicolons (``"1, 1; 0.2"``), or a ``ValueError`` naming ``name``."""
+    if not isinstance(text, str):
+        raise ValueError(f"{name} must be text, got {type(text).__name__}")
+    parts = [p.strip() for p in text.replace(";", ",").split(",") if p.strip()]
+    try:
+        return [number(name, p) for p in parts]
+    except ValueError:
+        raise ValueError(f"{name} must be numbers separated by commas, got {text!r}") from None

@@ -19,6 +19,7 @@ stream           offset  what it draws
 ``"bayes"``      30,000  per ``L``: the Monte Carlo prompts of the Bayes-optimal (ridge) reference risk
 ``"prompts"``    40,000  per ``L``: the prompts of a concentration experiment (Figures 1 and 5, Chapter 3)
 ``"evaluation"`` 50,000  per ``L``: the large fresh prompts on which a sweep's final risks are measured
+``"analysis"``   60,000  per ``L``: fresh prompts on which two records of one run are compared (paired changes)
 ===============  ======  ===========================================================================
 
 Seeds lie in ``[0, 10_000)`` and ``1 <= L < 1_000_003``, so no two (seed, stream, L) share a generator
@@ -34,8 +35,8 @@ import torch
 from . import checks
 
 STREAM_OFFSETS = {"init": 0, "train": 10_000, "held_out": 20_000, "bayes": 30_000, "prompts": 40_000,
-                  "evaluation": 50_000}
-PER_LENGTH_STREAMS = ("prompts", "bayes", "evaluation")
+                  "evaluation": 50_000, "analysis": 60_000}
+PER_LENGTH_STREAMS = ("prompts", "bayes", "evaluation", "analysis")
 SEED_LIMIT = 10_000
 REFERENCE_SEED = 0
 _LENGTH_FACTOR = 1_000_003

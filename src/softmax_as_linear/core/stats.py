@@ -5,6 +5,7 @@
 - :func:`proportion_interval`: exact (Clopper-Pearson) interval for a share, e.g. of seeds in which a claim holds;
 - :class:`Estimate`: such means and intervals, one per prompt length;
 - :func:`loglog_slope`: least-squares slope of ``log y`` against ``log x``, its standard error and interval;
+- :func:`paired_slope_difference`: the difference of two such slopes measured on the same samples, with intervals;
 - :func:`variation_ratio`: how far a positive curve is from monotone (1 for a monotone curve).
 """
 from __future__ import annotations
@@ -111,6 +112,55 @@ def loglog_slope(x, y) -> Slope:
     sigma2 = float(residuals[0]) / (lx.size - 2) if residuals.size else 0.0
     cov = sigma2 * np.linalg.inv(A.T @ A)
     return Slope(float(coef[0]), float(np.sqrt(cov[0, 0])), int(lx.size - 2))
+
+
+@dataclass(frozen=True)
+class SlopeDifference:
+    """Difference of two log-log slopes fitted on paired samples, with a delta-method and a bootstrap interval."""
+
+    difference: float
+    delta: tuple[float, float]
+    bootstrap: tuple[float, float]
+    level: float
+
+
+def paired_slope_difference(x, rows_a, rows_b, level: float = 0.95, n_boot: int = 2000,
+                            seed: int = 0) -> SlopeDifference:
+    r"""Slope of :math:`\log \bar a` minus slope of :math:`\log \bar b` against :math:`\log x`, where
+    ``rows_a`` and ``rows_b`` ``(n_x, n)`` hold, at each ``x``, the same ``n`` independent samples seen through
+    two quantities (for instance two gaps on the same prompts); samples at different ``x`` are independent.
+
+    The difference of the two least-squares slopes is the slope of :math:`y = \log(\bar a / \bar b)`,
+    :math:`\sum_x w_x y_x` with :math:`w_x = (\log x - m) / \sum (\log x - m)^2`. Its sampling variance is
+    :math:`\sum_x w_x^2 \operatorname{Var}(y_x)` with, by the delta method on paired samples,
+    :math:`\operatorname{Var}(y_x) \approx \operatorname{Var}(a_i/\bar a - b_i/\bar b)/n` (the covariance of
+    ``a`` and ``b`` enters): a normal interval. The bootstrap interval resamples the samples within each
+    ``x``, ``a`` and ``b`` together (``n_boot`` times, percentile). Both measure the sampling error only, not
+    a departure of the curves from straight lines.
+    """
+    lx = np.log(np.asarray(x, dtype=float))
+    a, b = np.asarray(rows_a, dtype=float), np.asarray(rows_b, dtype=float)
+    if a.ndim != 2 or a.shape != b.shape or a.shape[0] != lx.size or lx.size < 2 or a.shape[1] < 2:
+        raise ValueError(f"rows_a and rows_b must both have shape (len(x), n) with len(x) >= 2 and n >= 2, "
+                         f"got {a.shape} and {b.shape} for {lx.size} values of x")
+    if not (np.all(a > 0) and np.all(b > 0)):
+        raise ValueError("rows_a and rows_b must be positive (their means' logarithms are taken)")
+    _check_level(level)
+    n_boot = int(n_boot)
+    if n_boot < 100:
+        raise ValueError(f"n_boot must be at least 100, got {n_boot!r}")
+    w = (lx - lx.mean()) / ((lx - lx.mean()) ** 2).sum()
+    a_mean, b_mean = a.mean(1), b.mean(1)
+    difference = float(w @ np.log(a_mean / b_mean))
+    var_y = (a / a_mean[:, None] - b / b_mean[:, None]).var(1, ddof=1) / a.shape[1]
+    half = float(_scipy_stats.norm.ppf(0.5 + level / 2) * np.sqrt((w**2 * var_y).sum()))
+    rng = np.random.default_rng(seed)
+    boots = np.empty(n_boot)
+    for k in range(n_boot):
+        pick = rng.integers(0, a.shape[1], size=a.shape)
+        boots[k] = w @ np.log(np.take_along_axis(a, pick, 1).mean(1) / np.take_along_axis(b, pick, 1).mean(1))
+    low, high = np.quantile(boots, [0.5 - level / 2, 0.5 + level / 2])
+    return SlopeDifference(difference, (difference - half, difference + half), (float(low), float(high)), level)
 
 
 def ratio_interval(numerator, denominator, level: float = 0.95) -> tuple[float, float, float]:

@@ -1,11 +1,17 @@
-r"""Trained runs read against the theory: their distance to the infinite-prompt gradient flow and how every
-seed ended.
+r"""Trained runs and flows read against the theory and against each other: the quantities the training chapters
+print and test, computed once.
 
 - :func:`flow_gap`: the distance of trained runs to the infinite-prompt flow from the same start (Theorem 4.3);
-- :func:`seed_outcomes`: how every seed ended (diverged, stalled, trained).
+- :func:`seed_outcomes`: how every seed ended (diverged, stalled, trained);
+- :func:`first_time_below`: when a flow's risk comes within a given distance of the noise floor;
+- :func:`squared_distance`: the distance of parameters to a reference point, along a flow or at its end;
+- :func:`linear_excess`: the exact excess risk of trained linear attention over its optimum along training;
+- :func:`per_seed`, :func:`at_optimum`, :func:`seed_difference`, :func:`excess_slope`, :func:`excess_difference`,
+  :func:`variation_by_seed`: the seed-by-seed read-outs of the paper-scale result files;
+- :func:`final_table`: a sweep's final risks against the references, in standard errors (one seed).
 
-Both take a :class:`~softmax_as_linear.engine.sweep.TrainResult` and return small JSON-ready dicts.
-Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
+Sweeps are :class:`~softmax_as_linear.engine.sweep.TrainResult`; result files are the dicts of
+:mod:`~softmax_as_linear.experiments.paper_figures`. Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
 """
 from __future__ import annotations
 
@@ -14,10 +20,11 @@ import warnings
 import numpy as np
 import torch
 
-from ..core import checks
+from ..core import checks, stats
 from ..engine.sweep import TrainResult
+from ..registry import ACTIVATIONS
 from ..theory.flow import balance, infinite_prompt_flow
-from ..theory.regression import infinite_prompt_risk, optimal_linear_risk
+from ..theory.regression import RegressionTask, infinite_prompt_risk, linear_attention_risk, optimal_linear_risk
 
 
 def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None = None, max_dt: float = 0.1) -> dict:
@@ -105,3 +112,115 @@ def seed_outcomes(result: TrainResult, tolerance: float = 0.1, tail: float = 0.1
         out["stalled"][activation] = stalled[:, :, a].sum(0).tolist()
         out["trained"][activation] = (len(cfg.seeds) - result.diverged[:, :, a].sum(0) - stalled[:, :, a].sum(0)).tolist()
     return out
+
+
+def first_time_below(flow: dict, task: RegressionTask, level: float) -> float:
+    r"""First reported time at which a flow's risk is within ``level`` of the noise floor,
+    :math:`R_\infty(\theta(t)) - s^2/2 < \text{level}` (``flow`` from
+    :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`); NaN if it never is."""
+    level = checks.positive_float("level", level)
+    below = np.flatnonzero(np.asarray(flow["risk"]) - task.noise_floor() < level)
+    return float(flow["times"][below[0]]) if below.size else float("nan")
+
+
+def squared_distance(U, V, U_ref, V_ref) -> np.ndarray:
+    r""":math:`\|U - U_{ref}\|_F^2 + \|V - V_{ref}\|_F^2`; ``U, V`` ``(..., D, D)`` (a flow's ``(T, D, D)``) -> ``(...)``."""
+    U, V = np.asarray(U, dtype=float), np.asarray(V, dtype=float)
+    U_ref, V_ref = np.asarray(U_ref, dtype=float), np.asarray(V_ref, dtype=float)
+    return ((U - U_ref) ** 2).sum((-1, -2)) + ((V - V_ref) ** 2).sum((-1, -2))
+
+
+def linear_excess(result: TrainResult) -> np.ndarray:
+    r"""``(S, nL, T)`` exact excess risk :math:`R_L(U, V) - R^*_{\mathrm{lin}}(L) \ge 0` of every linear run at every
+    record (:func:`~softmax_as_linear.theory.regression.linear_attention_risk`, a closed form: no sampling error);
+    NaN after a divergence."""
+    cfg = result.config
+    if "linear" not in cfg.activations:
+        raise ValueError("result has no linear runs")
+    a = cfg.activations.index("linear")
+    task = cfg.task()
+    U, V = (torch.as_tensor(np.asarray(m)[:, :, a], dtype=torch.float64) for m in result.uv())  # (S, nL, T, D, D)
+    out = np.full(U.shape[:3], np.nan)
+    with torch.no_grad():
+        for l, L in enumerate(cfg.lengths):
+            finite = torch.isfinite(U[:, l]).all(-1).all(-1) & torch.isfinite(V[:, l]).all(-1).all(-1)
+            risk = linear_attention_risk(U[:, l].nan_to_num(), V[:, l].nan_to_num(), L, task)
+            out[:, l] = torch.where(finite, risk, torch.nan).numpy() - optimal_linear_risk(L, task)
+    return out
+
+
+def per_seed(data: dict, key: str, seeds) -> np.ndarray:
+    """``data[key]`` ``(S, ...)`` for ``seeds``, in their order (a ``ValueError`` naming a seed the file lacks)."""
+    missing = [s for s in seeds if s not in data["seeds"]]
+    if missing:
+        raise ValueError(f"seeds {missing} are not in the file (it has {data['seeds']})")
+    return np.asarray(data[key], dtype=float)[[data["seeds"].index(s) for s in seeds]]
+
+
+def at_optimum(final: dict, seeds=None) -> tuple[np.ndarray, np.ndarray]:
+    r"""Per seed, whether trained linear attention ended within one standard error of :math:`R^*_{\mathrm{lin}}(L)` at
+    every ``L``, and the excess ``(S, nL)``. Its exact risk has no sampling error; the yardstick is the standard
+    error of its risk on the final evaluation's fresh prompts. ``final``: a final-risk file with a final evaluation."""
+    seeds = final["seeds"] if seeds is None else list(seeds)
+    excess = per_seed(final, "linear_exact_per_seed", seeds) - np.asarray(final["optimal_linear"])
+    if np.any(excess < -1e-9):
+        raise ValueError("final: an exact linear risk lies below R*_lin(L), which is its minimum")
+    return (excess < per_seed(final, "linear_se_per_seed", seeds)).all(1), excess
+
+
+def seed_difference(a: dict, b: dict, seeds, activation: str = "softmax", level: float = 0.95) -> np.ndarray:
+    """``(nL, 3)`` mean over ``seeds`` of the final risk in ``a`` minus that in ``b`` (same seed, same ``L``), with its
+    Student-t interval over the seeds: rows ``(mean, low, high)``."""
+    checks.one_of("activation", activation, ACTIVATIONS)
+    difference = per_seed(a, f"{activation}_per_seed", seeds) - per_seed(b, f"{activation}_per_seed", seeds)
+    return np.array([stats.mean_interval(column, level) for column in difference.T])
+
+
+def excess_slope(final: dict, seeds, activation: str = "softmax") -> tuple[np.ndarray, stats.Slope]:
+    """The median over ``seeds`` of the final risk minus the Bayes risk, ``(nL,)``, and its log-log slope in ``L``."""
+    checks.one_of("activation", activation, ACTIVATIONS)
+    excess = np.median(per_seed(final, f"{activation}_per_seed", seeds), 0) - np.asarray(final["bayes"])
+    return excess, stats.loglog_slope(final["lengths"], excess)
+
+
+def excess_difference(a: dict, b: dict, seeds, activation: str = "softmax") -> tuple[np.ndarray, np.ndarray]:
+    r"""``(S, nL)`` distance to the Bayes risk in sweep ``a`` minus that in sweep ``b``, same seed and ``L``
+    (:math:`(R_a - R^{\mathrm{Bayes}}_a) - (R_b - R^{\mathrm{Bayes}}_b)`), and a bound on its standard error: the sum of
+    the four standard errors (final risks and Bayes estimates), valid whatever their correlations. Positive when
+    ``a`` ends further from its Bayes risk. ``a``, ``b``: final-risk files with a final evaluation."""
+    checks.one_of("activation", activation, ACTIVATIONS)
+    difference = ((per_seed(a, f"{activation}_per_seed", seeds) - np.asarray(a["bayes"]))
+                  - (per_seed(b, f"{activation}_per_seed", seeds) - np.asarray(b["bayes"])))
+    se = (per_seed(a, f"{activation}_se_per_seed", seeds) + per_seed(b, f"{activation}_se_per_seed", seeds)
+          + np.asarray(a["bayes_se"]) + np.asarray(b["bayes_se"]))
+    return difference, se
+
+
+def variation_by_seed(trajectories: dict, key: str, seeds) -> np.ndarray:
+    r"""``(S, nL)`` :func:`~softmax_as_linear.core.stats.variation_ratio` of each seed's curve along training (records
+    after the first), for ``key`` ``"gap"`` (a parameter-gap file: :math:`\|\theta_{soft} - \theta_{lin}\|^2`),
+    ``"softmax"`` or ``"linear"`` (a trajectory file: the risk minus the Bayes risk)."""
+    if key == "gap":
+        curves = per_seed(trajectories, "gap_per_seed", seeds)
+    else:
+        checks.one_of("key", key, ("gap", *ACTIVATIONS))
+        curves = per_seed(trajectories, f"{key}_per_seed", seeds) - np.asarray(trajectories["bayes"])[:, None]
+    return stats.variation_ratio(curves[:, :, 1:])
+
+
+def final_table(final: dict, seed=None) -> dict:
+    r"""One seed's final risks against the references, the read-out of a lecture sweep (Figures 2 and 6).
+
+    Returns arrays over ``L``: ``softmax``, ``linear`` and their standard errors, ``optimal_linear``, ``bayes``,
+    ``linear_minus_best`` (:math:`R_{lin} - R^*_{\mathrm{lin}}(L)` in standard errors of the linear risk) and
+    ``softmax_minus_linear`` (in units of :math:`\mathrm{se}_{soft} + \mathrm{se}_{lin}`, which bounds the standard
+    error of the difference whatever the correlation of the two risks measured on the same prompts).
+    """
+    seed = final["seeds"][0] if seed is None else seed
+    pick = lambda key: per_seed(final, key, [seed])[0]  # noqa: E731
+    soft, lin = pick("softmax_per_seed"), pick("linear_per_seed")
+    soft_se, lin_se = pick("softmax_se_per_seed"), pick("linear_se_per_seed")
+    best = np.asarray(final["optimal_linear"])
+    return {"lengths": list(final["lengths"]), "softmax": soft, "linear": lin, "softmax_se": soft_se,
+            "linear_se": lin_se, "optimal_linear": best, "bayes": np.asarray(final["bayes"]),
+            "linear_minus_best": (lin - best) / lin_se, "softmax_minus_linear": (soft - lin) / (soft_se + lin_se)}

@@ -17,6 +17,7 @@ from ..core.provenance import device_name, provenance, utc_now
 from ..engine.sweep import TrainResult
 from ..registry import CONCENTRATION_FIGURES, SAMPLERS, TRAINING_FIGURES
 from ..theory.regression import bayes_risk, optimal_linear_risk
+from .uncertainty import trajectory_changes
 
 
 def _seed_mean(values: np.ndarray) -> np.ndarray:
@@ -60,7 +61,9 @@ def final_risks(result: TrainResult, tail: float = 0.1, n_bayes_samples: int = 2
     risk of a run is that of its final parameters on a large fresh set of prompts (the same for softmax and
     linear at a given ``L`` and seed), with its standard error; linear attention also gets its exact risk
     ``linear_exact_per_seed``. Without it, the final risk is the held-out risk averaged over the last
-    ``tail`` fraction of the records (SGD keeps fluctuating around its limit; the held-out set is small).
+    ``tail`` fraction of the records (SGD keeps fluctuating around its limit; the held-out set is small), and
+    ``*_se_per_seed`` is the mean of those records' measured standard errors, an upper bound on the standard
+    error of their average (they share their prompts).
     Runs that diverged are NaN and counted separately. ``softmax`` / ``linear`` are seed means;
     ``*_per_seed`` are ``(S, nL)``.
     """
@@ -71,6 +74,8 @@ def final_risks(result: TrainResult, tail: float = 0.1, n_bayes_samples: int = 2
         k = max(1, int(round(tail * result.steps.size)))
         with np.errstate(invalid="ignore"):
             per_seed = np.nanmean(result.eval_risk[..., -k:], axis=-1) if k > 1 else result.eval_risk[..., -1]
+            # a mean of k records on the same prompts: its standard error is at most the mean of theirs
+            per_seed_se = np.nanmean(result.eval_se[..., -k:], axis=-1)
         label = f"R = MSE/2 on {cfg.eval_prompts} held-out prompts per seed, mean of the last {k} records"
     else:
         per_seed = np.asarray(evaluation["risk"], dtype=float)
@@ -85,6 +90,8 @@ def final_risks(result: TrainResult, tail: float = 0.1, n_bayes_samples: int = 2
         out[f"{name}_diverged"] = result.diverged[:, :, a].sum(0).tolist()
         if evaluation is not None:
             out[f"{name}_se_per_seed"] = np.asarray(evaluation["risk_se"])[:, :, a].tolist()
+        else:
+            out[f"{name}_se_per_seed"] = np.where(result.diverged[:, :, a], np.nan, per_seed_se[:, :, a]).tolist()
     if evaluation is not None:
         out["final_prompts"] = int(evaluation["n_prompts"])
         out["linear_exact_per_seed"] = np.asarray(evaluation["linear_exact"]).tolist()
@@ -105,18 +112,27 @@ def parameter_gaps(result: TrainResult, lengths=None) -> dict:
             "complete": result.complete, "covariance": result.config.covariance, "sampler": result.config.sampler}
 
 
-def risk_trajectories(result: TrainResult, lengths=None, n_bayes_samples: int = 20_000) -> dict:
-    """Figure 4 / 8: held-out risk along training for several ``L``, both activations."""
+def risk_trajectories(result: TrainResult, lengths=None, n_bayes_samples: int = 20_000,
+                      change_prompts: int | None = None, device="cpu") -> dict:
+    """Figure 4 / 8: held-out risk along training for several ``L``, both activations, with the measured standard
+    error of every record (``<activation>_se_per_seed``).
+
+    With ``change_prompts``, also ``"changes"``: how much each run's risk fell over the last half and the last
+    quarter of training, both records scored on that many fresh prompts, paired
+    (:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
+    """
     chosen = _pick_lengths(result, lengths)
     cfg = result.config
     out = {"figure": "risk along training", "risk": f"R = MSE/2 on {cfg.eval_prompts} held-out prompts per seed",
            "lengths": chosen, "seeds": list(cfg.seeds), "steps": result.steps.tolist(), "complete": result.complete,
-           "covariance": cfg.covariance, "sampler": cfg.sampler}
+           "covariance": cfg.covariance, "sampler": cfg.sampler, "eval_prompts": cfg.eval_prompts}
     index = [cfg.lengths.index(L) for L in chosen]
     for a, name in enumerate(cfg.activations):
         out[name] = [_seed_mean(result.eval_risk[:, i, a]).tolist() for i in index]
         out[f"{name}_per_seed"] = _compact(result.eval_risk[:, index, a])
         out[f"{name}_se_per_seed"] = _compact(result.eval_se[:, index, a])
+    if change_prompts is not None:
+        out["changes"] = trajectory_changes(result, chosen, change_prompts, device)
     out.update(baselines(chosen, cfg.task(), n_bayes_samples))
     return out
 
@@ -139,9 +155,11 @@ def sweep_provenance(result: TrainResult, preset: str | None = None, device="cpu
             "final_prompts": None if evaluation is None else int(evaluation["n_prompts"]), "date": utc_now()}
 
 
-def figure_data(name: str, result: TrainResult, n_bayes_samples: int = 20_000, evaluation: dict | None = None) -> dict:
+def figure_data(name: str, result: TrainResult, n_bayes_samples: int = 20_000, evaluation: dict | None = None,
+                change_prompts: int | None = None, device="cpu") -> dict:
     """The artifact of paper figure ``name`` (``"fig2"`` ... ``"fig8"``) from its sweep (and, for Figures
-    2 and 6, its :func:`~softmax_as_linear.engine.evaluation.final_evaluation`)."""
+    2 and 6, its :func:`~softmax_as_linear.engine.evaluation.final_evaluation`; for Figures 4 and 8, with
+    ``change_prompts``, the paired changes of :func:`risk_trajectories`)."""
     checks.one_of("figure", name, tuple(TRAINING_FIGURES))
     covariance, kind = TRAINING_FIGURES[name]
     if result.config.covariance != covariance:
@@ -150,7 +168,7 @@ def figure_data(name: str, result: TrainResult, n_bayes_samples: int = 20_000, e
         return final_risks(result, n_bayes_samples=n_bayes_samples, evaluation=evaluation)
     if kind == "gap":
         return parameter_gaps(result)
-    return risk_trajectories(result, n_bayes_samples=n_bayes_samples)
+    return risk_trajectories(result, n_bayes_samples=n_bayes_samples, change_prompts=change_prompts, device=device)
 
 
 def reproduce_command(name: str, preset: str = "paper", sampler: str = "paper", seeds: int | None = None) -> str:

@@ -5,7 +5,8 @@ concentration figures (1 and 5) and the first run of the live training panel.
   Section 6 and Appendix A as the paper's published code runs them, except the anisotropic sampler),
   ``"lecture"`` (the same stories in about two minutes on a 2-core CPU) and ``"smoke"`` (seconds: checks
   that every step of a reproduction runs); :data:`PAPER_LENGTHS`, :data:`PAPER_SEED`,
-  :func:`sweep_seeds`, and :data:`FINAL_PROMPTS` for the final evaluation.
+  :func:`sweep_seeds`, :data:`FINAL_PROMPTS` for the final evaluation and :data:`CHANGE_PROMPTS` for the
+  paired changes along training.
 - Figures 1 and 5 (:data:`CONCENTRATION_PRESETS`, :data:`CONCENTRATION_SEED`): prompt lengths and
   prompt counts of softmax against linear attention at the initialisation, ``"lecture"``, ``"paper"`` and
   ``"smoke"``.
@@ -51,6 +52,11 @@ _BASE = {
 #: relative standard deviation of about 1.8 (measured on the lecture sweep), so a standard error below
 #: 0.5 % of the risk needs about 130,000 prompts.
 FINAL_PROMPTS = {"paper": 200_000, "lecture": 150_000, "smoke": 2_000}
+
+#: Fresh prompts per seed and L on which two records of a run are compared, paired (the fall of the risk over
+#: the last half and quarter of training stored with Figures 4 and 8,
+#: :func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
+CHANGE_PROMPTS = {"paper": 50_000, "lecture": 20_000, "smoke": 1_000}
 
 
 def sweep_seeds(n: int) -> tuple[int, ...]:

@@ -5,7 +5,9 @@ Figures 2-4 share one isotropic sweep and Figures 6-8 one anisotropic sweep: the
 once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
 saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``figN_<preset>.json``
 (``sweep_kms_published_<preset>.npz`` and ``figN_<preset>_published.json`` for Figures 6-8 drawn with the
-published code's sampler). Final risks are measured on fresh prompts (``_final.npz`` next to the sweep).
+published code's sampler). Final risks are measured on fresh prompts (``_final.npz`` next to the sweep), and the trajectory
+figures (4 and 8) store how much each run's risk fell over the last half and quarter of training, both records
+scored on the same fresh prompts (:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
 With a deadline, training stops after about that long and the result files are written marked
 ``"complete": false`` with the steps reached; the same call later resumes from the checkpoint.
 
@@ -31,7 +33,7 @@ from ..engine.train import resolved, train
 from ..registry import CONCENTRATION_FIGURES, FIGURES, PRESETS, RNGS, SAMPLERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, result_name, sweep_provenance
-from .presets import FINAL_PROMPTS, sweep_config, sweep_seeds
+from .presets import CHANGE_PROMPTS, FINAL_PROMPTS, sweep_config, sweep_seeds
 
 # A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed
 # since the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a
@@ -211,7 +213,8 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
                     origin["shard"] = f"{shard[0]}/{shard[1]}"
                 sweeps[covariance] = result, evaluation, origin
             result, evaluation, origin = sweeps[covariance]
-            data = {**figure_data(name, result, evaluation=evaluation), "provenance": origin}
+            data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
+                                  device=device), "provenance": origin}
         written.append(save_json(out / result_name(name, preset, used), data))
         print(f"wrote {written[-1]}", flush=True)
     return written

@@ -31,7 +31,7 @@ carries no Monte Carlo error, and the tests check it against long Monte Carlo pr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -39,7 +39,7 @@ import torch
 from torch import Tensor
 
 from ..core import checks, devices, seeding
-from ..core.stats import Estimate, estimate, loglog_slope
+from ..core.stats import Estimate, SlopeDifference, estimate, loglog_slope, paired_slope_difference
 from ..registry import ACTIVATIONS
 from .measures import OutsideTiltDomain, TokenLaw
 from .regression import RegressionTask
@@ -335,7 +335,10 @@ class GapCurve:
     r"""Estimated gaps against the prompt length.
 
     ``output`` estimates :math:`E_L`; ``grad_U`` and ``grad_V`` the mean squared gradient gaps (None
-    unless asked for); ``ess`` the mean effective sample size of the softmax weights.
+    unless asked for); ``ess`` the mean effective sample size of the softmax weights. ``rows`` keeps the
+    per-prompt values behind them, ``{name: (n_lengths, n_prompts)}``: at one length every quantity is
+    measured on the same prompts and queries, so two of them can be compared pairwise
+    (:meth:`slope_difference`).
     """
 
     lengths: np.ndarray
@@ -344,6 +347,7 @@ class GapCurve:
     grad_V: Estimate | None
     ess: Estimate
     settings: dict
+    rows: dict = field(default_factory=dict, repr=False, compare=False)
 
     def slope(self, which: str = "output", min_length: int = 1) -> tuple[float, float]:
         """Least-squares log-log slope of the mean of ``which`` over lengths ``>= min_length``, and its standard error."""
@@ -355,6 +359,19 @@ class GapCurve:
         if keep.sum() < 3:
             raise ValueError(f"min_length leaves {int(keep.sum())} lengths; the fit needs at least 3")
         return loglog_slope(self.lengths[keep], curve.mean[keep])
+
+    def slope_difference(self, a: str = "grad_U", b: str = "output", min_length: int = 1, level: float = 0.95,
+                         n_boot: int = 2000, seed: int = 0) -> SlopeDifference:
+        """Log-log slope of ``a`` minus that of ``b`` over lengths ``>= min_length``, paired on the same prompts
+        (:func:`~softmax_as_linear.core.stats.paired_slope_difference`): positive when ``a`` decays more slowly."""
+        for name in (a, b):
+            checks.one_of("a, b", name, ("output", "grad_U", "grad_V", "ess"))
+            if name not in self.rows:
+                raise ValueError(f"{name!r} has no per-prompt rows here (pass gradients=True for the gradient gaps)")
+        keep = self.lengths >= min_length
+        if keep.sum() < 3:
+            raise ValueError(f"min_length leaves {int(keep.sum())} lengths; the fit needs at least 3")
+        return paired_slope_difference(self.lengths[keep], self.rows[a][keep], self.rows[b][keep], level, n_boot, seed)
 
     def as_dict(self) -> dict:
         out = {"lengths": self.lengths.tolist(), "settings": self.settings}
@@ -427,7 +444,8 @@ def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", incl
     return GapCurve(np.array(lengths), estimate(rows["output"], level),
                     estimate(rows["grad_U"], level) if gradients else None,
                     estimate(rows["grad_V"], level) if gradients else None,
-                    estimate(rows["ess"], level), settings)
+                    estimate(rows["ess"], level), settings,
+                    {name: np.array(value) for name, value in rows.items() if value})
 
 
 def gap_rate(scale: float, refined: bool = False) -> float:

@@ -1,10 +1,13 @@
 r"""The infinite-prompt gradient flow, the theory's reference dynamics (Theorem 4.3, Remark 5.3).
 
+- :func:`gradient_flow`: the gradient flow of any differentiable risk of :math:`(U, V)` (Runge-Kutta);
 - :func:`infinite_prompt_flow`: the gradient flow of the infinite-prompt risk (closed form for Gaussian
   covariates; in the block structure, by quadrature, for the other covariate laws);
 - :func:`isotropic_block_flow`: the same flow for :math:`\Sigma = I` from Assumption 5.1, reduced to two numbers
   and integrated by an adaptive solver over long times;
 - :func:`drift_asymptotics`: where that flow goes when the risk has no minimiser (uniform covariates);
+- :func:`stable_step`: a Runge-Kutta step that the infinite-prompt flow of a task tolerates;
+- :func:`gronwall_bound`: the Grönwall bound of Lemma E.1 on the distance between two flows, with its constants;
 - :func:`balance`: the conserved quantity :math:`\|U\|_F^2 - \|v\|^2` of the linear-attention flows.
 
 Trained runs are read against this flow in :mod:`~softmax_as_linear.experiments.analysis`.
@@ -23,16 +26,13 @@ from .limit_model import block_infinite_prompt_risk, is_block
 from .regression import RegressionTask, infinite_prompt_risk_unchecked
 
 
-def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float = 0.01,
-                         activation: str = "softmax") -> dict[str, np.ndarray]:
-    r"""Gradient flow :math:`\dot\theta = -\nabla R_\infty(\theta)` from ``(U0, V0)`` (Theorem 4.3's reference dynamics).
+def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.ndarray]:
+    r"""Gradient flow :math:`\dot\theta = -\nabla R(\theta)` of ``risk(U, V)`` from ``(U0, V0)``.
 
-    Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients, in
-    float64, on the closed form :func:`~softmax_as_linear.theory.regression.infinite_prompt_risk` (Gaussian
-    covariates, or normalised linear attention, ``activation="linear"``, for every law). For softmax attention
-    with a non-Gaussian covariate law the risk is
-    :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk`, exact in the block structure of
-    Assumption 5.1 (:math:`a_y = 0`, :math:`v_x = 0`), which the flow keeps: ``(U0, V0)`` must have it.
+    Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients,
+    in float64. ``risk`` maps ``(..., D, D)`` parameters to ``(...)`` risks, differentiably (for instance
+    :func:`~softmax_as_linear.theory.regression.linear_attention_risk` at a fixed ``L``, whose flow
+    Theorem 4.3's proof compares with the infinite-prompt one).
 
     Args:
         U0, V0: ``(D, D)`` initial parameters (or batched ``(..., D, D)``).
@@ -40,24 +40,14 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
     Returns:
         ``{"times": (T,), "U": (T, ..., D, D), "V": (T, ..., D, D), "risk": (T, ...)}``.
     """
-    U = checks.square("U0", checks.as_float_tensor("U0", U0).double(), task.D).clone()
-    V = checks.square("V0", checks.as_float_tensor("V0", V0).double(), task.D).clone()
+    U = checks.as_float_tensor("U0", U0).double().clone()
+    V = checks.as_float_tensor("V0", V0).double().clone()
+    if U.ndim < 2 or U.shape[-1] != U.shape[-2] or V.shape != U.shape:
+        raise ValueError(f"U0 and V0 must be square matrices of the same shape, got {tuple(U.shape)} and {tuple(V.shape)}")
     times = np.asarray(times, dtype=float)
     if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) < 0) or times[0] < 0:
         raise ValueError("times must be a non-empty increasing sequence of non-negative numbers")
     max_dt = checks.positive_float("max_dt", max_dt)
-    checks.one_of("activation", activation, ACTIVATIONS)
-    d = task.d
-    if activation == "linear" or task.law == "gaussian":
-        def risk(U, V):
-            return infinite_prompt_risk_unchecked(U, V, task)
-    else:
-        if not is_block(U, V, d):
-            raise ValueError(f"U0: the infinite-prompt flow of softmax attention with {task.law} covariates is computed "
-                             "in the block structure of Assumption 5.1 (a_y = U0[d, :d] = 0 and v_x = V0[d, :d] = 0)")
-
-        def risk(U, V):
-            return block_infinite_prompt_risk(U[..., :d, :d], V[..., d, d], task)
 
     def grad(U, V):
         U = U.detach().requires_grad_(True)
@@ -83,6 +73,42 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
             out_risk.append(risk(U, V))
     return {"times": times, "U": torch.stack(out_U).numpy(), "V": torch.stack(out_V).numpy(),
             "risk": torch.stack(out_risk).numpy()}
+
+
+def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float = 0.01,
+                         activation: str = "softmax") -> dict[str, np.ndarray]:
+    r"""Gradient flow :math:`\dot\theta = -\nabla R_\infty(\theta)` from ``(U0, V0)`` (Theorem 4.3's reference dynamics):
+    :func:`gradient_flow` of the infinite-prompt risk.
+
+    Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients, in
+    float64, on the closed form :func:`~softmax_as_linear.theory.regression.infinite_prompt_risk` (Gaussian
+    covariates, or normalised linear attention, ``activation="linear"``, for every law). For softmax attention
+    with a non-Gaussian covariate law the risk is
+    :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk`, exact in the block structure of
+    Assumption 5.1 (:math:`a_y = 0`, :math:`v_x = 0`), which the flow keeps: ``(U0, V0)`` must have it.
+
+    Args:
+        U0, V0: ``(D, D)`` initial parameters (or batched ``(..., D, D)``).
+        times: increasing non-negative times at which to report the state.
+    Returns:
+        ``{"times": (T,), "U": (T, ..., D, D), "V": (T, ..., D, D), "risk": (T, ...)}``.
+    """
+    U = checks.square("U0", checks.as_float_tensor("U0", U0).double(), task.D).clone()
+    V = checks.square("V0", checks.as_float_tensor("V0", V0).double(), task.D).clone()
+    checks.one_of("activation", activation, ACTIVATIONS)
+    d = task.d
+    if activation == "linear" or task.law == "gaussian":
+        def risk(U, V):
+            return infinite_prompt_risk_unchecked(U, V, task)
+    else:
+        if not is_block(U, V, d):
+            raise ValueError(f"U0: the infinite-prompt flow of softmax attention with {task.law} covariates is computed "
+                             "in the block structure of Assumption 5.1 (a_y = U0[d, :d] = 0 and v_x = V0[d, :d] = 0)")
+
+        def risk(U, V):
+            return block_infinite_prompt_risk(U[..., :d, :d], V[..., d, d], task)
+
+    return gradient_flow(risk, U, V, times, max_dt=max_dt)
 
 
 def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: float = 1e-10) -> dict[str, np.ndarray]:
@@ -171,6 +197,66 @@ def drift_asymptotics(task: RegressionTask, times) -> dict[str, np.ndarray]:
         raise ValueError("times must be a sequence of positive numbers")
     a = (24 * K * times) ** (-1 / 6)
     return {"times": times, "a": a, "v": 1 / a, "excess": K * a**4, "K": K, "norm_A": a * math.sqrt(task.d)}
+
+
+def stable_step(task: RegressionTask, largest: float = 0.1) -> float:
+    r"""A Runge-Kutta step for the infinite-prompt flow of ``task`` from the block start: at most ``largest``,
+    and at most the inverse of the largest rate of the flow linearised at its limit,
+    :math:`\tau^2 (c^2 \lambda_{\max}^3 + \operatorname{tr}\Sigma / c^2)` with :math:`c^2 = \|\Sigma^{-1}\|_F`
+    (the two terms of the Jacobian :math:`J = \tau^2(c^2 \operatorname{diag}(\lambda^3) + c^{-2}\mathbf 1\lambda^\top)`,
+    Chapter 5's exercise on the rate): well inside the region where the scheme is stable."""
+    largest = checks.positive_float("largest", largest)
+    lam = torch.linalg.eigvalsh(task.covariance)
+    if not bool((lam > 0).all()):
+        raise ValueError("task: the covariance must be invertible")
+    c2 = float((lam**-2).sum().sqrt())
+    return min(largest, 1 / (task.task_var * (c2 * float(lam[-1]) ** 3 + float(lam.sum()) / c2)))
+
+
+def gronwall_bound(risk_finite, risk_limit, finite: dict, limit: dict, every: int = 10) -> dict[str, np.ndarray]:
+    r"""The Grönwall step of Lemma E.1 (behind Theorem 4.3) on two computed flows from the same start.
+
+    With :math:`\Delta(t) = \|\theta_L(t) - \theta_\infty(t)\|` (``finite`` and ``limit``, flows of ``risk_finite`` and
+    ``risk_limit`` reported at the same times, as from :func:`gradient_flow`),
+
+    .. math:: \Delta' \le \|\nabla R_L(\theta_L) - \nabla R_\infty(\theta_L)\| + \|\nabla R_\infty(\theta_L) - \nabla R_\infty(\theta_\infty)\|
+        \le \varepsilon + \Lambda\,\Delta, \qquad\text{so}\qquad \Delta(t) \le \varepsilon\,\frac{e^{\Lambda t} - 1}{\Lambda},
+
+    with :math:`\varepsilon` the largest gradient gap along :math:`\theta_L` and :math:`\Lambda` a Lipschitz constant
+    of :math:`\nabla R_\infty` on a set containing both paths. Both are estimated at every ``every``-th report:
+    :math:`\varepsilon` as the largest gap met, :math:`\Lambda` as the largest spectral norm of the Hessian of
+    :math:`R_\infty` at the two paths and the midpoint between them (an estimate, not a certified constant).
+
+    Returns ``{"times", "delta" (T,), "eps", "lipschitz", "bound" (T,)}``.
+    """
+    every = checks.positive_int("every", every)
+    times = np.asarray(finite["times"], dtype=float)
+    if not np.array_equal(times, np.asarray(limit["times"], dtype=float)):
+        raise ValueError("finite and limit must be reported at the same times")
+    shape = finite["U"].shape[1:]
+    n = int(np.prod(shape))
+
+    def flat(U, V):
+        return torch.cat([torch.as_tensor(U).reshape(-1), torch.as_tensor(V).reshape(-1)]).double()
+
+    def unflat(theta):
+        return theta[:n].reshape(shape), theta[n:].reshape(shape)
+
+    def gradient(risk, theta):
+        theta = theta.detach().requires_grad_(True)
+        (g,) = torch.autograd.grad(risk(*unflat(theta)), theta)
+        return g
+
+    paths = [(flat(finite["U"][k], finite["V"][k]), flat(limit["U"][k], limit["V"][k])) for k in range(times.size)]
+    delta = np.array([float((a - b).norm()) for a, b in paths])
+    eps, lipschitz = 0.0, 0.0
+    for a, b in paths[::every]:
+        eps = max(eps, float((gradient(risk_finite, a) - gradient(risk_limit, a)).norm()))
+        for point in (a, (a + b) / 2, b):
+            H = torch.autograd.functional.hessian(lambda th: risk_limit(*unflat(th)), point)
+            lipschitz = max(lipschitz, float(torch.linalg.matrix_norm(H, ord=2)))
+    bound = eps * times if lipschitz == 0 else eps * np.expm1(lipschitz * times) / lipschitz
+    return {"times": times, "delta": delta, "eps": eps, "lipschitz": lipschitz, "bound": bound}
 
 
 def balance(U, V) -> torch.Tensor:

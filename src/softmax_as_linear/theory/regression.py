@@ -172,6 +172,11 @@ class RegressionTask:
         r""":math:`\kappa_4 = \mathbb{E}\xi_j^4` of the covariate law (3 for the Gaussian one)."""
         return covariates.moment(self.law, 4)
 
+    def noise_floor(self) -> float:
+        r"""Risk of the predictor that knows :math:`w`, :math:`\tfrac{s^2}{2}`: the minimum of :math:`R_\infty` and
+        the level every reference approaches as :math:`L \to \infty`."""
+        return 0.5 * self.noise_var
+
     def zero_risk(self) -> float:
         r"""Risk of the predictor :math:`\hat y = 0`: :math:`\tfrac{\tau^2}{2} \operatorname{tr} Q + \tfrac{s^2}{2}`."""
         return 0.5 * self.task_var * float(torch.trace(self.query_covariance)) + 0.5 * self.noise_var
@@ -630,8 +635,11 @@ def block_init(task: RegressionTask, alpha: float, theta=None) -> tuple[Tensor, 
     r"""Initialisation of Assumption 5.1: :math:`U(0) = \alpha \begin{pmatrix}\Theta\Theta^\top & 0\\ 0 & 0\end{pmatrix}`,
     :math:`V(0) = \alpha\, e_D e_D^\top`.
 
-    ``theta`` is a ``(d, k)`` matrix with :math:`\|\Theta\Theta^\top\|_F = 1`; the default has
-    :math:`\Theta\Theta^\top = I_d/\sqrt d`. Returns ``(U0, V0)``, each ``(D, D)`` in float64.
+    ``theta`` is a ``(d, k)`` matrix with the two conditions of Assumption 5.1,
+    :math:`\|\Theta\Theta^\top\|_F = 1` and :math:`\Theta\Theta^\top\Sigma \neq 0` (automatic for an invertible
+    :math:`\Sigma`); the default has :math:`\Theta\Theta^\top = I_d/\sqrt d`. Returns ``(U0, V0)``, each
+    ``(D, D)`` in float64. The scale condition under which the flow provably converges is
+    :func:`init_scale_bound`.
     """
     alpha = checks.positive_float("alpha", alpha)
     d = task.d
@@ -645,8 +653,120 @@ def block_init(task: RegressionTask, alpha: float, theta=None) -> tuple[Tensor, 
         norm = float(torch.linalg.matrix_norm(gram))
         if abs(norm - 1.0) > 1e-6:
             raise ValueError(f"theta must satisfy ||theta theta^T||_F = 1, got {norm:.6g}")
+        if float(torch.linalg.matrix_norm(gram @ task.covariance)) < 1e-12:
+            raise ValueError("theta must satisfy theta theta^T Sigma != 0 (Assumption 5.1): this start is invisible "
+                             "to every input")
     U = torch.zeros(task.D, task.D, dtype=torch.float64)
     U[:d, :d] = alpha * gram
     V = torch.zeros(task.D, task.D, dtype=torch.float64)
     V[d, d] = alpha
     return U, V
+
+
+def init_scale_bound(task: RegressionTask, L: int | None = None) -> float:
+    r"""Largest block-initialisation scale covered by Zhang, Frei & Bartlett (2024, Theorem 4.1), which
+    Theorem 5.2 inherits: gradient flow from :func:`block_init` converges to :func:`limit_parameters` when
+
+    .. math:: \alpha^2 \sqrt d\, \|\Gamma\|_{\mathrm{op}} < 2, \qquad\text{i.e.}\qquad
+        \alpha < \frac{\sqrt 2}{d^{1/4}\, \|\Gamma\|_{\mathrm{op}}^{1/2}},
+
+    with :math:`\Gamma = (1 + \tfrac1L)\Sigma + \tfrac{\operatorname{tr}\Sigma}{L} I_d` for prompts of length ``L``
+    (their setting has no label noise) and its infinite-prompt limit :math:`\Gamma = \Sigma` for ``L=None``.
+    The power :math:`\tfrac12` of :math:`\|\Gamma\|` is forced by a symmetry of the flow: inputs scaled by
+    :math:`\sqrt c` map the flow from :math:`(c\Sigma, \alpha)` onto the flow from :math:`(\Sigma, \alpha\sqrt c)`,
+    sped up and shrunk. A sufficient condition, not a necessary one. Uses :math:`\Sigma` (the paper's model).
+    """
+    sigma = task.covariance
+    if L is not None:
+        L = checks.positive_int("L", L)
+        sigma = (1 + 1 / L) * sigma + float(torch.trace(sigma)) / L * torch.eye(task.d, dtype=sigma.dtype)
+    norm = float(torch.linalg.matrix_norm(sigma, ord=2))
+    if norm == 0:
+        raise ValueError("task: the covariance is zero")
+    return math.sqrt(2) / (task.d**0.25 * math.sqrt(norm))
+
+
+def linear_attention_gradients(batch: Batch, U: Tensor, V: Tensor) -> Tensor:
+    r"""Per-prompt gradients of the half squared error :math:`r = \tfrac12(\hat y - y_q)^2` of normalised linear
+    attention, :math:`\hat y = v^\top M U z_q` with :math:`M = \tfrac1L Z^\top Z` and :math:`v` the last row of V:
+
+    .. math:: \partial_U r = (\hat y - y_q)\, M v\, z_q^\top, \qquad
+        \partial_{v} r = (\hat y - y_q)\, M U z_q, \qquad \text{other rows of } V\!: 0 .
+
+    ``batch`` of ``n`` prompts, U, V ``(D, D)`` -> ``(n, 2 D^2)``, the gradients in ``U``, then ``V``, flattened.
+    """
+    tokens, query, target = batch.tokens.to(U.dtype), batch.query.to(U.dtype), batch.target.to(U.dtype)
+    D = U.shape[-1]
+    M = tokens.transpose(-1, -2) @ tokens / tokens.shape[-2]  # (n, D, D)
+    v = V[-1]
+    MUz = (M @ (U @ query.unsqueeze(-1))).squeeze(-1)  # (n, D)
+    residual = MUz @ v - target
+    grad_U = residual[:, None, None] * (M @ v)[:, :, None] * query[:, None, :]
+    grad_V = torch.zeros(len(residual), D, D, dtype=U.dtype)
+    grad_V[:, -1] = residual[:, None] * MUz
+    return torch.cat([grad_U.flatten(1), grad_V.flatten(1)], 1)
+
+
+def sgd_noise_floor(task: RegressionTask, L: int, lr: float, batch_size: int, n_prompts: int = 20_000,
+                    seed: int = 0) -> tuple[float, float]:
+    r"""Expected excess risk :math:`\mathbb{E}[R_L(\theta)] - R^*_{\mathrm{lin}}(L)` at which SGD on normalised linear
+    attention settles around its optimum :math:`\theta^*_L` (:func:`limit_parameters` at ``L``).
+
+    SGD at learning rate ``lr`` on the MSE (:math:`= 2R`) is :math:`\theta \leftarrow \theta - \eta(\nabla R + \xi)`
+    with :math:`\eta = 2\,\mathrm{lr}` and noise :math:`\xi` of covariance :math:`C/B` (``B`` = ``batch_size``,
+    :math:`C` the covariance of the per-prompt gradients, :func:`linear_attention_gradients`). Near the optimum,
+    with :math:`H = \nabla^2 R_L(\theta^*_L)` (exact: autograd on :func:`linear_attention_risk`) of eigenvalues
+    :math:`\lambda_k`, the stationary covariance :math:`S = (I - \eta H) S (I - \eta H) + \eta^2 C/B` gives
+
+    .. math:: \tfrac12 \operatorname{tr}(H S) = \frac{\eta}{2B} \sum_{\lambda_k > 0} \frac{\tilde C_{kk}}{2 - \eta\lambda_k},
+
+    :math:`\tilde C` in the eigenbasis of :math:`H` (:math:`\eta\,\operatorname{tr}C / (4B)` for small steps). The flat
+    directions of :math:`H` (the rescaling :math:`(cU, v/c)` and the unused entries) receive no gradient noise.
+    :math:`C` is the mean of :math:`g g^\top` over ``n_prompts`` fresh prompts (:math:`\nabla R_L = 0` at the optimum), so
+    the floor is a mean of per-prompt terms: returns ``(floor, standard_error)``.
+    """
+    L = checks.positive_int("L", L)
+    eta = 2 * checks.positive_float("lr", lr)
+    batch_size = checks.positive_int("batch_size", batch_size)
+    n_prompts = checks.int_at_least("n_prompts", n_prompts, 2)
+    U, V = limit_parameters(task, L)
+    D = task.D
+    theta = torch.cat([U.flatten(), V.flatten()])
+
+    def risk(th):
+        return linear_attention_risk_unchecked(th[: D * D].reshape(D, D), th[D * D:].reshape(D, D), L, task)
+
+    H = torch.autograd.functional.hessian(risk, theta)
+    eigenvalues, basis = torch.linalg.eigh(H)
+    keep = eigenvalues > 1e-9 * float(eigenvalues.max())
+    if float((eta * eigenvalues).max()) >= 2:
+        raise ValueError(f"lr: SGD with step {eta:g} on R is unstable at this optimum (largest eta lambda >= 2)")
+    generator = torch.Generator().manual_seed(seed)
+    terms = []
+    for start in range(0, n_prompts, 4096):
+        batch = task.sample(min(4096, n_prompts - start), L, generator, dtype=torch.float64)
+        projected = linear_attention_gradients(batch, U, V) @ basis[:, keep]  # (n, k)
+        terms.append((projected**2 / (2 - eta * eigenvalues[keep])).sum(-1) * eta / (2 * batch_size))
+    values = torch.cat(terms)
+    return float(values.mean()), float(values.std() / math.sqrt(values.numel()))
+
+
+def covariance_of(kind: str, d: int = 5, rho: float = 0.5, eigenvalues=None) -> Tensor:
+    r"""An input covariance by name: ``"isotropic"`` (:math:`I_d`), ``"kms"`` (:func:`kms_covariance` with ``rho``)
+    or ``"eigenvalues"`` (the diagonal matrix of ``eigenvalues``, ``d`` positive numbers; by the rotation
+    invariance of the task only the spectrum matters for the risks). ``(d, d)`` float64."""
+    checks.one_of("kind", kind, ("isotropic", "kms", "eigenvalues"))
+    d = checks.positive_int("d", d)
+    if kind == "isotropic":
+        return torch.eye(d, dtype=torch.float64)
+    if kind == "kms":
+        return kms_covariance(d, checks.in_open_interval("rho", rho, -1.0, 1.0))
+    try:
+        values = torch.tensor([checks.number("eigenvalues", v) for v in eigenvalues], dtype=torch.float64)
+    except TypeError:
+        raise ValueError(f"eigenvalues must be a sequence of {d} numbers, got {eigenvalues!r}") from None
+    if values.shape != (d,):
+        raise ValueError(f"eigenvalues: give {d} numbers (d = {d}), got {values.numel()}")
+    if not bool((values > 0).all()):
+        raise ValueError("eigenvalues must be positive")
+    return torch.diag(values)
