@@ -66,9 +66,9 @@ def cgf(law: str, b: Tensor) -> Tensor:
     if law == "gaussian":
         return 0.5 * b**2
     if law == "uniform":
-        return _log_sinhc(_ROOT3 * b)
+        return log_sinhc(_ROOT3 * b)
     if law == "rademacher":
-        return _log_cosh(b)
+        return log_cosh(b)
     raise ValueError(f"law must be one of {COVARIATE_LAWS}, got {law!r}")
 
 
@@ -78,7 +78,7 @@ def tilted_mean(law: str, b: Tensor) -> Tensor:
     if law == "gaussian":
         return b
     if law == "uniform":
-        return _ROOT3 * _langevin(_ROOT3 * b)
+        return _ROOT3 * langevin(_ROOT3 * b)
     if law == "rademacher":
         return torch.tanh(b)
     raise ValueError(f"law must be one of {COVARIATE_LAWS}, got {law!r}")
@@ -126,11 +126,12 @@ def quadrature(law: str, n: int = 24) -> tuple[Tensor, Tensor]:
     return torch.from_numpy(x), torch.from_numpy(w / w.sum())
 
 
-def _log_cosh(x: Tensor) -> Tensor:
+def log_cosh(x: Tensor) -> Tensor:
+    r""":math:`\log\cosh(x)`, stable for large :math:`|x|`."""
     return x.abs() + torch.log1p(torch.exp(-2 * x.abs())) - math.log(2.0)
 
 
-def _log_sinhc(x: Tensor) -> Tensor:
+def log_sinhc(x: Tensor) -> Tensor:
     r""":math:`\log(\sinh(x) / x)`, stable for small and large :math:`|x|`."""
     small = x.abs() < 1e-3
     big = x.abs().clamp_min(1e-3)
@@ -138,7 +139,7 @@ def _log_sinhc(x: Tensor) -> Tensor:
     return torch.where(small, x**2 / 6 - x**4 / 180, exact)
 
 
-def _langevin(x: Tensor) -> Tensor:
+def langevin(x: Tensor) -> Tensor:
     r"""Langevin function :math:`\coth(x) - 1/x`, stable near 0."""
     small = x.abs() < 1e-3
     safe = torch.where(small, torch.ones_like(x), x)

@@ -20,6 +20,7 @@ from torch import Tensor
 
 from ..core import checks
 from ..registry import LAW_KINDS
+from .covariates import langevin, log_cosh, log_sinhc
 
 
 class OutsideTiltDomain(ValueError):
@@ -148,12 +149,12 @@ class TokenLaw:
         u = self._vector("u", u)
         linear = u @ self.mean
         if self.kind == "mixture":
-            return linear + 0.5 * (u @ self._inner_chol).pow(2).sum(-1) + _log_cosh(u @ self._shift)
+            return linear + 0.5 * (u @ self._inner_chol).pow(2).sum(-1) + log_cosh(u @ self._shift)
         b = u @ self._chol
         if self.kind == "gaussian":
             return linear + 0.5 * (b**2).sum(-1)
         if self.kind == "uniform":
-            return linear + _log_sinhc(math.sqrt(3.0) * b).sum(-1)
+            return linear + log_sinhc(math.sqrt(3.0) * b).sum(-1)
         inside = (b.abs() < math.sqrt(2.0)).all(-1)
         safe = torch.where(b.abs() < math.sqrt(2.0), b, torch.zeros_like(b))
         value = linear - torch.log1p(-0.5 * safe**2).sum(-1)
@@ -179,7 +180,7 @@ class TokenLaw:
         if self.kind == "gaussian":
             shape = b
         elif self.kind == "uniform":
-            shape = math.sqrt(3.0) * _langevin(math.sqrt(3.0) * b)
+            shape = math.sqrt(3.0) * langevin(math.sqrt(3.0) * b)
         else:
             largest = float(b.detach().abs().max()) if b.numel() else 0.0
             if largest >= math.sqrt(2.0):
@@ -201,22 +202,3 @@ class TokenLaw:
             mean = self.tilted_mean(u)
             rows = [torch.autograd.grad(mean[..., k].sum(), u, retain_graph=k < self.D - 1)[0] for k in range(self.D)]
         return mean.detach(), torch.stack(rows, dim=-2)
-
-
-def _log_cosh(x: Tensor) -> Tensor:
-    return x.abs() + torch.log1p(torch.exp(-2 * x.abs())) - math.log(2.0)
-
-
-def _log_sinhc(x: Tensor) -> Tensor:
-    r""":math:`\log(\sinh(x) / x)`, stable for small and large :math:`|x|`."""
-    small = x.abs() < 1e-3
-    big = x.abs().clamp_min(1e-3)
-    exact = big - torch.log(2 * big) + torch.log1p(-torch.exp(-2 * big))
-    return torch.where(small, x**2 / 6 - x**4 / 180, exact)
-
-
-def _langevin(x: Tensor) -> Tensor:
-    r"""Langevin function :math:`\coth(x) - 1/x`, stable near 0."""
-    small = x.abs() < 1e-3
-    safe = torch.where(small, torch.ones_like(x), x)
-    return torch.where(small, x / 3 - x**3 / 45, 1 / torch.tanh(safe) - 1 / safe)
