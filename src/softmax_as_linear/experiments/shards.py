@@ -34,7 +34,7 @@ from ..engine.sweep import TrainResult, load_sweep, save_sweep
 from ..registry import CONCENTRATION_FIGURES, LAUNCHERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, result_name
-from .presets import sweep_config
+from .presets import CHANGE_PROMPTS, sweep_config
 from .reproduce import (
     all_seeds,
     check_options,
@@ -166,7 +166,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
         else:
             covariance, used = sweep_of(name, sampler)
             result, evaluation, origin = sweeps[covariance]
-            data = {**figure_data(name, result, evaluation=evaluation), "provenance": origin}
+            data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
+                                  device=resolve_device(device)), "provenance": origin}
         written.append(save_json(out / result_name(name, preset, used), data))
         print(f"wrote {written[-1]}", flush=True)
     return written
