@@ -261,10 +261,10 @@ def open_chapter(browser, lab):
         chapter.close()
 
 
-def figure(locator) -> dict:
+def figure(locator, timeout: float = 120) -> dict:
     """The plotly figure drawn inside ``locator``: its title and its traces' names and data."""
     plot = locator.locator(".js-plotly-plot").first
-    plot.wait_for(timeout=120_000)
+    plot.wait_for(timeout=timeout * 1000)
     return plot.evaluate("""gd => ({title: (gd.layout.title && gd.layout.title.text) || '',
         traces: gd.data.map(t => [t.name || '', Array.from(t.x || []), Array.from(t.y || [])])})""")
 
@@ -272,8 +272,8 @@ def figure(locator) -> dict:
 def wait_for_new_figure(locator, before: dict, timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            now = figure(locator)
+        try:  # a short wait for the plot: the Output widget replaces it when the panel redraws
+            now = figure(locator, timeout=max(1.0, min(5.0, deadline - time.monotonic())))
         except Exception:  # the Output widget is between two figures
             now = before
         if now != before:
