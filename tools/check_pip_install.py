@@ -41,8 +41,9 @@ nbformat.write(nb, sys.argv[2])
 
 # Run after the chapter's cells, in the same kernel: a figure never generated (the lecture preset).
 MISSING_FILE = """\
+from softmax_as_linear.experiments import paper_figures
 try:
-    experiments.saved_figure("fig2", "lecture", required=True)
+    paper_figures.saved_figure("fig2", "lecture", required=True)
 except FileNotFoundError as error:
     print(error)
 """
