@@ -14,6 +14,7 @@ What they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import pathlib
 import signal
 import sys
@@ -55,14 +56,34 @@ OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "
              "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng"}
 
 
-class _Interrupted(KeyboardInterrupt):
+class Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt raised by a signal, which it keeps as ``signum``."""
+
     def __init__(self, signum: int):
         super().__init__(signum)
         self.signum = signum
 
 
 def _interrupt(signum, frame):
-    raise _Interrupted(signum)
+    raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def interruptible():
+    """Inside the block, Ctrl-C (SIGINT) and a polite kill (SIGTERM) both raise KeyboardInterrupt, so that a
+    long job saves its checkpoint before leaving; the previous handlers are restored after it."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous[0])
+        signal.signal(signal.SIGTERM, previous[1])
+
+
+def interrupted_exit(stop: KeyboardInterrupt) -> int:
+    """Say how to resume, and return the exit code a shell gives the signal: 130 (Ctrl-C), 143 (SIGTERM)."""
+    print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
+    return 128 + getattr(stop, "signum", signal.SIGINT)
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -248,34 +269,32 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         _option_error(parser, error, **({} if getattr(args, "shard", None) else {"shard": "--shards"}))
     _check_out(parser, args.out)
     threads = torch.get_num_threads()
-    # Ctrl-C, and a polite kill (SIGTERM), both save a checkpoint before leaving.
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler), signal.signal(signal.SIGTERM, _interrupt)
     common = dict(preset=args.preset, out=args.out, seeds=args.seeds, sampler=args.sampler, rng=args.rng)
     try:
-        if args.command == "merge":
-            from .experiments.shards import merge
+        with interruptible():  # Ctrl-C and a polite kill (SIGTERM) save a checkpoint before leaving
+            if args.command == "merge":
+                from .experiments.shards import merge
 
-            written = merge(args.figure, args.shards, device=args.device, **common)
-        elif args.shards is not None:
-            from .experiments.shards import launch
+                written = merge(args.figure, args.shards, device=args.device, **common)
+            elif args.shards is not None:
+                from .experiments.shards import launch
 
-            slurm = dict(additional_parameters=dict(args.slurm_option)) if args.slurm_option else {}
-            if args.slurm_partition:
-                slurm["partition"] = args.slurm_partition
-            written = launch(args.figure, args.shards, args.launcher or "local", device=args.device,
-                             max_minutes=args.max_minutes, restart=args.restart, threads=args.threads,
-                             timeout_minutes=args.job_minutes, slurm=slurm, gpus_per_shard=args.gpus_per_shard,
-                             **common)
-        else:
-            from .experiments.reproduce import reproduce
+                slurm = dict(additional_parameters=dict(args.slurm_option)) if args.slurm_option else {}
+                if args.slurm_partition:
+                    slurm["partition"] = args.slurm_partition
+                written = launch(args.figure, args.shards, args.launcher or "local", device=args.device,
+                                 max_minutes=args.max_minutes, restart=args.restart, threads=args.threads,
+                                 timeout_minutes=args.job_minutes, slurm=slurm, gpus_per_shard=args.gpus_per_shard,
+                                 **common)
+            else:
+                from .experiments.reproduce import reproduce
 
-            if device.type == "cpu":
-                torch.set_num_threads(args.threads)
-            written = reproduce(args.figure, device=args.device, max_minutes=args.max_minutes, restart=args.restart,
-                                shard=args.shard, **common)
+                if device.type == "cpu":
+                    torch.set_num_threads(args.threads)
+                written = reproduce(args.figure, device=args.device, max_minutes=args.max_minutes, restart=args.restart,
+                                    shard=args.shard, **common)
     except KeyboardInterrupt as stop:
-        print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
-        return 128 + getattr(stop, "signum", signal.SIGINT)
+        return interrupted_exit(stop)
     except DamagedFileError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -288,8 +307,6 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return EXIT_PARTIAL if isinstance(error, ShardsPartial) else EXIT_ERROR
     finally:
         torch.set_num_threads(threads)
-        signal.signal(signal.SIGINT, previous[0])
-        signal.signal(signal.SIGTERM, previous[1])
     if args.out is not None and args.out.resolve() != results_folder().resolve():
         print(f"note: the chapters read {results_folder()}; for them to read {args.out}, set "
               f"SOFTMAX_AS_LINEAR_RESULTS={args.out}", file=sys.stderr)

@@ -17,20 +17,6 @@ from softmax_as_linear.experiments import paper_figures, presets, reproduce
 from softmax_as_linear.experiments.presets import sweep_config
 from softmax_as_linear.figures import paper
 
-TINY = dict(lengths=(5, 20), steps=30, record_every=10, eval_prompts=32, batch_size=16)
-
-
-@pytest.fixture(autouse=True)
-def results_in_tmp(tmp_path, monkeypatch):
-    # A command run without --out writes to the results folder: never the repository's from a test.
-    monkeypatch.setenv("SOFTMAX_AS_LINEAR_RESULTS", str(tmp_path / "results-folder"))
-
-
-@pytest.fixture
-def tiny_presets(monkeypatch):
-    monkeypatch.setattr("softmax_as_linear.experiments.reproduce.sweep_config",
-                        lambda preset, covariance, **kw: sweep_config(preset, covariance, **{**TINY, **kw}))
-
 
 def test_reproduce_writes_figure_and_sweep_artifacts(tmp_path, tiny_presets, capsys):
     assert cli.main(["reproduce", "fig3", "--preset", "lecture", "--device", "cpu", "--out", str(tmp_path)]) == 0
@@ -38,7 +24,7 @@ def test_reproduce_writes_figure_and_sweep_artifacts(tmp_path, tiny_presets, cap
     assert figure["lengths"] == [5, 20] and len(figure["gap"][0]) == len(figure["steps"]) == 4
     sweep = load_sweep(tmp_path / "sweep_isotropic_lecture.npz")
     # the stream that rng="auto" meant on this device is recorded (torch's generators on a CPU)
-    assert sweep.config == sweep_config("lecture", "isotropic", **TINY, rng="torch") and sweep.complete
+    assert sweep.config == sweep_config("lecture", "isotropic", **tiny_presets, rng="torch") and sweep.complete
     assert not list(tmp_path.glob(".*.tmp"))
 
 

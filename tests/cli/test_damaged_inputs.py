@@ -7,50 +7,28 @@ import pytest
 
 import softmax_as_linear.cli as cli
 from softmax_as_linear.experiments import reproduce
-from softmax_as_linear.experiments.presets import sweep_config
-
-TINY = dict(lengths=(5, 20), steps=30, record_every=10, eval_prompts=32, batch_size=16)
-
-
-@pytest.fixture(autouse=True)
-def results_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOFTMAX_AS_LINEAR_RESULTS", str(tmp_path / "results-folder"))
-
-
-@pytest.fixture
-def tiny_presets(monkeypatch):
-    monkeypatch.setattr("softmax_as_linear.experiments.reproduce.sweep_config",
-                        lambda preset, covariance, **kw: sweep_config(preset, covariance, **{**TINY, **kw}))
-
-
-def _run(capsys, *argv) -> tuple[int, str]:
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as stop:
-        code = stop.code
-    return code, capsys.readouterr().err
 
 
 @pytest.mark.parametrize("figure", ["fig1", "fig5"])
-def test_smoke_preset_writes_the_concentration_figures(figure, tmp_path, capsys):
-    code, err = _run(capsys, "reproduce", figure, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path))
+def test_smoke_preset_writes_the_concentration_figures(figure, tmp_path, run_cli):
+    code, _, err = run_cli("reproduce", figure, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     data = json.loads((tmp_path / f"{figure}_smoke.json").read_text())
     assert data["preset"] == "smoke" and len(data["output"]["mean"]) == len(data["lengths"])
 
 
 @pytest.mark.slow
-def test_smoke_preset_writes_every_figure(tmp_path, capsys):
-    code, err = _run(capsys, "reproduce", "all", "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path))
+def test_smoke_preset_writes_every_figure(tmp_path, run_cli):
+    code, _, err = run_cli("reproduce", "all", "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     assert sorted(p.name for p in tmp_path.glob("fig*_smoke.json")) == [f"fig{k}_smoke.json" for k in range(1, 9)]
 
 
 @pytest.mark.parametrize("out", ["/proc/x", "/dev/null", "a-file"])
-def test_unwritable_out_exits_2_naming_the_option(out, tmp_path, capsys, monkeypatch):
+def test_unwritable_out_exits_2_naming_the_option(out, tmp_path, run_cli, monkeypatch):
     monkeypatch.chdir(tmp_path)
     pathlib.Path("a-file").write_text("not a folder")
-    code, err = _run(capsys, "reproduce", "fig2", "--preset", "smoke", "--device", "cpu", "--out", out)
+    code, _, err = run_cli("reproduce", "fig2", "--preset", "smoke", "--device", "cpu", "--out", out)
     assert code == cli.EXIT_USAGE == 2
     assert "--out" in err and out in err and "Traceback" not in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing computed, nothing written
@@ -62,14 +40,14 @@ def test_unwritable_out_exits_2_naming_the_option(out, tmp_path, capsys, monkeyp
     (["--max-minutes", "-1"], "--max-minutes"),
     (["--threads", "0"], "--threads"),
 ])
-def test_option_errors_name_the_option_as_typed(argv, option, capsys):
-    code, err = _run(capsys, "reproduce", "fig2", "--preset", "smoke", *argv)
+def test_option_errors_name_the_option_as_typed(argv, option, run_cli):
+    code, _, err = run_cli("reproduce", "fig2", "--preset", "smoke", *argv)
     assert code == 2
     assert f"argument {option}:" in err
 
 
-def _finished_run(tmp_path, capsys) -> dict[str, pathlib.Path]:
-    code, err = _run(capsys, "reproduce", "fig2", "fig3", "--device", "cpu", "--out", str(tmp_path))
+def _finished_run(tmp_path, run_cli) -> dict[str, pathlib.Path]:
+    code, _, err = run_cli("reproduce", "fig2", "fig3", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     files = {"sweep": tmp_path / "sweep_isotropic_lecture.npz",
              "final": tmp_path / "sweep_isotropic_lecture_final.npz",
@@ -85,68 +63,68 @@ def _truncate(path: pathlib.Path):
 
 
 @pytest.mark.parametrize("kind", ["sweep", "final", "checkpoint"])
-def test_a_truncated_file_is_named_with_what_to_do(kind, tmp_path, tiny_presets, capsys):
-    files = _finished_run(tmp_path, capsys)
+def test_a_truncated_file_is_named_with_what_to_do(kind, tmp_path, tiny_presets, run_cli):
+    files = _finished_run(tmp_path, run_cli)
     if kind == "checkpoint":  # an interrupted run: a checkpoint and no sweep file yet
         files["sweep"].unlink()
         files["final"].unlink()
     _truncate(files[kind])
     others = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file() and path != files[kind]}
-    code, err = _run(capsys, "reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
+    code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
     assert code == cli.EXIT_ERROR == 1
     assert str(files[kind]) in err and "damaged" in err and "delete it" in err and "--restart" in err
     assert "Traceback" not in err
     assert {path: path.read_bytes() for path in others} == others  # nothing else lost
     # What the message says to do works: deleting the file, or --restart.
-    code, err = _run(capsys, "reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path), "--restart")
+    code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path), "--restart")
     assert code == 0, err
     assert json.loads(files["figure"].read_text())["complete"] is True
 
 
-def test_deleting_a_damaged_sweep_file_rebuilds_it_from_the_checkpoint(tmp_path, tiny_presets, capsys, monkeypatch):
-    files = _finished_run(tmp_path, capsys)
+def test_deleting_a_damaged_sweep_file_rebuilds_it_from_the_checkpoint(tmp_path, tiny_presets, run_cli, monkeypatch):
+    files = _finished_run(tmp_path, run_cli)
     expected = json.loads(files["figure"].read_text())
     _truncate(files["sweep"])
     files["sweep"].unlink()
     steps = []
     real = reproduce.train
     monkeypatch.setattr(reproduce, "train", lambda *a, **k: steps.append(1) or real(*a, **k))
-    code, err = _run(capsys, "reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
+    code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     rebuilt = json.loads(files["figure"].read_text())
     assert rebuilt["softmax"] == expected["softmax"]  # the finished state came from the checkpoint
 
 
-def test_a_truncated_result_file_is_rewritten(tmp_path, tiny_presets, capsys):
-    files = _finished_run(tmp_path, capsys)
+def test_a_truncated_result_file_is_rewritten(tmp_path, tiny_presets, run_cli):
+    files = _finished_run(tmp_path, run_cli)
     expected = json.loads(files["figure"].read_text())
     _truncate(files["figure"])
-    code, err = _run(capsys, "reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
+    code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     assert json.loads(files["figure"].read_text())["softmax"] == expected["softmax"]
 
 
-def test_a_truncated_result_file_read_by_a_chapter_is_named(tmp_path, tiny_presets, capsys):
+def test_a_truncated_result_file_read_by_a_chapter_is_named(tmp_path, tiny_presets, run_cli):
     from softmax_as_linear.core.artifacts import DamagedFileError
     from softmax_as_linear.experiments import paper_figures
 
-    files = _finished_run(tmp_path, capsys)
+    files = _finished_run(tmp_path, run_cli)
     _truncate(files["figure"])
     with pytest.raises(DamagedFileError, match="fig2_lecture.json") as caught:
         paper_figures.saved_figure("fig2", "lecture", tmp_path)
     assert "python -m softmax_as_linear reproduce" in str(caught.value)
 
 
-def test_restart_trains_afresh_and_keeps_other_sweeps(tmp_path, tiny_presets, capsys, monkeypatch):
-    _finished_run(tmp_path, capsys)
-    code, err = _run(capsys, "reproduce", "fig6", "--device", "cpu", "--out", str(tmp_path))
+def test_restart_trains_afresh_and_keeps_other_sweeps(tmp_path, tiny_presets, run_cli, monkeypatch):
+    _finished_run(tmp_path, run_cli)
+    code, _, err = run_cli("reproduce", "fig6", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     kms = {path: path.read_bytes() for path in tmp_path.rglob("*kms*")}
     calls = []
     real = reproduce.train
     monkeypatch.setattr(reproduce, "train",
                         lambda *a, **k: calls.append((k["checkpoint"].name, k["checkpoint"].exists())) or real(*a, **k))
-    code, err = _run(capsys, "reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path), "--restart")
+    code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path), "--restart")
     assert code == 0, err
     assert calls == [("sweep_isotropic_lecture.pt", False)]  # from step 0, not from the finished checkpoint
     assert {path: path.read_bytes() for path in tmp_path.rglob("*kms*")} == kms

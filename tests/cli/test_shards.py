@@ -13,20 +13,6 @@ from softmax_as_linear.experiments.reproduce import shard_seeds
 SMOKE = ["--preset", "smoke", "--seeds", "3", "--device", "cpu"]
 
 
-@pytest.fixture(autouse=True)
-def results_in_tmp(tmp_path, monkeypatch):
-    monkeypatch.setenv("SOFTMAX_AS_LINEAR_RESULTS", str(tmp_path / "results-folder"))
-
-
-def _run(capsys, *argv) -> tuple[int, str]:
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as stop:
-        code = stop.code
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
-
 def _without_provenance(path: pathlib.Path) -> str:
     data = json.loads(path.read_text())
     data.pop("provenance")
@@ -60,22 +46,22 @@ def test_shard_seeds_split_the_seeds_in_order():
 
 
 @pytest.mark.slow
-def test_shards_by_hand_merge_into_the_files_of_one_process(tmp_path, capsys):
+def test_shards_by_hand_merge_into_the_files_of_one_process(tmp_path, run_cli):
     single, sharded = tmp_path / "single", tmp_path / "sharded"
     figures = ["fig2", "fig3", "fig4", "fig6"]
-    code, err = _run(capsys, "reproduce", *figures, *SMOKE, "--sampler", "published", "--out", str(single))
-    assert code == 0, err
-    code, err = _run(capsys, "merge", *figures, *SMOKE, "--sampler", "published", "--shards", "3", "--out", str(sharded))
+    code, out, err = run_cli("reproduce", *figures, *SMOKE, "--sampler", "published", "--out", str(single))
+    assert code == 0, out + err
+    code, out, err = run_cli("merge", *figures, *SMOKE, "--sampler", "published", "--shards", "3", "--out", str(sharded))
     assert code == cli.EXIT_ERROR
-    assert "shard 1/3" in err and "--shard 1/3" in err and not list(sharded.glob("fig*"))  # nothing merged yet
+    assert "shard 1/3" in out + err and "--shard 1/3" in out + err and not list(sharded.glob("fig*"))  # nothing merged yet
     for k in (3, 1, 2):  # in any order
-        code, err = _run(capsys, "reproduce", *figures, *SMOKE, "--sampler", "published", "--out", str(sharded),
+        code, out, err = run_cli("reproduce", *figures, *SMOKE, "--sampler", "published", "--out", str(sharded),
                          "--shard", f"{k}/3")
-        assert code == 0, err
-        assert f"merge {' '.join(figures)}" in err
+        assert code == 0, out + err
+        assert f"merge {' '.join(figures)}" in out + err
     assert sorted(p.name for p in (sharded / "shards").iterdir()) == ["1-of-3", "2-of-3", "3-of-3"]
-    code, err = _run(capsys, "merge", *figures, *SMOKE, "--sampler", "published", "--shards", "3", "--out", str(sharded))
-    assert code == 0, err
+    code, out, err = run_cli("merge", *figures, *SMOKE, "--sampler", "published", "--shards", "3", "--out", str(sharded))
+    assert code == 0, out + err
     names = ["fig2_smoke.json", "fig3_smoke.json", "fig4_smoke.json", "fig6_smoke_published.json"]
     _assert_same_files(single, sharded, names, ["sweep_isotropic_smoke", "sweep_kms_published_smoke"])
     origin = json.loads((sharded / "fig2_smoke.json").read_text())["provenance"]
@@ -83,22 +69,22 @@ def test_shards_by_hand_merge_into_the_files_of_one_process(tmp_path, capsys):
     assert [s["seeds"] for s in origin["shards"]] == [[327], [0], [1]]
     assert origin["settings"]["seeds"] == [327, 0, 1] and "merged" in origin
     # The merged sweep is the one-process sweep: the same command without shards finds it up to date.
-    code, err = _run(capsys, "reproduce", "fig2", *SMOKE, "--out", str(sharded))
-    assert code == 0 and "up to date" in err
+    code, out, err = run_cli("reproduce", "fig2", *SMOKE, "--out", str(sharded))
+    assert code == 0 and "up to date" in out + err
 
 
-def test_merge_names_an_unfinished_shard(tmp_path, capsys, monkeypatch):
+def test_merge_names_an_unfinished_shard(tmp_path, run_cli, monkeypatch):
     from softmax_as_linear.experiments import reproduce
 
     for k in (1, 2):
-        assert _run(capsys, "reproduce", "fig2", *SMOKE, "--out", str(tmp_path), "--shard", f"{k}/2")[0] == 0
+        assert run_cli("reproduce", "fig2", *SMOKE, "--out", str(tmp_path), "--shard", f"{k}/2")[0] == 0
     clock = iter([0.0] + [1e9] * 10_000)  # shard 2, trained again, stops at its time limit
     monkeypatch.setattr(reproduce.time, "monotonic", lambda: next(clock))
-    code, err = _run(capsys, "reproduce", "fig2", *SMOKE, "--out", str(tmp_path), "--shard", "2/2", "--max-minutes", "1",
+    code, out, err = run_cli("reproduce", "fig2", *SMOKE, "--out", str(tmp_path), "--shard", "2/2", "--max-minutes", "1",
                      "--restart")
     assert code == cli.EXIT_PARTIAL
-    code, err = _run(capsys, "merge", "fig2", *SMOKE, "--out", str(tmp_path), "--shards", "2")
-    assert code == cli.EXIT_ERROR and "shard 2/2 stopped at step" in err and "--shard 2/2" in err
+    code, out, err = run_cli("merge", "fig2", *SMOKE, "--out", str(tmp_path), "--shards", "2")
+    assert code == cli.EXIT_ERROR and "shard 2/2 stopped at step" in out + err and "--shard 2/2" in err
     assert not (tmp_path / "fig2_smoke.json").exists()
 
 
@@ -111,22 +97,22 @@ def test_merge_names_an_unfinished_shard(tmp_path, capsys, monkeypatch):
     (["--shard", "1/3", "--shards", "3"], "not allowed with argument"),
     (["--slurm-option", "account"], "argument --slurm-option: must be KEY=VALUE"),
 ])
-def test_shard_options_are_checked_before_computing(argv, message, tmp_path, capsys):
-    code, err = _run(capsys, "reproduce", "fig2", *SMOKE, "--out", str(tmp_path), *argv)
-    assert code == cli.EXIT_USAGE and message in err
+def test_shard_options_are_checked_before_computing(argv, message, tmp_path, run_cli):
+    code, out, err = run_cli("reproduce", "fig2", *SMOKE, "--out", str(tmp_path), *argv)
+    assert code == cli.EXIT_USAGE and message in out + err
     assert not list(tmp_path.iterdir())
 
 
 @pytest.mark.slow
-def test_three_shards_through_submitit_equal_one_process(tmp_path, capsys):
+def test_three_shards_through_submitit_equal_one_process(tmp_path, run_cli):
     """The sweep split into three shards launched with submitit's local executor (three processes) and
     merged: the same files as one process, bit for bit on the CPU, provenance aside."""
     single, launched = tmp_path / "single", tmp_path / "launched"
     figures = ["fig2", "fig3", "fig4"]
-    assert _run(capsys, "reproduce", *figures, *SMOKE, "--out", str(single))[0] == 0
-    code, err = _run(capsys, "reproduce", *figures, *SMOKE, "--out", str(launched), "--shards", "3",
+    assert run_cli("reproduce", *figures, *SMOKE, "--out", str(single))[0] == 0
+    code, out, err = run_cli("reproduce", *figures, *SMOKE, "--out", str(launched), "--shards", "3",
                      "--launcher", "local", "--job-minutes", "10")
-    assert code == 0, err
+    assert code == 0, out + err
     _assert_same_files(single, launched, ["fig2_smoke.json", "fig3_smoke.json", "fig4_smoke.json"],
                        ["sweep_isotropic_smoke"])
     shards = json.loads((launched / "fig3_smoke.json").read_text())["provenance"]["shards"]

@@ -202,7 +202,7 @@ def panel(controls: dict[str, W.Widget], draw: Callable[..., object], *, columns
           title: str | None = None) -> Panel:
     """Lay out ``controls`` and call ``draw(**values)`` whenever one of them changes.
 
-    ``draw`` returns the plotly figure to show (or displays what it shows itself and returns None).
+    ``draw`` returns the plotly figure to show (None shows nothing).
     Whatever it raises is caught: the figure is cleared and the message line says why (:func:`explain`);
     a ``ValueError`` should say which control to change. A typed value that a control cannot take is
     reported on the same line (see :func:`typed_entry`). The returned :class:`Panel` keeps
@@ -214,18 +214,15 @@ def panel(controls: dict[str, W.Widget], draw: Callable[..., object], *, columns
     def refresh(*_):
         report("")
         fail("")
-        output.clear_output(wait=True)
-        failure, figure = None, None
-        with output:  # in a kernel, an exception leaving this block would print its traceback here
-            try:
-                figure = draw(**{name: widget.value for name, widget in controls.items()})
-            except Exception as error:  # noqa: BLE001 - every failure becomes a message, never a traceback
-                failure = error
-        if failure is not None:
-            output.clear_output()
-            fail(explain(failure))
-        elif figure is not None:
-            output.outputs = figure_outputs(figure)
+        try:
+            figure = draw(**{name: widget.value for name, widget in controls.items()})
+        except Exception as error:  # noqa: BLE001 - every failure becomes a message, never a traceback
+            output.outputs = ()
+            fail(explain(error))
+            return
+        # One assignment replaces the old figure: a clear_output(wait=True) sent before it could reach
+        # JupyterLab after the new outputs and leave the panel empty.
+        output.outputs = () if figure is None else figure_outputs(figure)
 
     for widget in controls.values():
         widget.observe(refresh, names="value")
