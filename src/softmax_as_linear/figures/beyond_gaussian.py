@@ -156,7 +156,7 @@ def missing_note(law: str, preset: str = "paper") -> str:
     """Markdown saying that the result of ``law`` at ``preset`` scale has not been computed, and how to compute it."""
     return (f"**Chapter 6 at {preset} scale has not been computed for {COVARIATE_NAMES[law]} covariates** "
             f"(no `results/{result_name(law, preset)}` in this copy of the course). It is written by\n\n"
-            f"```\n{reproduce_command(law, preset)}\n```\n\n(about a minute per law on one GPU; "
+            f"```\n{reproduce_command(law, preset)}\n```\n\n(about a minute per law expected on one GPU, not yet measured; "
             "see the script's help for a CPU run).")
 
 
