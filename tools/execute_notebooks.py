@@ -19,6 +19,7 @@ draws to the figure's output (making a freshly opened chapter "modified"). ``mak
 JupyterLab with that hook, so that its saves and autosaves write a chapter back unchanged unless a
 cell was really changed or re-run.
 """
+import argparse
 import pathlib
 import sys
 import time
@@ -110,14 +111,18 @@ def _was_executed(path: pathlib.Path) -> bool:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    only_unexecuted = "--unexecuted" in args
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("chapter", nargs="*", help="a notebook file or the start of a name in notebooks/ (default: all)")
+    parser.add_argument("--unexecuted", action="store_true", help="only the chapters never executed")
+    parser.add_argument("--normalise", action="store_true", help="store in JupyterLab's form, without executing")
+    args = parser.parse_args()
+    only_unexecuted = args.unexecuted
     try:
-        paths = chapters([p for p in args if not p.startswith("--")])
+        paths = chapters(args.chapter)
     except ValueError as error:
-        print(error, file=sys.stderr)
-        sys.exit(2)
-    if "--normalise" in args:
+        parser.error(str(error))
+    if args.normalise:
         for path in paths:
             notebook = nbformat.read(path, as_version=nbformat.NO_CONVERT)
             if normalise(notebook):

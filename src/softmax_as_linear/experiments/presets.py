@@ -103,7 +103,7 @@ _BEYOND = {
     # one GPU: the paper's learning rate and batch, ten seeds, prompt lengths to 3000, flow time 2 lr steps = 80
     "paper": dict(lengths=BEYOND_LENGTHS + (3000,), seeds=sweep_seeds(10), steps=40_000, lr=1e-3, record_every=500,
                   eval_prompts=4096),
-    # a 2-core CPU in about a minute per law: the same flow time with a forty times larger step
+    # a 2-core CPU in about two minutes per law: forty times the paper's step, flow time 2 lr steps = 50
     "lecture": dict(lengths=BEYOND_LENGTHS, seeds=(PAPER_SEED, 0, 1), steps=625, lr=0.04, record_every=12,
                     eval_prompts=1024),
     # seconds: checks that every step runs
