@@ -140,3 +140,33 @@ def test_window_start_covers_at_least_the_fraction():
     assert uncertainty.window_start(list(range(0, 300_001, 1000)), 0.5) == 150_000
     with pytest.raises(ValueError, match="fraction"):
         uncertainty.window_start([0, 10], 1.0)
+
+
+def test_paired_changes_of_a_chapter_6_sweep_score_each_limit_model_by_its_own_formula():
+    """A sweep with infinite-prompt models: their records are scored by the limit prediction, not by attention
+    over the prompt (softmax's limit is not linear attention under uniform inputs)."""
+    from softmax_as_linear.experiments import presets
+    from softmax_as_linear.theory.limit_model import infinite_prompt_prediction
+    from softmax_as_linear.theory.models import predict_unchecked
+
+    cfg = presets.beyond_config("smoke", "uniform", lengths=(10,), seeds=(3,), steps=20, record_every=10)
+    result = train(cfg)
+    change = uncertainty.record_change(result, 0, 20, n_prompts=200)
+    task, (U_all, V_all) = cfg.task(), result.uv()
+    batch = task.sample(200, 10, seeding.generator(3, "analysis", 10))
+
+    def fall(predict):
+        losses = [0.5 * (predict(*(torch.as_tensor(np.asarray(M[0, 0, a, k]), dtype=torch.float32) for M in (U_all, V_all)))
+                         - batch.target).double() ** 2 for k in (0, -1)]
+        return float((losses[0] - losses[1]).mean())
+
+    for a, model in enumerate(cfg.activations):
+        if model.endswith("_limit"):
+            expected = fall(lambda U, V: infinite_prompt_prediction(U, V, task, batch.w, batch.query,
+                                                                    model.removesuffix("_limit")))
+        else:
+            expected = fall(lambda U, V: predict_unchecked(batch.tokens, batch.query, U, V, model))
+        assert change[model][0][0] == pytest.approx(expected, rel=1e-5, abs=1e-9), model
+    a = cfg.activations.index("softmax_limit")
+    as_linear = fall(lambda U, V: predict_unchecked(batch.tokens, batch.query, U, V, "linear"))
+    assert change["softmax_limit"][0][0] != pytest.approx(as_linear, rel=1e-3), a

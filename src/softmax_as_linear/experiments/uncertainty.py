@@ -30,7 +30,7 @@ from ..core import checks, seeding
 from ..core.devices import resolve_device
 from ..engine.sweep import TrainResult
 from ..registry import ACTIVATIONS
-from ..theory.models import predict_unchecked
+from ..theory.models import predict_model
 
 #: Fractions of training over which :func:`trajectory_changes` measures the fall of the risk.
 WINDOWS = {"half": 0.5, "quarter": 0.25}
@@ -134,7 +134,7 @@ def record_change(result: TrainResult, start_step: int, end_step: int, n_prompts
                 for k in (k0, k1):
                     U = torch.as_tensor(np.asarray(U_all[s, l, a, k]), dtype=dtype, device=device)
                     V = torch.as_tensor(np.asarray(V_all[s, l, a, k]), dtype=dtype, device=device)
-                    prediction = predict_unchecked(batch.tokens, batch.query, U, V, activation)
+                    prediction = predict_model(activation, batch, task, U, V)
                     losses.append(0.5 * (prediction - batch.target).double() ** 2)
                 difference = (losses[0] - losses[1]).cpu().numpy()
                 fall[s, j, a] = difference.mean()

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from ..core import checks
-from ..registry import ACTIVATIONS
+from ..registry import ACTIVATIONS, LIMIT_MODELS, MODELS
 from .attention import (
     linear_attention,
     linear_attention_unchecked,
@@ -49,9 +49,33 @@ def predict(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor, activation: str
 
 
 def predict_unchecked(tokens: Tensor, query: Tensor, U: Tensor, V: Tensor, activation: str) -> Tensor:
-    """:func:`predict` without argument checks, for training loops."""
-    attend = softmax_attention_unchecked if activation == "softmax" else linear_attention_unchecked
-    return attend(tokens, query, U, V)[..., -1]
+    """:func:`predict` without checks of the tensors, for training loops. ``activation`` is still told apart
+    exactly: an infinite-prompt model (``"softmax_limit"``, ``"linear_limit"``) does not read the prompt, so it
+    raises here (:func:`predict_model` predicts every model of a sweep)."""
+    if activation == "softmax":
+        return softmax_attention_unchecked(tokens, query, U, V)[..., -1]
+    if activation == "linear":
+        return linear_attention_unchecked(tokens, query, U, V)[..., -1]
+    raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}; got {activation!r}"
+                     + (" (an infinite-prompt model reads the task, not the prompt: use predict_model)"
+                        if activation in LIMIT_MODELS else ""))
+
+
+def predict_model(model: str, batch, task, U: Tensor, V: Tensor) -> Tensor:
+    r"""Prediction of any model of a sweep (:data:`~softmax_as_linear.registry.MODELS`) on a batch of prompts.
+
+    ``"softmax"``/``"linear"``: attention over the batch's prompt (:func:`predict_unchecked`);
+    ``"softmax_limit"``/``"linear_limit"``: the infinite-prompt prediction of that activation for the batch's
+    task :math:`w` and query (:func:`~softmax_as_linear.theory.limit_model.infinite_prompt_prediction`).
+    ``batch``: a :class:`~softmax_as_linear.theory.regression.RegressionBatch` (tokens ``(..., L, D)``, query
+    ``(..., D)``, w ``(..., d)``) of ``task``; U, V ``(D, D)`` or broadcasting -> ``(...)``.
+    """
+    checks.one_of("model", model, MODELS)
+    if model in LIMIT_MODELS:
+        from .limit_model import infinite_prompt_prediction
+
+        return infinite_prompt_prediction(U, V, task, batch.w, batch.query, model.removesuffix("_limit"))
+    return predict_unchecked(batch.tokens, batch.query, U, V, model)
 
 
 class AttentionModel(nn.Module):
