@@ -67,7 +67,7 @@ def test_concentration_check_recovers_the_delta_method_rate():
 
 def test_names_and_bad_input():
     assert beyond_gaussian.reproduce_command("rademacher", "paper") == \
-        "python benchmarks/beyond_gaussian.py --law rademacher --preset paper"
+        "python -m softmax_as_linear reproduce beyond --law rademacher --preset paper"
     with pytest.raises(ValueError, match="law"):
         beyond_gaussian.result_name("gaussian-ish")
     with pytest.raises(ValueError, match="preset"):

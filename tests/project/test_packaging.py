@@ -123,14 +123,15 @@ def test_results_ship_inside_the_package():
 
 def test_results_folder_rule(tmp_path, monkeypatch):
     from softmax_as_linear.core import artifacts
+    from softmax_as_linear.experiments import result_files
 
     monkeypatch.delenv(artifacts.ENV_VAR, raising=False)
     assert artifacts.results_folder() == ROOT / "results"  # a source checkout
     assert artifacts.find_result("fig2_paper.json") == ROOT / "results" / "fig2_paper.json"
     monkeypatch.setenv(artifacts.ENV_VAR, str(tmp_path))
     assert artifacts.results_folder() == tmp_path and artifacts.find_result("fig2_paper.json") is None
-    with pytest.raises(FileNotFoundError, match=r"fig2_paper\.json.*\n.*reproduce fig2 --preset paper"):
-        artifacts.load_result("fig2_paper.json")
+    with pytest.raises(FileNotFoundError, match=r"fig2_paper\.json.*\n.*reproduce fig2 fig3 fig4 --preset paper"):
+        result_files.load_result("fig2_paper.json")
     artifacts.save_json(tmp_path / "fig2_paper.json", {"complete": True})
     assert artifacts.load_result("fig2_paper.json") == {"complete": True}
     monkeypatch.setattr(artifacts, "SHIPPED", ROOT / "results")  # as in an installed package

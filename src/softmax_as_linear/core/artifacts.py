@@ -86,29 +86,24 @@ def find_result(name: str, folder=None) -> pathlib.Path | None:
     return None
 
 
-def default_command(name: str) -> str:
-    """The reproduction command that writes ``<figure>_<preset>.json``."""
-    stem = pathlib.Path(name).stem
-    figure, _, preset = stem.partition("_")
-    return f"python -m softmax_as_linear reproduce {figure} --preset {preset or 'lecture'}"
-
-
 def load_result(name: str, folder=None, command: str | None = None) -> dict:
-    """The JSON result file ``name`` (e.g. ``"fig1_paper.json"``) found along :func:`search_path`.
+    """The JSON result file ``name`` found along :func:`search_path`.
 
-    Raises ``FileNotFoundError`` naming the file, the folders searched and the command that writes it.
+    Raises ``FileNotFoundError`` naming the file, the folders searched (absolute paths) and ``command``, the command
+    that writes it (the caller knows it: :func:`softmax_as_linear.experiments.result_files.load_result` passes it).
     """
     path = find_result(name, folder)
+    rebuild = command or "the reproduction command (python -m softmax_as_linear reproduce --help)"
     if path is None:
-        searched = ", ".join(str(p) for p in search_path(folder))
+        searched = ", ".join(str(p.absolute()) for p in search_path(folder))
         raise FileNotFoundError(
             f"result file {name!r} not found (looked in {searched}). Write it into the results folder with\n"
-            f"    {command or default_command(name)}\n"
-            f"or set {ENV_VAR} to the folder that holds it.")
+            f"    {rebuild}\n"
+            f"or set {ENV_VAR} to the absolute path of the folder that holds it.")
     try:
         return load_json(path)
     except DamagedFileError as error:
-        raise error.advise(f"delete it and write it again with\n    {command or default_command(name)}") from None
+        raise error.advise(f"delete it and write it again with\n    {rebuild}") from None
 
 
 def atomic_write(path, write) -> pathlib.Path:

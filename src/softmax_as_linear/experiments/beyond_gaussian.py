@@ -26,7 +26,6 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding
-from ..core.artifacts import find_result, load_json
 from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
 from ..core.stats import loglog_slope, mean_interval, mean_se
@@ -38,6 +37,7 @@ from ..theory.limit_model import gap_constant, infinite_prompt_prediction
 from ..theory.regression import RegressionTask, bayes_risk, optimal_linear_risk
 from ..theory.stability import regression_gaps
 from .presets import BEYOND_FINAL_PROMPTS, BEYOND_LIMIT_SAMPLES, beyond_config
+from .result_files import beyond_command, beyond_file, saved_beyond
 
 
 def _index(result: TrainResult, model: str) -> int:
@@ -261,23 +261,19 @@ def beyond_experiment(law: str = "uniform", preset: str = "lecture", device="aut
 
 
 def result_name(law: str, preset: str = "paper") -> str:
-    """File name of a Chapter 6 result: ``beyond_<law>_<preset>.json``."""
-    checks.one_of("law", law, COVARIATE_LAWS)
-    checks.one_of("preset", preset, PRESETS)
-    return f"beyond_{law}_{preset}.json"
+    """File name of a Chapter 6 result (:func:`~softmax_as_linear.experiments.result_files.beyond_file`)."""
+    return beyond_file(law, preset)
 
 
 def reproduce_command(law: str, preset: str = "paper") -> str:
-    """The command that writes ``beyond_<law>_<preset>.json`` into ``results/``."""
-    result_name(law, preset)
-    return f"python benchmarks/beyond_gaussian.py --law {law} --preset {preset}"
+    """The command that writes a Chapter 6 result (:func:`~softmax_as_linear.experiments.result_files.beyond_command`)."""
+    return beyond_command(law, preset)
 
 
 def saved_result(law: str, preset: str = "paper", folder=None) -> dict | None:
-    """The saved result ``beyond_<law>_<preset>.json`` (results folder, then the copy shipped with the package),
-    or ``None`` when it has not been computed (:func:`reproduce_command` writes it)."""
-    path = find_result(result_name(law, preset), folder)
-    return None if path is None else load_json(path)
+    """The saved Chapter 6 result of ``law`` at ``preset`` scale, or the largest reduced run of that preset, or
+    ``None`` (:func:`~softmax_as_linear.experiments.result_files.saved_beyond`)."""
+    return saved_beyond(law, preset, folder)
 
 
 def interval_of_mean(values, level: float = 0.95) -> tuple[float, float, float]:

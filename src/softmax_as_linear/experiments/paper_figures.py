@@ -1,22 +1,25 @@
-"""The data of the paper's training figures (2-4 isotropic, 6-8 anisotropic), assembled from one sweep, and
-where their result files live.
+"""The data of the paper's training figures (2-4 isotropic, 6-8 anisotropic), assembled from one sweep.
 
 A sweep (:func:`~softmax_as_linear.engine.train.train`, :class:`~softmax_as_linear.engine.sweep.TrainResult`)
 records every run along training; each figure is a view of it plus the reference risks of
 :mod:`~softmax_as_linear.theory.regression`. The functions return small JSON-ready dicts, used both by the
 chapters (lecture preset, computed live) and by the reproduction command (paper preset, saved under
-``results/``). All risks are the theory's R = MSE / 2.
+``results/``). All risks are the theory's R = MSE / 2. The files' names, loaders and commands are those of
+:mod:`~softmax_as_linear.experiments.result_files` (``saved_figure``, ``result_name`` and ``reproduce_command`` are
+its names here too).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ..core import checks, seeding
-from ..core.artifacts import DamagedFileError, find_result, load_json, load_result
 from ..core.provenance import device_name, provenance, utc_now
 from ..engine.sweep import TrainResult
-from ..registry import CONCENTRATION_FIGURES, SAMPLERS, TRAINING_FIGURES
+from ..registry import TRAINING_FIGURES
 from ..theory.regression import bayes_risk, optimal_linear_risk
+from .result_files import figure_command as reproduce_command  # noqa: F401  (the chapters' names)
+from .result_files import figure_file as result_name  # noqa: F401
+from .result_files import saved_figure  # noqa: F401
 from .uncertainty import trajectory_changes
 
 
@@ -169,42 +172,3 @@ def figure_data(name: str, result: TrainResult, n_bayes_samples: int = 20_000, e
     if kind == "gap":
         return parameter_gaps(result)
     return risk_trajectories(result, n_bayes_samples=n_bayes_samples, change_prompts=change_prompts, device=device)
-
-
-def reproduce_command(name: str, preset: str = "paper", sampler: str = "paper", seeds: int | None = None) -> str:
-    """The command line that writes the artifact of figure ``name`` at ``preset`` scale, with the
-    other figures of its sweep (one training serves them all); Figures 1 and 5 need no training.
-    ``sampler`` and ``seeds`` (a number of seeds) add ``--sampler`` / ``--seeds`` for the training figures."""
-    checks.one_of("figure", name, (*TRAINING_FIGURES, *CONCENTRATION_FIGURES))
-    checks.one_of("sampler", sampler, SAMPLERS)
-    if name in CONCENTRATION_FIGURES:
-        return f"python -m softmax_as_linear reproduce {name} --preset {preset}"
-    siblings = " ".join(f for f, (covariance, _) in TRAINING_FIGURES.items() if covariance == TRAINING_FIGURES[name][0])
-    extra = ("" if sampler == "paper" else f" --sampler {sampler}") + ("" if seeds is None else f" --seeds {seeds}")
-    return f"python -m softmax_as_linear reproduce {siblings} --preset {preset}{extra}"
-
-
-def result_name(name: str, preset: str = "paper", sampler: str = "paper") -> str:
-    """File name of a figure's artifact: ``<name>_<preset>.json``, or ``<name>_<preset>_published.json``
-    for a training figure drawn with the published sampler."""
-    checks.one_of("sampler", sampler, SAMPLERS)
-    return f"{name}_{preset}{'' if sampler == 'paper' else '_' + sampler}.json"
-
-
-def saved_figure(name: str, preset: str = "paper", folder=None, required: bool = False,
-                 sampler: str = "paper") -> dict | None:
-    """The artifact ``<name>_<preset>.json`` written by the reproduction command, from ``folder`` or by
-    default from the results folder, then the copy shipped with the package
-    (:func:`~softmax_as_linear.core.artifacts.find_result`). When it has not been generated yet: ``None``,
-    or with ``required`` a ``FileNotFoundError`` naming the file and the command that writes it."""
-    checks.one_of("figure", name, (*TRAINING_FIGURES, *CONCENTRATION_FIGURES))
-    filename = result_name(name, preset, sampler)
-    if required:
-        return load_result(filename, folder, command=reproduce_command(name, preset, sampler))
-    path = find_result(filename, folder)
-    if path is None:
-        return None
-    try:
-        return load_json(path)
-    except DamagedFileError as error:
-        raise error.advise(f"delete it and write it again with\n    {reproduce_command(name, preset, sampler)}") from None

@@ -32,8 +32,9 @@ from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
 from ..engine.train import resolved, train
 from ..registry import CONCENTRATION_FIGURES, FIGURES, PRESETS, RNGS, SAMPLERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
-from .paper_figures import figure_data, result_name, sweep_provenance
+from .paper_figures import figure_data, sweep_provenance
 from .presets import CHANGE_PROMPTS, FINAL_PROMPTS, sweep_config, sweep_seeds
+from .result_files import figure_file, sweep_stem
 
 # A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed
 # since the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a
@@ -41,11 +42,6 @@ from .presets import CHANGE_PROMPTS, FINAL_PROMPTS, sweep_config, sweep_seeds
 CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 1000, 60.0
 
 RESTART_ADVICE = "or run the same command again with --restart (restart=True) to train this sweep afresh"
-
-
-def sweep_stem(covariance: str, preset: str, sampler: str = "paper") -> str:
-    """File stem of a sweep: ``sweep_<covariance>[_published]_<preset>`` (its ``.npz``, ``_final.npz``, ``.pt``)."""
-    return f"sweep_{covariance}{'' if sampler == 'paper' else '_' + sampler}_{preset}"
 
 
 def sweep_of(name: str, sampler: str = "paper") -> tuple[str, str]:
@@ -215,6 +211,6 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             result, evaluation, origin = sweeps[covariance]
             data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
                                   device=device), "provenance": origin}
-        written.append(save_json(out / result_name(name, preset, used), data))
+        written.append(save_json(out / figure_file(name, preset, used), data))
         print(f"wrote {written[-1]}", flush=True)
     return written

@@ -33,7 +33,7 @@ from ..core.provenance import provenance, utc_now
 from ..engine.sweep import TrainResult, load_sweep, save_sweep
 from ..registry import CONCENTRATION_FIGURES, LAUNCHERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
-from .paper_figures import figure_data, result_name
+from .paper_figures import figure_data
 from .presets import CHANGE_PROMPTS, sweep_config
 from .reproduce import (
     all_seeds,
@@ -44,8 +44,8 @@ from .reproduce import (
     shard_folder,
     shard_seeds,
     sweep_of,
-    sweep_stem,
 )
+from .result_files import figure_file, sweep_stem
 
 #: The arrays of a final evaluation that have a seed axis (the others, ``n_prompts``, are shared).
 _PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
@@ -97,7 +97,7 @@ def _merge_sweep(covariance: str, used: str, preset: str, seeds: int | None, out
             raise ShardError(f"shard {k}/{n} has no final evaluation of its sweep ({final}): run\n    {command(k)}")
         origin = {"shard": f"{k}/{n}", "seeds": list(result.config.seeds),
                   "training_seconds": round(float(result.seconds), 1)}
-        figure = folder / result_name(next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance), preset, used)
+        figure = folder / figure_file(next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance), preset, used)
         if figure.exists():
             try:
                 origin = {**load_json(figure).get("provenance", {}), **origin}
@@ -168,7 +168,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
             result, evaluation, origin = sweeps[covariance]
             data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
                                   device=resolve_device(device)), "provenance": origin}
-        written.append(save_json(out / result_name(name, preset, used), data))
+        written.append(save_json(out / figure_file(name, preset, used), data))
         print(f"wrote {written[-1]}", flush=True)
     return written
 

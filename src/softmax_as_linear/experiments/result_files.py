@@ -1,0 +1,182 @@
+"""Every result file of the course in one place: its name, how a chapter loads it, and the command that rebuilds it.
+
+Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_folder`):
+
+- ``<figure>_<preset>.json`` for Figures 1-8 (``<figure>_<preset>_published.json`` for Figures 6-8 drawn with the
+  published code's sampler), written by ``python -m softmax_as_linear reproduce <figures> --preset <preset>``;
+- ``beyond_<law>_<run>.json`` for Chapter 6, written by ``python -m softmax_as_linear reproduce beyond``, where
+  ``<run>`` is the preset's name when the run used the preset's settings, and otherwise the preset's name followed
+  by what changed (:func:`run_name`), so that a reduced run never takes the full preset's name;
+- ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<law>_<run>.npz``: the training sweeps behind
+  them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
+
+:func:`load_result` loads any of the JSON files by name and, when it is missing or damaged, names the command that
+writes it (:func:`command_for`).
+"""
+from __future__ import annotations
+
+import pathlib
+import re
+
+from ..core import checks
+from ..core.artifacts import DamagedFileError, find_result, load_json
+from ..core.artifacts import load_result as _load_result
+from ..registry import CONCENTRATION_FIGURES, COVARIATE_LAWS, PRESETS, SAMPLERS, TRAINING_FIGURES
+
+COMMAND = "python -m softmax_as_linear reproduce"
+
+
+def sweep_stem(covariance: str, preset: str, sampler: str = "paper") -> str:
+    """File stem of a figures' sweep: ``sweep_<covariance>[_published]_<preset>`` (its ``.npz``, ``_final.npz``, ``.pt``)."""
+    return f"sweep_{covariance}{'' if sampler == 'paper' else '_' + sampler}_{preset}"
+
+
+def figure_file(name: str, preset: str = "paper", sampler: str = "paper") -> str:
+    """File name of a figure's artifact: ``<name>_<preset>.json``, or ``<name>_<preset>_published.json``
+    for a training figure drawn with the published sampler."""
+    checks.one_of("sampler", sampler, SAMPLERS)
+    return f"{name}_{preset}{'' if sampler == 'paper' else '_' + sampler}.json"
+
+
+def figure_command(name: str, preset: str = "paper", sampler: str = "paper", seeds: int | None = None) -> str:
+    """The command line that writes the artifact of figure ``name`` at ``preset`` scale, with the
+    other figures of its sweep (one training serves them all); Figures 1 and 5 need no training.
+    ``sampler`` and ``seeds`` (a number of seeds) add ``--sampler`` / ``--seeds`` for the training figures."""
+    checks.one_of("figure", name, (*TRAINING_FIGURES, *CONCENTRATION_FIGURES))
+    checks.one_of("sampler", sampler, SAMPLERS)
+    if name in CONCENTRATION_FIGURES:
+        return f"{COMMAND} {name} --preset {preset}"
+    siblings = " ".join(f for f, (covariance, _) in TRAINING_FIGURES.items() if covariance == TRAINING_FIGURES[name][0])
+    extra = ("" if sampler == "paper" else f" --sampler {sampler}") + ("" if seeds is None else f" --seeds {seeds}")
+    return f"{COMMAND} {siblings} --preset {preset}{extra}"
+
+
+def saved_figure(name: str, preset: str = "paper", folder=None, required: bool = False,
+                 sampler: str = "paper") -> dict | None:
+    """The artifact ``<name>_<preset>.json`` written by the reproduction command, from ``folder`` or by
+    default from the results folder, then the copy shipped with the package
+    (:func:`~softmax_as_linear.core.artifacts.find_result`). When it has not been generated yet: ``None``,
+    or with ``required`` a ``FileNotFoundError`` naming the file and the command that writes it."""
+    checks.one_of("figure", name, (*TRAINING_FIGURES, *CONCENTRATION_FIGURES))
+    filename = figure_file(name, preset, sampler)
+    if required:
+        return _load_result(filename, folder, command=figure_command(name, preset, sampler))
+    return _load_if_there(filename, folder, figure_command(name, preset, sampler))
+
+
+# Chapter 6 ------------------------------------------------------------------------------------------------------
+
+def run_name(preset: str, seeds=None, lengths=None) -> str:
+    """The name of a Chapter 6 run: ``preset`` when it used the preset's seeds and lengths, else the preset followed
+    by what changed, ``<preset>_<n>seeds`` and/or ``_L<l1>-<l2>-...`` (``paper_3seeds_L10-30-100-300-1000``).
+    ``seeds`` and ``lengths``: the run's, or None for the preset's."""
+    from .presets import beyond_config
+
+    checks.one_of("preset", preset, PRESETS)
+    base = beyond_config(preset)
+    name = preset
+    if seeds is not None and tuple(seeds) != base.seeds:
+        from .presets import sweep_seeds
+
+        if tuple(seeds) != sweep_seeds(len(seeds)):
+            raise ValueError(f"seeds must be the first N seeds of the reproduction ({sweep_seeds(len(seeds))}), "
+                             f"got {tuple(seeds)}")
+        name += f"_{len(seeds)}seeds"
+    if lengths is not None and tuple(lengths) != base.lengths:
+        name += "_L" + "-".join(str(int(L)) for L in lengths)
+    return name
+
+
+def parse_run(run: str) -> tuple[str, int | None, tuple[int, ...] | None]:
+    """``(preset, number of seeds or None, lengths or None)`` of a run name of :func:`run_name`."""
+    match = re.fullmatch(r"([a-z]+)(?:_(\d+)seeds)?(?:_L(\d+(?:-\d+)*))?", run)
+    if match is None or match.group(1) not in PRESETS:
+        raise ValueError(f"run must be a preset ({', '.join(PRESETS)}) optionally followed by _<N>seeds and "
+                         f"_L<lengths>, got {run!r}")
+    seeds = None if match.group(2) is None else int(match.group(2))
+    lengths = None if match.group(3) is None else tuple(int(L) for L in match.group(3).split("-"))
+    return match.group(1), seeds, lengths
+
+
+def beyond_stem(law: str, run: str = "paper") -> str:
+    """File stem of a Chapter 6 result: ``beyond_<law>_<run>`` (the sweep behind it is ``sweep_<stem>``)."""
+    checks.one_of("law", law, COVARIATE_LAWS)
+    parse_run(run)
+    return f"beyond_{law}_{run}"
+
+
+def beyond_file(law: str, run: str = "paper") -> str:
+    """File name of a Chapter 6 result: ``beyond_<law>_<run>.json``."""
+    return beyond_stem(law, run) + ".json"
+
+
+def beyond_command(law: str, run: str = "paper") -> str:
+    """The command that writes ``beyond_<law>_<run>.json`` into the results folder."""
+    preset, seeds, lengths = parse_run(run)
+    checks.one_of("law", law, COVARIATE_LAWS)
+    extra = ("" if seeds is None else f" --seeds {seeds}") + ("" if lengths is None else
+                                                               " --lengths " + " ".join(map(str, lengths)))
+    return f"{COMMAND} beyond --law {law} --preset {preset}{extra}"
+
+
+def reduced_runs(law: str, preset: str, folder=None) -> list[str]:
+    """The runs of ``preset`` with other seeds or lengths saved for ``law`` (results folder, then the shipped copy),
+    the one with the most seeds, then the longest prompts, first."""
+    from ..core.artifacts import search_path
+
+    runs = set()
+    for place in search_path(folder):
+        for path in pathlib.Path(place).glob(f"beyond_{law}_{preset}_*.json"):
+            run = path.stem.removeprefix(f"beyond_{law}_")
+            try:
+                if parse_run(run)[0] == preset:
+                    runs.add(run)
+            except ValueError:
+                continue
+
+    def size(run):
+        _, seeds, lengths = parse_run(run)
+        return (seeds or 0, max(lengths or (0,)))
+    return sorted(runs, key=size, reverse=True)
+
+
+def saved_beyond(law: str, preset: str = "paper", folder=None) -> dict | None:
+    """The saved Chapter 6 result of ``law`` at ``preset`` scale: ``beyond_<law>_<preset>.json`` when the preset's
+    run has been made, else the largest reduced run of that preset (:func:`reduced_runs`; its file's ``run`` and
+    ``overrides`` say what changed), else ``None`` (:func:`beyond_command` writes it)."""
+    run = preset if find_result(beyond_file(law, preset), folder) is not None else next(
+        iter(reduced_runs(law, preset, folder)), preset)
+    return _load_if_there(beyond_file(law, run), folder, beyond_command(law, run))
+
+
+# Any file ----------------------------------------------------------------------------------------------------------
+
+def command_for(filename: str) -> str:
+    """The command that writes the result file ``filename`` (a figure's or a Chapter 6 file)."""
+    stem = pathlib.Path(filename).stem
+    if stem.startswith("beyond_"):
+        _, law, run = stem.split("_", 2)
+        return beyond_command(law, run)
+    figure, _, rest = stem.partition("_")
+    sampler = next((s for s in SAMPLERS if s != "paper" and rest.endswith("_" + s)), "paper")
+    preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
+    if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
+        raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json or "
+                         f"beyond_<law>_<run>.json), got {filename!r}")
+    return figure_command(figure, preset, sampler)
+
+
+def load_result(filename: str, folder=None) -> dict:
+    """The result file ``filename`` (results folder, then the shipped copy); a ``FileNotFoundError`` or
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` names it and the command that writes it."""
+    return _load_result(filename, folder, command=command_for(filename))
+
+
+def _load_if_there(filename: str, folder, command: str) -> dict | None:
+    path = find_result(filename, folder)
+    if path is None:
+        return None
+    try:
+        return load_json(path)
+    except DamagedFileError as error:
+        raise error.advise(f"delete it and write it again with\n    {command}") from None

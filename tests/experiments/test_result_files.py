@@ -1,0 +1,71 @@
+"""Result files have one home: names, loaders and the command that rebuilds each, with core knowing nothing of them."""
+import pathlib
+
+import pytest
+
+import softmax_as_linear
+from softmax_as_linear.core import artifacts
+from softmax_as_linear.experiments import result_files
+
+CORE = pathlib.Path(softmax_as_linear.__file__).parent / "core"
+
+
+@pytest.mark.parametrize("filename, command", [
+    ("fig1_paper.json", "reproduce fig1 --preset paper"),
+    ("fig2_lecture.json", "reproduce fig2 fig3 fig4 --preset lecture"),
+    ("fig8_paper.json", "reproduce fig6 fig7 fig8 --preset paper"),
+    ("fig6_paper_published.json", "reproduce fig6 fig7 fig8 --preset paper --sampler published"),
+    ("beyond_uniform_paper.json", "reproduce beyond --law uniform --preset paper"),
+    ("beyond_rademacher_paper_3seeds_L10-30-100-300-1000.json",
+     "reproduce beyond --law rademacher --preset paper --seeds 3 --lengths 10 30 100 300 1000"),
+])
+def test_every_result_file_names_the_command_that_rebuilds_it(filename, command):
+    assert result_files.command_for(filename) == f"python -m softmax_as_linear {command}"
+
+
+def test_a_file_of_no_known_kind_is_an_error():
+    for name in ("fig9_paper.json", "fig2_huge.json", "beyond_uniform_huge.json", "notes.json"):
+        with pytest.raises(ValueError):
+            result_files.command_for(name)
+
+
+def test_core_knows_nothing_of_the_paper():
+    assert not hasattr(artifacts, "default_command")
+    for path in CORE.glob("*.py"):
+        text = path.read_text()
+        for word in ("fig1", "fig2", "beyond_", "--preset"):
+            assert word not in text, (path.name, word)
+
+
+def test_a_missing_file_names_absolute_folders_and_its_command(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(artifacts.ENV_VAR, "relative-results")
+    with pytest.raises(FileNotFoundError) as caught:
+        result_files.load_result("fig6_paper_published.json")
+    message = str(caught.value)
+    assert str(tmp_path / "relative-results") in message
+    assert "reproduce fig6 fig7 fig8 --preset paper --sampler published" in message
+
+
+def test_run_names_record_what_differs_from_the_preset():
+    from softmax_as_linear.experiments.presets import beyond_config, sweep_seeds
+
+    paper = beyond_config("paper")
+    assert result_files.run_name("paper") == "paper"
+    assert result_files.run_name("paper", paper.seeds, paper.lengths) == "paper"
+    assert result_files.run_name("paper", sweep_seeds(3), (10, 30, 100, 300, 1000)) == "paper_3seeds_L10-30-100-300-1000"
+    assert result_files.run_name("lecture", sweep_seeds(5)) == "lecture_5seeds"
+    assert result_files.parse_run("paper_3seeds_L10-1000") == ("paper", 3, (10, 1000))
+    with pytest.raises(ValueError, match="first N seeds"):
+        result_files.run_name("paper", (4, 5))
+
+
+def test_saved_beyond_falls_back_on_the_largest_reduced_run_of_the_preset(tmp_path):
+    assert result_files.saved_beyond("uniform", "paper", tmp_path) is None
+    artifacts.save_json(tmp_path / "beyond_uniform_paper_2seeds.json", {"run": "paper_2seeds"})
+    artifacts.save_json(tmp_path / "beyond_uniform_paper_3seeds_L10-1000.json", {"run": "paper_3seeds_L10-1000"})
+    artifacts.save_json(tmp_path / "beyond_uniform_lecture_5seeds.json", {"run": "lecture_5seeds"})
+    assert result_files.saved_beyond("uniform", "paper", tmp_path)["run"] == "paper_3seeds_L10-1000"
+    artifacts.save_json(tmp_path / "beyond_uniform_paper.json", {"run": "paper"})
+    assert result_files.saved_beyond("uniform", "paper", tmp_path)["run"] == "paper"
+    assert result_files.saved_beyond("rademacher", "paper", tmp_path) is None
