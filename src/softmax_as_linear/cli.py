@@ -1,11 +1,12 @@
 """The command line: ``python -m softmax_as_linear reproduce FIGURE... [options]`` and ``merge`` (and the
 ``softmax-as-linear`` script), parsing its arguments and mapping outcomes to exit codes.
 
-    python -m softmax_as_linear reproduce {fig1,...,fig8,all} [more figures] [--preset {paper,lecture,smoke}]
+    python -m softmax_as_linear reproduce {fig1,...,fig8,beyond,all} [more] [--preset {paper,lecture,smoke}]
         [--device {auto,cpu,cuda}] [--out DIR] [--max-minutes M] [--seeds N] [--sampler {paper,published}]
-        [--rng {auto,torch,philox}] [--threads T] [--restart]
+        [--rng {auto,torch,philox}] [--law LAW...] [--lengths L...] [--threads T] [--restart] [--allow-dirty]
         [--shard K/N | --shards N [--launcher {local,slurm}] [cluster options]]
-    python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--rng R] [--out DIR]
+    python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--rng R]
+        [--law LAW...] [--lengths L...] [--out DIR] [--allow-dirty]
 
 What they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` and
 :mod:`softmax_as_linear.experiments.shards`. Nothing heavy is imported before a command runs, so
@@ -20,15 +21,16 @@ import signal
 import sys
 import tempfile
 
-from .registry import DEVICES, FIGURES, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
+from .registry import COVARIATE_LAWS, DEVICES, EXPERIMENTS, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
 
-FIGURE_CHOICES = (*FIGURES, "all")
+FIGURE_CHOICES = (*EXPERIMENTS, "all")
 
 EXIT_COMPLETE, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = f"""\
 exit codes:
   {EXIT_COMPLETE}    every artifact written and complete
-  {EXIT_USAGE}    bad arguments, or an output folder that cannot be written (nothing computed)
+  {EXIT_USAGE}    bad arguments, an output folder that cannot be written, or a library with uncommitted
+       changes without --allow-dirty (nothing computed)
   {EXIT_PARTIAL}    partial: --max-minutes reached; the artifacts are written marked "complete": false
        and the same command resumes from the checkpoint (with shards: the shards stopped, nothing merged)
   {EXIT_INTERRUPTED}  interrupted by Ctrl-C (143 by SIGTERM); a checkpoint is saved and the same command resumes
@@ -43,6 +45,9 @@ examples:
   python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --device cuda
   python -m softmax_as_linear reproduce all --preset paper --max-minutes 60   # time-boxed; run again to resume
   python -m softmax_as_linear reproduce fig1                                  # lecture preset, a few minutes
+  python -m softmax_as_linear reproduce beyond --preset paper --device cuda    # Chapter 6: uniform and Rademacher
+  # Chapter 6 on a 2-core CPU, reduced (written as beyond_<law>_paper_3seeds_L10-30-100-300-1000.json)
+  python -m softmax_as_linear reproduce beyond --preset paper --seeds 3 --lengths 10 30 100 300 1000
   SOFTMAX_AS_LINEAR_RESULTS=~/runs python -m softmax_as_linear reproduce fig6 fig7 fig8
   # ten seeds in five shards: a SLURM job array (one GPU each), merged when all are done
   python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --seeds 10 --device cuda \\
@@ -53,7 +58,8 @@ examples:
 
 # ValueErrors of the library name its parameters; the command line names its options.
 OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
-             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng"}
+             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng", "laws": "--law",
+             "lengths": "--lengths"}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -146,7 +152,8 @@ def _key_value(text: str) -> tuple[str, str]:
 def _common_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("figure", nargs="+", choices=FIGURE_CHOICES, metavar="FIGURE",
                          help=f"one or more of {', '.join(FIGURE_CHOICES)}; the figures of one sweep (2-4, 6-8) "
-                              "share its training")
+                              "share its training; beyond: Chapter 6's sweeps, one per covariate law (--law), "
+                              "written as beyond_<law>_<preset>.json; all: the paper's figures (not beyond)")
     command.add_argument("--preset", choices=PRESETS, default="lecture",
                          help="paper: the paper's settings (about 45 min of a 2-core CPU for one sweep of one seed, "
                               "minutes on a GPU); lecture: the same stories in minutes on a CPU; smoke: seconds, "
@@ -162,6 +169,16 @@ def _common_options(command: argparse.ArgumentParser) -> None:
                          help="inputs of the KMS sweep (Figures 6-8): paper (prompts and queries N(0, Sigma)) or "
                               "published (the published code: prompts N(0, C Sigma C^T), queries N(0, I)) "
                               "(default: %(default)s)")
+    command.add_argument("--law", dest="laws", nargs="+", choices=COVARIATE_LAWS, default=None, metavar="LAW",
+                         help="beyond: the covariate laws, among " + ", ".join(COVARIATE_LAWS)
+                              + " (default: uniform rademacher)")
+    command.add_argument("--lengths", nargs="+", type=_positive_int, default=None, metavar="L",
+                         help="beyond: the prompt lengths, increasing (default: the preset's); a run with other "
+                              "seeds or lengths than its preset's is written under a name that says so, "
+                              "beyond_<law>_<preset>_<N>seeds_L<lengths>.json")
+    command.add_argument("--allow-dirty", action="store_true",
+                         help="write results although the library has uncommitted changes (they then say so); "
+                              "without it such a run stops before computing anything")
     command.add_argument("--rng", choices=RNGS, default="auto",
                          help="random stream of the training prompts: torch (per-seed generators, as every result "
                               "file before this option), philox (a counter-based stream, the same prompts on every "
@@ -180,9 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     rep = commands.add_parser(
         "reproduce", formatter_class=_Formatter, help="compute and save the data of paper figures",
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
-                    "per figure, with the sweep it came from, into the output folder.",
+                    "per figure (beyond_LAW_PRESET.json per law of Chapter 6), with the sweep it came from, into the "
+                    "output folder.",
         epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
     _common_options(rep)
+    rep.set_defaults(command_parser=rep)
     rep.add_argument("--max-minutes", metavar="M", type=_positive_float, default=None,
                      help="stop training after about M minutes, write the artifacts marked partial and "
                           f"exit with {EXIT_PARTIAL}; the same command resumes (default: no limit)")
@@ -219,6 +238,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "the files one process would have written into DIR; Figures 1 and 5 are computed here.",
         epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
     _common_options(merge)
+    merge.set_defaults(command_parser=merge)
     merge.add_argument("--shards", metavar="N", type=_positive_int, required=True, help="the number of shards")
     return parser
 
@@ -248,28 +268,55 @@ def _check_out(parser: argparse.ArgumentParser, out: pathlib.Path | None) -> Non
         parser.error(f"argument {option}: cannot write to {folder}: {error.strerror or error}")
 
 
-def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _check_cuda(parser: argparse.ArgumentParser, device: str) -> None:
+    """Exit 2 when CUDA is asked of a PyTorch built without it (not merely a machine without a GPU)."""
     import torch
 
-    from .core.artifacts import DamagedFileError, load_json, results_folder
-    from .core.devices import resolve_device
-    from .experiments.reproduce import check_options, figures_of
+    if device == "cuda" and torch.version.cuda is None and not torch.cuda.is_available():
+        parser.error(f"argument --device: the installed PyTorch ({torch.__version__}) has no CUDA support; install a "
+                     "CUDA build (from a checkout: make setup TORCH_INDEX= for PyPI's, or "
+                     "TORCH_INDEX=https://download.pytorch.org/whl/cu128 for a given CUDA version), or use --device auto")
 
+
+def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Every argument checked before anything is computed: exit 2 naming the option at fault."""
+    from .core.devices import resolve_device
+    from .experiments.reproduce import UncommittedChangesError, check_clean, check_options, figures_of
+
+    renamed = {} if getattr(args, "shard", None) else {"shard": "--shards"}
     try:
-        figures_of(args.figure)
+        names = figures_of(args.figure)
+        extra = dict(names=names, laws=args.laws, lengths=args.lengths)
         if args.command == "merge":
-            check_options(args.preset, None, args.seeds, args.sampler, args.rng, shard=(1, args.shards))
+            check_options(args.preset, None, args.seeds, args.sampler, args.rng, shard=(1, args.shards), **extra)
         else:
             if args.launcher is not None and args.shards is None:
                 raise ValueError("launcher needs --shards N (the number of shards to launch)")
             check_options(args.preset, args.max_minutes, args.seeds, args.sampler, args.rng,
-                          shard=args.shard or (None if args.shards is None else (1, args.shards)))
-        device = resolve_device(args.device) if args.command == "merge" or args.launcher != "slurm" else None
+                          shard=args.shard or (None if args.shards is None else (1, args.shards)), **extra)
+        if args.command == "merge" or args.launcher != "slurm":
+            _check_cuda(parser, args.device)
+            resolve_device(args.device)
+        check_clean(args.allow_dirty)
+    except UncommittedChangesError as error:
+        parser.error(str(error))
     except ValueError as error:
-        _option_error(parser, error, **({} if getattr(args, "shard", None) else {"shard": "--shards"}))
+        _option_error(parser, error, **renamed)
     _check_out(parser, args.out)
+
+
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    parser = getattr(args, "command_parser", parser)  # usage errors show the subcommand's usage
+    _check(args, parser)
+
+    import torch
+
+    from .core.artifacts import DamagedFileError, SettingsMismatchError, load_json, results_folder
+    from .core.devices import resolve_device
+
     threads = torch.get_num_threads()
-    common = dict(preset=args.preset, out=args.out, seeds=args.seeds, sampler=args.sampler, rng=args.rng)
+    common = dict(preset=args.preset, out=args.out, seeds=args.seeds, sampler=args.sampler, rng=args.rng,
+                  laws=args.laws, lengths=args.lengths, allow_dirty=args.allow_dirty)
     try:
         with interruptible():  # Ctrl-C and a polite kill (SIGTERM) save a checkpoint before leaving
             if args.command == "merge":
@@ -289,13 +336,13 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
             else:
                 from .experiments.reproduce import reproduce
 
-                if device.type == "cpu":
+                if resolve_device(args.device).type == "cpu":
                     torch.set_num_threads(args.threads)
                 written = reproduce(args.figure, device=args.device, max_minutes=args.max_minutes, restart=args.restart,
                                     shard=args.shard, **common)
     except KeyboardInterrupt as stop:
         return interrupted_exit(stop)
-    except DamagedFileError as error:
+    except (DamagedFileError, SettingsMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as error:
@@ -307,16 +354,21 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         return EXIT_PARTIAL if isinstance(error, ShardsPartial) else EXIT_ERROR
     finally:
         torch.set_num_threads(threads)
-    if args.out is not None and args.out.resolve() != results_folder().resolve():
-        print(f"note: the chapters read {results_folder()}; for them to read {args.out}, set "
-              f"SOFTMAX_AS_LINEAR_RESULTS={args.out}", file=sys.stderr)
-    if args.command == "reproduce" and args.shard is not None:
+    sharded = args.command == "reproduce" and args.shard is not None
+    if sharded:
         k, n = args.shard
+        options = (("" if args.seeds is None else f" --seeds {args.seeds}")
+                   + ("" if args.sampler == "paper" else f" --sampler {args.sampler}")
+                   + ("" if args.rng == "auto" else f" --rng {args.rng}")
+                   + ("" if args.laws is None else f" --law {' '.join(args.laws)}")
+                   + ("" if args.lengths is None else f" --lengths {' '.join(map(str, args.lengths))}")
+                   + ("" if args.out is None else f" --out {args.out.absolute()}")
+                   + (" --allow-dirty" if args.allow_dirty else ""))
         print(f"shard {k}/{n} written; once every shard is, join them with: python -m softmax_as_linear merge "
-              f"{' '.join(args.figure)} --preset {args.preset} --shards {n}"
-              + ("" if args.seeds is None else f" --seeds {args.seeds}")
-              + ("" if args.sampler == "paper" else f" --sampler {args.sampler}")
-              + ("" if args.out is None else f" --out {args.out}"), file=sys.stderr)
+              f"{' '.join(args.figure)} --preset {args.preset} --shards {n}{options}", file=sys.stderr)
+    elif args.out is not None and args.out.resolve() != results_folder().resolve():
+        print(f"note: the chapters read {results_folder().absolute()}; for them to read {args.out.absolute()}, set "
+              f"SOFTMAX_AS_LINEAR_RESULTS={args.out.absolute()}", file=sys.stderr)
     partial = [path.name for path in written if load_json(path).get("complete", True) is False]
     if partial:
         print(f"partial: {', '.join(partial)} (time limit reached); run the same command again to resume",

@@ -65,3 +65,6 @@ CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
 
 #: Every figure the command line reproduces, in order.
 FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))
+
+#: What the command line reproduces: the paper's figures and Chapter 6's sweeps (``beyond``, not part of ``all``).
+EXPERIMENTS = (*FIGURES, "beyond")

@@ -32,3 +32,10 @@ def run_cli(capsys):
         captured = capsys.readouterr()
         return code, captured.out, captured.err
     return run
+
+
+@pytest.fixture(autouse=True)
+def commit_named(monkeypatch):
+    """The tests run whatever the state of the checkout: the commit is named (as on a machine without git), so the
+    library's uncommitted changes are unknown and allowed, in this process and in the commands it starts."""
+    monkeypatch.setenv("SOFTMAX_AS_LINEAR_COMMIT", "tested-checkout")

@@ -59,19 +59,6 @@ def test_several_figures_share_one_training(tmp_path, tiny_presets, monkeypatch)
         reproduce.reproduce([])
 
 
-@pytest.mark.parametrize("argv, name", [
-    (["reproduce", "fig9"], "figure"),
-    (["reproduce", "fig2", "--preset", "huge"], "preset"),
-    (["reproduce", "fig2", "--device", "tpu"], "device"),
-    (["reproduce", "fig2", "--threads", "0"], "threads"),
-])
-def test_bad_arguments_name_the_argument(argv, name, capsys):
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(argv)
-    assert exit_info.value.code == 2
-    assert name in capsys.readouterr().err.lower()
-
-
 def test_reproduce_function_rejects_bad_values():
     with pytest.raises(ValueError, match="figure"):
         reproduce.reproduce("fig9")
@@ -95,7 +82,7 @@ def test_time_boxed_run_writes_partial_artifacts_then_resumes(tmp_path, tiny_pre
 def test_choices_come_from_the_registry_which_needs_no_torch():
     from softmax_as_linear import registry
 
-    assert cli.FIGURE_CHOICES == (*registry.FIGURES, "all")
+    assert cli.FIGURE_CHOICES == (*registry.EXPERIMENTS, "all")
     assert registry.FIGURES == ("fig1", "fig2", "fig3", "fig4", "fig5", "fig6", "fig7", "fig8")
     code = "import sys, softmax_as_linear.registry, softmax_as_linear.cli; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -127,14 +114,6 @@ def test_help_shows_defaults_examples_and_exit_codes():
                    "exit codes:", "130", "resumes"):
         assert needed in text, needed
     assert "exit codes:" in _command("--help").stdout
-
-
-@pytest.mark.parametrize("argv", [[], ["reproduce"], ["reproduce", "fig2", "--max-minutes", "0"],
-                                  ["reproduce", "fig2", "--max-minutes", "soon"]])
-def test_bad_command_lines_exit_with_2_before_computing(argv, tmp_path):
-    done = _command(*argv, cwd=tmp_path)
-    assert done.returncode == 2, done.stderr
-    assert "usage:" in done.stderr and not list(tmp_path.iterdir())
 
 
 @pytest.mark.slow
@@ -199,14 +178,3 @@ def test_reproduce_with_the_counter_based_stream_records_it_and_reuses_the_sweep
     stamp = (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns
     assert cli.main(argv) == 0  # the same stream resolved the same way: the sweep is up to date
     assert (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns == stamp
-
-
-@pytest.mark.parametrize("argv, match", [
-    (["--seeds", "0"], "seeds"),
-    (["--sampler", "code"], "sampler"),
-    (["--rng", "mersenne"], "rng"),
-])
-def test_reproduce_bad_options(argv, match, capsys):
-    with pytest.raises(SystemExit):
-        cli.main(["reproduce", "fig6", "--preset", "smoke", *argv])
-    assert match in capsys.readouterr().err

@@ -88,21 +88,6 @@ def test_merge_names_an_unfinished_shard(tmp_path, run_cli, monkeypatch):
     assert not (tmp_path / "fig2_smoke.json").exists()
 
 
-@pytest.mark.parametrize("argv, message", [
-    (["--shard", "4/3"], "argument --shard: must be K/N"),
-    (["--shard", "two"], "argument --shard: must be K/N"),
-    (["--shard", "2/4"], "argument --shard: must be k/n with 1 <= k <= n <= 3"),
-    (["--shards", "4"], "argument --shards: must be k/n with 1 <= k <= n <= 3"),
-    (["--launcher", "slurm"], "argument --launcher: needs --shards"),
-    (["--shard", "1/3", "--shards", "3"], "not allowed with argument"),
-    (["--slurm-option", "account"], "argument --slurm-option: must be KEY=VALUE"),
-])
-def test_shard_options_are_checked_before_computing(argv, message, tmp_path, run_cli):
-    code, out, err = run_cli("reproduce", "fig2", *SMOKE, "--out", str(tmp_path), *argv)
-    assert code == cli.EXIT_USAGE and message in out + err
-    assert not list(tmp_path.iterdir())
-
-
 @pytest.mark.slow
 def test_three_shards_through_submitit_equal_one_process(tmp_path, run_cli):
     """The sweep split into three shards launched with submitit's local executor (three processes) and

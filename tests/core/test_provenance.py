@@ -11,3 +11,20 @@ def test_provenance_reads_the_commit_from_the_environment_first(monkeypatch):
     assert provenance.provenance("cpu", 1.0)["commit"] == "stale"
     monkeypatch.setattr(provenance, "_git", lambda *args: None)
     assert provenance.provenance("cpu", 1.0)["commit"] is None
+
+
+def test_uncommitted_changes_are_those_of_the_library(monkeypatch):
+    asked = []
+
+    def git(*args):
+        asked.append(args)
+        return "M src/softmax_as_linear/cli.py\n M src/softmax_as_linear/theory/models.py"
+    monkeypatch.delenv("SOFTMAX_AS_LINEAR_COMMIT", raising=False)
+    monkeypatch.setattr(provenance, "_git", git)
+    assert provenance.library_changes() == ["src/softmax_as_linear/cli.py", "src/softmax_as_linear/theory/models.py"]
+    assert asked[-1][-1] == str(provenance._PACKAGE) and provenance._PACKAGE.name == "softmax_as_linear"
+    assert provenance.provenance("cpu", 1.0)["uncommitted_changes"] is True
+    monkeypatch.setattr(provenance, "_git", lambda *args: "")
+    assert provenance.library_changes() == [] and provenance.provenance("cpu", 1.0)["uncommitted_changes"] is False
+    monkeypatch.setenv("SOFTMAX_AS_LINEAR_COMMIT", "0123abc")
+    assert provenance.library_changes() is None

@@ -78,7 +78,8 @@ def test_names_and_bad_input():
 
 def test_script_writes_the_file_and_names_bad_arguments(tmp_path):
     script = ROOT / "benchmarks" / "beyond_gaussian.py"
-    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"}
+    # the commit named: the check of uncommitted changes is off, whatever the state of this checkout
+    env = {"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "SOFTMAX_AS_LINEAR_COMMIT": "test"}
     bad = subprocess.run([sys.executable, str(script), "--law", "cauchy"], capture_output=True, text=True, env=env)
     assert bad.returncode == 2 and "--law" in bad.stderr
     bad = subprocess.run([sys.executable, str(script), "--seeds", "0"], capture_output=True, text=True, env=env)
@@ -88,5 +89,5 @@ def test_script_writes_the_file_and_names_bad_arguments(tmp_path):
     assert run.returncode == 0, run.stderr[-2000:]
     data = json.loads((tmp_path / "beyond_rademacher_smoke.json").read_text())
     assert data["complete"] and data["provenance"]["preset"] == "smoke"
-    assert (tmp_path / "checkpoints" / "beyond_rademacher_smoke.pt").exists()
+    assert (tmp_path / "checkpoints" / "sweep_beyond_rademacher_smoke.pt").exists()
 

@@ -47,6 +47,15 @@ class DamagedFileError(Exception):
         return DamagedFileError(self.path, self.reason, advice)
 
 
+class SettingsMismatchError(ValueError):
+    """A file that is whole but was written for other settings than those asked for (a checkpoint of a sweep
+    with other seeds, say): the message names the file (``path``) and what differs."""
+
+    def __init__(self, path, message: str):
+        self.path = pathlib.Path(path)
+        super().__init__(message)
+
+
 #: What reading a damaged file raises: a truncated zip (``.npz``) or pickle (``.pt``), bad JSON, missing arrays.
 READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, pickle.UnpicklingError, RuntimeError)
 

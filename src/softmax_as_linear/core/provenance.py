@@ -11,6 +11,8 @@ import pathlib
 import platform
 import subprocess
 
+_PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # softmax_as_linear/: the library
+
 
 def _git(*args: str) -> str | None:
     """The output of ``git args`` run in the package's folder, or None outside a checkout."""
@@ -22,9 +24,20 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip()
 
 
+def library_changes() -> list[str] | None:
+    """The library's files (this package's folder) with uncommitted changes, their paths as ``git status
+    --porcelain`` lists them (an empty list for a clean tree), or None when unknown: outside a checkout, or when
+    ``SOFTMAX_AS_LINEAR_COMMIT`` names the commit (a copy of the source tree may carry a stale ``.git``)."""
+    if os.environ.get("SOFTMAX_AS_LINEAR_COMMIT"):
+        return None
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", str(_PACKAGE))
+    return None if status is None else [line.split(maxsplit=1)[-1] for line in status.splitlines()]
+
+
 def provenance(device, seconds: float) -> dict:
-    """Where and how a result was computed: device, machine, torch version, commit (and whether the source
-    tree had uncommitted changes), wall time and the load average at the end (the machine may be shared).
+    """Where and how a result was computed: device, machine, torch version, commit (and whether the library's
+    source had uncommitted changes, :func:`library_changes`), wall time and the load average at the end (the
+    machine may be shared).
 
     The environment variable ``SOFTMAX_AS_LINEAR_COMMIT``, when set, names the commit instead of git (a copy
     of the source tree on another machine may carry a stale ``.git``); ``uncommitted_changes`` is then
@@ -32,11 +45,9 @@ def provenance(device, seconds: float) -> dict:
     import torch
 
     device = str(device)
-    commit, changes = os.environ.get("SOFTMAX_AS_LINEAR_COMMIT"), None
-    if not commit:
-        commit = _git("rev-parse", "HEAD") or None
-        status = _git("status", "--porcelain", "--untracked-files=no")
-        changes = None if status is None else bool(status)
+    commit = os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or _git("rev-parse", "HEAD") or None
+    changed = library_changes()
+    changes = None if changed is None else bool(changed)
     where = {"device": device, "torch": torch.__version__, "python": platform.python_version(),
              "commit": commit, "uncommitted_changes": changes, "wall_seconds": round(float(seconds), 1),
              "machine": platform.machine(), "cpu_count": os.cpu_count(), "torch_threads": torch.get_num_threads()}

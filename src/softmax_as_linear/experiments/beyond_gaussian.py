@@ -222,17 +222,42 @@ def final_comparison(result: TrainResult, evaluation: dict, n_bayes_samples: int
     return out
 
 
+def beyond_readings(result: TrainResult, evaluation: dict, preset: str, n_bayes_samples: int = 20_000) -> dict:
+    """What Chapter 6 reads from a trained sweep and its final evaluation
+    (:func:`~softmax_as_linear.engine.evaluation.final_evaluation` on ``BEYOND_FINAL_PROMPTS[preset]`` prompts):
+    :func:`limit_tracking`, :func:`limit_comparison`, :func:`concentration_check`, :func:`final_comparison` and the
+    risks along training, as a JSON-ready dict without provenance; ``"complete"`` is False for a stopped run."""
+    checks.one_of("preset", preset, PRESETS)
+    config = result.config
+    return {"experiment": "beyond_gaussian", "law": config.law, "preset": preset, "complete": result.complete,
+            "steps": result.steps.tolist(), "times": result.times.tolist(),
+            "eval_risk": {model: result.eval_risk[:, :, a].tolist() for a, model in enumerate(config.activations)},
+            "tracking": limit_tracking(result), "limits": limit_comparison(result, BEYOND_LIMIT_SAMPLES[preset]),
+            "concentration": concentration_check(result),
+            "final": final_comparison(result, evaluation, n_bayes_samples)}
+
+
+def beyond_provenance(result: TrainResult, preset: str, device, wall_seconds: float, train_wall_seconds: float) -> dict:
+    """Where a Chapter 6 result came from: :func:`~softmax_as_linear.core.provenance.provenance` (device, torch, commit,
+    uncommitted changes, wall time), the device's name, the preset, every setting, the training path, training time,
+    the final evaluation's and the limit estimates' sample sizes and the date."""
+    return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
+            "settings": result.config.as_dict(), "engine_path": getattr(result, "engine_path", None),
+            "training_seconds": round(float(result.seconds), 1), "train_wall_seconds": round(train_wall_seconds, 1),
+            "final_prompts": BEYOND_FINAL_PROMPTS[preset], "limit_samples": BEYOND_LIMIT_SAMPLES[preset],
+            "date": utc_now()}
+
+
 def beyond_experiment(law: str = "uniform", preset: str = "lecture", device="auto", progress: bool = False,
                       checkpoint=None, should_stop=None, n_bayes_samples: int = 20_000, threads: int | None = 1,
                       **overrides) -> dict:
-    """Train the Chapter 6 sweep of ``law`` at ``preset`` scale and read it: :func:`limit_tracking`,
-    :func:`limit_comparison`, :func:`concentration_check`, :func:`final_comparison`, the risks along training, and
-    the provenance (device, torch, commit, settings, seeds, wall and training time). ``overrides`` replace
-    fields of the preset's configuration (e.g. ``seeds``, ``steps``); ``checkpoint``/``should_stop`` as in
+    """Train the Chapter 6 sweep of ``law`` at ``preset`` scale and read it (:func:`beyond_readings`), with its
+    provenance (:func:`beyond_provenance`). ``overrides`` replace fields of the preset's configuration (e.g.
+    ``seeds``, ``steps``) and are listed in the provenance; ``checkpoint``/``should_stop`` as in
     :func:`~softmax_as_linear.engine.train.train`. On a CPU the sweep trains on ``threads`` compute threads
     (default one, the next batch being drawn on another core: the fastest setting on a 2-core CPU, see
     ``benchmarks/README.md``; None keeps torch's setting). A JSON-ready dict; ``"complete"`` is False for a
-    stopped run."""
+    stopped run. The command line's ``reproduce beyond`` writes these files, with resume and shards."""
     checks.one_of("law", law, COVARIATE_LAWS)
     checks.one_of("preset", preset, PRESETS)
     config = beyond_config(preset, law, **overrides)
@@ -247,17 +272,14 @@ def beyond_experiment(law: str = "uniform", preset: str = "lecture", device="aut
         torch.set_num_threads(before)
     trained = time.monotonic() - start
     evaluation = final_evaluation(result, BEYOND_FINAL_PROMPTS[preset], device=device)
-    data = {"experiment": "beyond_gaussian", "law": law, "preset": preset, "complete": result.complete,
-            "steps": result.steps.tolist(), "times": result.times.tolist(),
-            "eval_risk": {model: result.eval_risk[:, :, a].tolist() for a, model in enumerate(config.activations)},
-            "tracking": limit_tracking(result), "limits": limit_comparison(result, BEYOND_LIMIT_SAMPLES[preset]),
-            "concentration": concentration_check(result),
-            "final": final_comparison(result, evaluation, n_bayes_samples)}
-    data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device), "preset": preset,
-                          "settings": config.as_dict(), "training_seconds": round(float(result.seconds), 1),
-                          "train_wall_seconds": round(trained, 1), "final_prompts": BEYOND_FINAL_PROMPTS[preset],
-                          "limit_samples": BEYOND_LIMIT_SAMPLES[preset], "date": utc_now()}
+    data = beyond_readings(result, evaluation, preset, n_bayes_samples)
+    data["provenance"] = {**beyond_provenance(result, preset, device, time.monotonic() - start, trained),
+                          "overrides": _jsonable_overrides(overrides)}
     return data
+
+
+def _jsonable_overrides(overrides: dict) -> dict:
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in overrides.items()}
 
 
 def result_name(law: str, preset: str = "paper") -> str:
@@ -283,6 +305,6 @@ def interval_of_mean(values, level: float = 0.95) -> tuple[float, float, float]:
     return mean_interval(values, level)
 
 
-__all__ = ["beyond_experiment", "concentration_check", "final_comparison", "interval_of_mean", "limit_comparison",
+__all__ = ["beyond_experiment", "beyond_provenance", "beyond_readings", "concentration_check", "final_comparison", "interval_of_mean", "limit_comparison",
            "limit_tracking", "reproduce_command", "result_name", "saved_result"]
 

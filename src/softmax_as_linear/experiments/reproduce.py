@@ -1,18 +1,28 @@
-"""The reproduction of the paper's figures: train (or reuse) each sweep, measure its final risks, write one
-result file per figure with its provenance (what ``python -m softmax_as_linear reproduce`` runs).
+"""The reproduction of the paper's figures and of Chapter 6: train (or reuse) each sweep, measure its final risks,
+write one result file per figure (or per covariate law) with its provenance (what ``python -m softmax_as_linear
+reproduce`` runs).
 
 Figures 2-4 share one isotropic sweep and Figures 6-8 one anisotropic sweep: the sweep is trained
 once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
 saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``figN_<preset>.json``
 (``sweep_kms_published_<preset>.npz`` and ``figN_<preset>_published.json`` for Figures 6-8 drawn with the
-published code's sampler). Final risks are measured on fresh prompts (``_final.npz`` next to the sweep), and the trajectory
-figures (4 and 8) store how much each run's risk fell over the last half and quarter of training, both records
-scored on the same fresh prompts (:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
+published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covariate law and writes
+``beyond_<law>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
+overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Every name is
+:mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
+to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half and quarter
+of training, both records scored on the same fresh prompts
+(:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
 With a deadline, training stops after about that long and the result files are written marked
 ``"complete": false`` with the steps reached; the same call later resumes from the checkpoint.
 
+Every file records its preset and every override (``provenance["overrides"]``: seeds, lengths, sampler, random
+stream, shard). A library with uncommitted changes writes nothing unless ``allow_dirty`` is given
+(:class:`UncommittedChangesError`); the files then say so (``provenance["allow_dirty"]``).
+
 A file that is there but cannot be read (truncated, say) stops the call with a
-:class:`~softmax_as_linear.core.artifacts.DamagedFileError` that names it and says what to do; nothing
+:class:`~softmax_as_linear.core.artifacts.DamagedFileError` that names it and says what to do; a checkpoint
+written for other settings, with a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError`; nothing
 else is touched. ``restart`` trains the requested sweeps afresh, ignoring their files. A reproduction
 split into shards (``shard=(k, n)``, :mod:`~softmax_as_linear.experiments.shards`) trains the seeds of
 shard ``k`` only, in a folder of its own.
@@ -25,23 +35,53 @@ import time
 
 import numpy as np
 
-from ..core.artifacts import DamagedFileError, load_npz, results_folder, save_json, save_npz
+from ..core import checks
+from ..core.artifacts import DamagedFileError, SettingsMismatchError, load_npz, results_folder, save_json, save_npz
 from ..core.devices import resolve_device
+from ..core.provenance import library_changes
 from ..engine.evaluation import final_evaluation
-from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, load_checkpoint, load_sweep, save_sweep
 from ..engine.train import resolved, train
-from ..registry import CONCENTRATION_FIGURES, FIGURES, PRESETS, RNGS, SAMPLERS, TRAINING_FIGURES
+from ..registry import (
+    CONCENTRATION_FIGURES,
+    COVARIATE_LAWS,
+    EXPERIMENTS,
+    FIGURES,
+    PRESETS,
+    RNGS,
+    SAMPLERS,
+    TRAINING_FIGURES,
+)
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, sweep_provenance
-from .presets import CHANGE_PROMPTS, FINAL_PROMPTS, sweep_config, sweep_seeds
-from .result_files import figure_file, sweep_stem
+from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config, sweep_seeds
+from .result_files import beyond_stem, figure_file, run_name, sweep_stem
 
 # A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed
 # since the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a
 # fast GPU sweep does not spend its time writing checkpoints.
 CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 1000, 60.0
 
-RESTART_ADVICE = "or run the same command again with --restart (restart=True) to train this sweep afresh"
+RESTART_ADVICE = "or run the same command again with --restart to train this sweep afresh"
+
+#: The covariate laws of Chapter 6's reproduction when none is named.
+BEYOND_LAWS = ("uniform", "rademacher")
+
+class UncommittedChangesError(Exception):
+    """The library has uncommitted changes and ``allow_dirty`` was not given: a result written now could not say
+    which code computed it. The message lists the changed files."""
+
+
+def check_clean(allow_dirty: bool = False) -> bool:
+    """Raise :class:`UncommittedChangesError` when the library's source has uncommitted changes, unless
+    ``allow_dirty``; returns whether it has (False when unknown)."""
+    changed = library_changes()
+    if changed and not allow_dirty:
+        listed = ", ".join(changed[:5]) + (", ..." if len(changed) > 5 else "")
+        raise UncommittedChangesError(
+            f"the library has uncommitted changes ({listed}): a result written now could not say which code computed "
+            "it. Commit them, or pass --allow-dirty (allow_dirty=True) to write results that say so")
+    return bool(changed)
 
 
 def sweep_of(name: str, sampler: str = "paper") -> tuple[str, str]:
@@ -51,9 +91,12 @@ def sweep_of(name: str, sampler: str = "paper") -> tuple[str, str]:
     return covariance, sampler if covariance == "kms" else "paper"
 
 
-def all_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
-    """The seeds of a reproduction: the preset's (327), or the first ``seeds`` of :func:`sweep_seeds`."""
-    return sweep_config(preset).seeds if seeds is None else sweep_seeds(seeds)
+def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tuple[int, ...]:
+    """The seeds of a reproduction: the preset's (figures: 327; Chapter 6: its preset's), or the first ``seeds`` of
+    :func:`sweep_seeds`."""
+    if seeds is not None:
+        return sweep_seeds(seeds)
+    return beyond_config(preset).seeds if beyond else sweep_config(preset).seeds
 
 
 def shard_seeds(seeds: tuple[int, ...], k: int, n: int) -> tuple[int, ...]:
@@ -71,8 +114,42 @@ def shard_folder(out: pathlib.Path, k: int, n: int) -> pathlib.Path:
     return pathlib.Path(out) / "shards" / f"{k}-of-{n}"
 
 
+def overrides_of(seeds: int | None = None, sampler: str = "paper", rng: str = "auto", lengths=None,
+                 shard: tuple[int, int] | None = None) -> dict:
+    """The settings of a reproduction that are not its preset's, as its files record them."""
+    out = {} if seeds is None else {"seeds": int(seeds)}
+    if sampler != "paper":
+        out["sampler"] = sampler
+    if rng != "auto":
+        out["rng"] = rng
+    if lengths is not None:
+        out["lengths"] = [int(L) for L in lengths]
+    if shard is not None:
+        out["shard"] = f"{shard[0]}/{shard[1]}"
+    return out
+
+
 def _damaged(error: DamagedFileError, what: str) -> DamagedFileError:
     return error.advise(f"{what}; {RESTART_ADVICE}")
+
+
+def _resume_point(checkpoint: pathlib.Path, config: TrainConfig) -> int | None:
+    """The step a checkpoint resumes from (None without one); a :class:`SettingsMismatchError` when it was written
+    for other settings (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``), a
+    :class:`DamagedFileError` when it cannot be read."""
+    if not checkpoint.exists():
+        return None
+    try:
+        state = load_checkpoint(checkpoint, config, "cpu")
+    except DamagedFileError as error:
+        raise _damaged(error, "delete it to train this sweep from step 0") from None
+    except ValueError:  # load_checkpoint's one ValueError: a configuration other than this one
+        raise SettingsMismatchError(
+            checkpoint, f"checkpoint {checkpoint} was written for other settings of this sweep than this command's "
+                        f"(seeds {', '.join(map(str, config.seeds))}, lengths {', '.join(map(str, config.lengths))}, "
+                        f"{config.steps} steps, rng {config.rng}): run the command that started it again (the same "
+                        "--preset, --seeds, --lengths, --sampler, --rng) to resume it, " + RESTART_ADVICE) from None
+    return int(state["step"])
 
 
 def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
@@ -90,19 +167,20 @@ def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Pat
         if result.config == config and result.complete:
             print(f"{path}: up to date")
             return result
-    print(f"training the {config.covariance} sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))}) "
-          f"on {device}; checkpoint {checkpoint}", flush=True)
+    step = _resume_point(checkpoint, config)
+    what = f"{'law ' + config.law if config.law != 'gaussian' else config.covariance} sweep"
+    if step is None:
+        print(f"training the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) on {device}; "
+              f"checkpoint {checkpoint}", flush=True)
+    else:
+        print(f"resuming the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) from step {step:,} "
+              f"of {config.steps:,} on {device}; checkpoint {checkpoint}", flush=True)
     stop = None if deadline is None else (lambda: time.monotonic() > deadline)
     try:
         result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
                        checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
     except DamagedFileError as error:
         raise _damaged(error, "delete it to train this sweep from step 0") from None
-    except ValueError as error:
-        if "different configuration" not in str(error):
-            raise
-        raise DamagedFileError(checkpoint, "it was written for other settings of this sweep (another --seeds?)",
-                               f"delete it to train this sweep from step 0; {RESTART_ADVICE}") from None
     save_sweep(path, result)
     status = "complete" if result.complete else f"stopped at step {int(result.steps[-1])} of {config.steps} (partial)"
     print(f"{path}: {status}, {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
@@ -110,25 +188,25 @@ def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Pat
 
 
 def figures_of(figure: str | list[str]) -> list[str]:
+    """The experiments named (``"all"``: every paper figure), in order; a ``ValueError`` names an unknown one."""
     requested = [figure] if isinstance(figure, str) else list(figure)
     for name in requested:
-        if name not in (*FIGURES, "all"):
-            raise ValueError(f"figure must be one of {', '.join(FIGURES)}, all; got {name!r}")
+        if name not in (*EXPERIMENTS, "all"):
+            raise ValueError(f"figure must be one of {', '.join(EXPERIMENTS)}, all; got {name!r}")
     if not requested:
         raise ValueError("figure must name at least one figure")
-    return [f for f in FIGURES if "all" in requested or f in requested]
+    return [f for f in EXPERIMENTS if ("all" in requested and f in FIGURES) or f in requested]
 
 
-def final_key(result: TrainResult, preset: str) -> str:
+def final_key(result: TrainResult, n_prompts: int) -> str:
     """What a cached final evaluation was computed for: the sweep's settings, its last step and the prompt count."""
-    return json.dumps({"config": result.config.as_dict(), "steps": int(result.steps[-1]),
-                       "n_prompts": FINAL_PROMPTS[preset]})
+    return json.dumps({"config": result.config.as_dict(), "steps": int(result.steps[-1]), "n_prompts": int(n_prompts)})
 
 
-def _final(result, path: pathlib.Path, preset: str, device, restart: bool = False) -> dict:
-    """The final evaluation of a sweep (cached next to it as ``<sweep>_final.npz``)."""
+def _final(result, path: pathlib.Path, n_prompts: int, device, restart: bool = False) -> dict:
+    """The final evaluation of a sweep on ``n_prompts`` fresh prompts (cached next to it as ``<sweep>_final.npz``)."""
     final = path.with_name(path.stem + "_final.npz")
-    key = final_key(result, preset)
+    key = final_key(result, n_prompts)
     if final.exists() and not restart:
         try:
             cached = load_npz(final)
@@ -138,63 +216,87 @@ def _final(result, path: pathlib.Path, preset: str, device, restart: bool = Fals
         if str(cached.pop("key", "")) == key:
             return cached
     start = time.monotonic()
-    evaluation = final_evaluation(result, FINAL_PROMPTS[preset], device=device)
+    evaluation = final_evaluation(result, n_prompts, device=device)
     save_npz(final, key=np.array(key), **evaluation)
-    print(f"{final}: final risks on {FINAL_PROMPTS[preset]:,} fresh prompts per seed and L, "
+    print(f"{final}: final risks on {n_prompts:,} fresh prompts per seed and L, "
           f"{time.monotonic() - start:.0f} s", flush=True)
     return evaluation
 
 
 def check_options(preset: str, max_minutes: float | None, seeds: int | None = None, sampler: str = "paper",
-                  rng: str = "auto", shard: tuple[int, int] | None = None) -> None:
-    if preset not in PRESETS:
-        raise ValueError(f"preset must be one of {', '.join(PRESETS)}; got {preset!r}")
+                  rng: str = "auto", shard: tuple[int, int] | None = None, names=("fig2",), laws=None,
+                  lengths=None) -> None:
+    """Check a reproduction's options before anything is computed; a ``ValueError`` names the first bad one
+    (``names``: the experiments of :func:`figures_of`; ``laws`` and ``lengths`` are Chapter 6's)."""
+    checks.one_of("preset", preset, PRESETS)
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000):
         raise ValueError(f"seeds must be an integer from 1 to 1000, got {seeds!r}")
-    if sampler not in SAMPLERS:
-        raise ValueError(f"sampler must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
+    checks.one_of("sampler", sampler, SAMPLERS)
     if max_minutes is not None and not max_minutes > 0:
         raise ValueError(f"max_minutes must be positive, got {max_minutes!r}")
-    if rng not in RNGS:
-        raise ValueError(f"rng must be one of {', '.join(RNGS)}; got {rng!r}")
+    checks.one_of("rng", rng, RNGS)
+    beyond = "beyond" in names
+    if not beyond and (laws is not None or lengths is not None):
+        raise ValueError(f"{'laws' if laws is not None else 'lengths'} applies to Chapter 6's sweeps only "
+                         "(reproduce beyond)")
+    for law in laws or ():
+        checks.one_of("laws", law, COVARIATE_LAWS)
+    if beyond:
+        beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
     if shard is not None:
         k, n = shard
-        count = len(all_seeds(preset, seeds))
-        if not 1 <= k <= n or n > count:
-            raise ValueError(f"shard must be k/n with 1 <= k <= n <= {count} (one seed at least per shard; the "
-                             f"reproduction has {count} seed{'s' if count > 1 else ''}), got {k}/{n}")
+        counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
+        counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
+        count = min(counts, default=len(all_seeds(preset, seeds)))
+        if not 1 <= k <= n:
+            raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
+        if n > count:
+            raise ValueError(f"shard needs a seed at least per shard: {n} shards, and this reproduction has {count} "
+                             f"seed{'s' if count > 1 else ''}; add --seeds {n} or more")
 
 
 def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "auto", out=None,
               max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
-              restart: bool = False, shard: tuple[int, int] | None = None, rng: str = "auto") -> list[pathlib.Path]:
-    """Compute and save the artifacts of ``figure`` (a name, ``"all"``, or a list of them); returns the files written.
+              restart: bool = False, shard: tuple[int, int] | None = None, rng: str = "auto",
+              laws=None, lengths=None, allow_dirty: bool = False) -> list[pathlib.Path]:
+    """Compute and save the artifacts of ``figure`` (a name, ``"beyond"``, ``"all"``, or a list of them); returns the
+    files written.
 
     ``out`` defaults to the results folder, where the chapters read. ``max_minutes`` bounds the
     training time of this call (artifacts are then marked ``"complete": false``). ``seeds``: number of
-    seeds of each sweep (default: the preset's, the paper's seed 327). ``sampler``: the inputs of the
+    seeds of each sweep (default: the preset's; the paper's seed 327 first). ``sampler``: the inputs of the
     KMS sweep (Figures 6-8), ``"paper"`` or ``"published"``; the isotropic sweep is the same for both.
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
-    ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``.
-    ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
+    ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
+    (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators).
+    ``laws`` (default :data:`BEYOND_LAWS`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
+    prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
     ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`shard_seeds`), writing into
     :func:`shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
-    (:func:`~softmax_as_linear.experiments.shards.merge`).
+    (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has
+    uncommitted changes (:func:`check_clean`), saying so in every file.
     """
     names = figures_of(figure)
-    check_options(preset, max_minutes, seeds, sampler, rng, shard)
+    check_options(preset, max_minutes, seeds, sampler, rng, shard, names, laws, lengths)
+    dirty = check_clean(allow_dirty)
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
     overrides = {} if seeds is None else {"seeds": sweep_seeds(seeds)}
+    recorded = overrides_of(seeds, sampler, rng, shard=shard)
     if shard is not None:
         out = shard_folder(out, *shard)
-        overrides = {"seeds": shard_seeds(all_seeds(preset, seeds), *shard)}
-        names = [name for name in names if name in TRAINING_FIGURES]
+        names = [name for name in names if name not in CONCENTRATION_FIGURES]
+        if any(name in TRAINING_FIGURES for name in names):
+            overrides = {"seeds": shard_seeds(all_seeds(preset, seeds), *shard)}
     written, sweeps = [], {}
     for name in names:
+        if name == "beyond":
+            written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, laws, lengths, dirty)
+            continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)
+            data["provenance"] = {**data.get("provenance", {}), **_written_with(dirty)}
             used = "paper"
         else:
             covariance, used = sweep_of(name, sampler)
@@ -203,8 +305,9 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
                 stem = sweep_stem(covariance, preset, used)
                 config = resolved(sweep_config(preset, covariance, sampler=used, rng=rng, **overrides), device)
                 result = _sweep(config, stem, preset, device, out, deadline, restart)
-                evaluation = _final(result, out / f"{stem}.npz", preset, device, restart)
+                evaluation = _final(result, out / f"{stem}.npz", FINAL_PROMPTS[preset], device, restart)
                 origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)
+                origin.update(overrides=recorded, **_written_with(dirty))
                 if shard is not None:
                     origin["shard"] = f"{shard[0]}/{shard[1]}"
                 sweeps[covariance] = result, evaluation, origin
@@ -212,5 +315,49 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
                                   device=device), "provenance": origin}
         written.append(save_json(out / figure_file(name, preset, used), data))
+        print(f"wrote {written[-1]}", flush=True)
+    return written
+
+
+def _written_with(dirty: bool) -> dict:
+    """What a file says of the library's state beyond :func:`~softmax_as_linear.core.provenance.provenance`."""
+    return {"allow_dirty": True} if dirty else {}
+
+
+def beyond_run(preset: str, seeds: int | None = None, lengths=None) -> str:
+    """The run name of a Chapter 6 reproduction (:func:`~softmax_as_linear.experiments.result_files.run_name`)."""
+    return run_name(preset, None if seeds is None else sweep_seeds(seeds), None if lengths is None else tuple(lengths))
+
+
+def beyond_overrides(preset: str, seeds: int | None = None, lengths=None, shard=None) -> dict:
+    """The fields of :func:`~softmax_as_linear.experiments.presets.beyond_config` a Chapter 6 reproduction replaces."""
+    overrides = {} if lengths is None else {"lengths": tuple(int(L) for L in lengths)}
+    if seeds is not None or shard is not None:
+        overrides["seeds"] = all_seeds(preset, seeds, beyond=True)
+    if shard is not None:
+        overrides["seeds"] = shard_seeds(overrides["seeds"], *shard)
+    return overrides
+
+
+def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, laws, lengths,
+                      dirty) -> list[pathlib.Path]:
+    """Chapter 6's sweeps, one per law, each read and written as ``beyond_<law>_<run>.json``."""
+    from .beyond_gaussian import beyond_provenance, beyond_readings
+
+    run = beyond_run(preset, seeds, lengths)
+    recorded = overrides_of(seeds, rng=rng, lengths=lengths, shard=shard)
+    written = []
+    for law in laws or BEYOND_LAWS:
+        start = time.monotonic()
+        stem = beyond_stem(law, run)
+        config = resolved(beyond_config(preset, law, rng=rng, **beyond_overrides(preset, seeds, lengths, shard)), device)
+        print(f"== Chapter 6, {law} covariates, {preset} preset" + ("" if run == preset else f" ({run})"), flush=True)
+        result = _sweep(config, f"sweep_{stem}", preset, device, out, deadline, restart)
+        trained = time.monotonic() - start
+        evaluation = _final(result, out / f"sweep_{stem}.npz", BEYOND_FINAL_PROMPTS[preset], device, restart)
+        data = {**beyond_readings(result, evaluation, preset), "run": run}
+        data["provenance"] = {**beyond_provenance(result, preset, device, time.monotonic() - start, trained),
+                              "run": run, "overrides": recorded, **_written_with(dirty)}
+        written.append(save_json(out / f"{stem}.json", data))
         print(f"wrote {written[-1]}", flush=True)
     return written

@@ -30,22 +30,27 @@ import numpy as np
 from ..core.artifacts import DamagedFileError, load_json, load_npz, results_folder, save_json, save_npz
 from ..core.devices import resolve_device
 from ..core.provenance import provenance, utc_now
-from ..engine.sweep import TrainResult, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
 from ..registry import CONCENTRATION_FIGURES, LAUNCHERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data
-from .presets import CHANGE_PROMPTS, sweep_config
+from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config
 from .reproduce import (
+    BEYOND_LAWS,
     all_seeds,
+    beyond_overrides,
+    beyond_run,
+    check_clean,
     check_options,
     figures_of,
     final_key,
+    overrides_of,
     reproduce,
     shard_folder,
     shard_seeds,
     sweep_of,
 )
-from .result_files import figure_file, sweep_stem
+from .result_files import beyond_stem, figure_file, sweep_stem
 
 #: The arrays of a final evaluation that have a seed axis (the others, ``n_prompts``, are shared).
 _PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
@@ -60,20 +65,22 @@ class ShardsPartial(ShardError):
 
 
 def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: str, k: int, n: int,
-                  out: pathlib.Path | None, rng: str = "auto") -> str:
+                  out: pathlib.Path | None, rng: str = "auto", laws=None, lengths=None) -> str:
     """The command line that trains shard ``k`` of ``n`` (the same for a missing or an unfinished shard)."""
     extra = ("" if seeds is None else f" --seeds {seeds}") + ("" if sampler == "paper" else f" --sampler {sampler}")
     extra += "" if rng == "auto" else f" --rng {rng}"
-    where = "" if out is None else f" --out {out}"
+    extra += "" if laws is None else f" --law {' '.join(laws)}"
+    extra += "" if lengths is None else f" --lengths {' '.join(map(str, lengths))}"
+    where = "" if out is None else f" --out {pathlib.Path(out).absolute()}"
     return f"python -m softmax_as_linear reproduce {' '.join(figures)} --preset {preset}{extra}{where} --shard {k}/{n}"
 
 
-def _merge_sweep(covariance: str, used: str, preset: str, seeds: int | None, out: pathlib.Path, n: int,
-                 command, rng: str = "auto") -> tuple[TrainResult, dict, list[dict]]:
-    """The shards' sweeps and final evaluations of one sweep, joined along the seed axis, with each shard's provenance.
-    With ``rng="auto"`` the shards' random stream is the one the first shard used (it depends on its device)."""
-    stem = sweep_stem(covariance, preset, used)
-    config = sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng)
+def _merge_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathlib.Path, n: int, command,
+                 shard_file=None) -> tuple[TrainResult, dict, list[dict]]:
+    """The shards' sweeps ``<stem>.npz`` and final evaluations, joined along the seed axis, with each shard's
+    provenance (read from ``shard_file(folder)``, one of the shard's result files, when given). ``config``: the
+    whole reproduction's; with ``rng="auto"`` the shards' random stream is the one the first shard used (it depends
+    on its device)."""
     results, evaluations, origins = [], [], []
     for k in range(1, n + 1):
         folder = shard_folder(out, k, n)
@@ -86,24 +93,31 @@ def _merge_sweep(covariance: str, used: str, preset: str, seeds: int | None, out
             config = config.replace(rng=result.config.rng)
             expected = expected.replace(rng=result.config.rng)
         if result.config != expected:
-            raise ShardError(f"{path} was trained with other settings than shard {k}/{n} of this reproduction "
-                             f"(seeds {list(result.config.seeds)}, expected {list(expected.seeds)}): run\n    {command(k)}")
+            differ = [f"{key} {_shown(theirs)} (this merge: {_shown(mine)})" for key, theirs, mine in
+                      ((key, value, expected.as_dict()[key]) for key, value in result.config.as_dict().items())
+                      if theirs != mine]
+            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard "
+                             f"{k}/{n} ({path}) has {'; '.join(differ)}. Run merge with the shards' --preset, --seeds, "
+                             "--sampler, --rng (and --lengths), or train the shards again with these settings and "
+                             "--restart")
         if not result.complete:
             raise ShardError(f"shard {k}/{n} stopped at step {int(result.steps[-1])} of {config.steps}: run the same "
                              f"command again to resume it\n    {command(k)}")
         final = folder / f"{stem}_final.npz"
         evaluation = load_npz(final) if final.exists() else {}
-        if str(evaluation.pop("key", "")) != final_key(result, preset):
+        if str(evaluation.pop("key", "")) != final_key(result, final_prompts):
             raise ShardError(f"shard {k}/{n} has no final evaluation of its sweep ({final}): run\n    {command(k)}")
         origin = {"shard": f"{k}/{n}", "seeds": list(result.config.seeds),
                   "training_seconds": round(float(result.seconds), 1)}
-        figure = folder / figure_file(next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance), preset, used)
-        if figure.exists():
+        figure = None if shard_file is None else shard_file(folder)
+        if figure is not None and figure.exists():
             try:
                 origin = {**load_json(figure).get("provenance", {}), **origin}
-                origin.pop("settings", None)
-            except DamagedFileError:
-                pass  # the shard's own figure file is only read for its provenance
+            except DamagedFileError as error:  # its provenance would be lost: the shard's command rewrites it
+                raise ShardError(f"{error}; it holds the provenance of shard {k}/{n} (where and how it ran): run the "
+                                 f"shard's command again, which rewrites it from its sweep without training\n"
+                                 f"    {command(k)}") from None
+            origin.pop("settings", None)
         results.append(result)
         evaluations.append(evaluation)
         origins.append(origin)
@@ -116,56 +130,100 @@ def _merge_sweep(covariance: str, used: str, preset: str, seeds: int | None, out
     evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in _PER_SEED}
     evaluation["n_prompts"] = evaluations[0]["n_prompts"]
     save_sweep(out / f"{stem}.npz", merged)
-    save_npz(out / f"{stem}_final.npz", key=np.array(final_key(merged, preset)), **evaluation)
+    save_npz(out / f"{stem}_final.npz", key=np.array(final_key(merged, final_prompts)), **evaluation)
     return merged, evaluation, origins
 
 
-def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], seconds: float) -> dict:
+def _shown(value):
+    return list(value) if isinstance(value, tuple) else repr(value) if isinstance(value, str) else value
+
+
+def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], seconds: float, overrides: dict,
+                       dirty: bool) -> dict:
     """The provenance of merged files: where the shards ran (the first shard's device, torch and commit at the top,
-    every shard in ``shards``), the settings of the whole reproduction, the summed training time, and the merge."""
+    every shard in ``shards``), the preset, its overrides and the settings of the whole reproduction, the summed
+    training time, and the merge."""
     first = origins[0]
     top = {key: first.get(key) for key in ("device", "device_name", "gpu", "torch", "python", "commit",
-                                           "uncommitted_changes", "machine") if key in first}
-    for key in ("device_name", "torch", "commit"):
-        if len({o.get(key) for o in origins}) > 1:
+                                           "uncommitted_changes", "allow_dirty", "engine_path", "machine")
+           if key in first}
+    for key in ("device_name", "torch", "commit", "uncommitted_changes", "engine_path"):
+        if len({str(o.get(key)) for o in origins}) > 1:
             top[key] = "several (see shards)"
-    return {**top, "preset": preset, "settings": result.config.as_dict(),
-            "training_seconds": round(float(result.seconds), 1), "final_prompts": first.get("final_prompts"),
-            "date": utc_now(), "shards": origins, "merged": provenance("cpu", seconds)}
+    merged = provenance("cpu", seconds)
+    return {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "overrides": overrides,
+            "settings": result.config.as_dict(), "training_seconds": round(float(result.seconds), 1),
+            "final_prompts": first.get("final_prompts"), "date": utc_now(), "shards": origins, "merged": merged}
 
 
 def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=None, seeds: int | None = None,
-          sampler: str = "paper", device: str = "auto", rng: str = "auto") -> list[pathlib.Path]:
+          sampler: str = "paper", device: str = "auto", rng: str = "auto", laws=None, lengths=None,
+          allow_dirty: bool = False) -> list[pathlib.Path]:
     """Join the ``shards`` shards of a reproduction (each trained by ``reproduce(..., shard=(k, shards))``) and
-    write its files into ``out``: the sweeps, their final evaluations and one file per figure, as one
-    :func:`~softmax_as_linear.experiments.reproduce.reproduce` of every seed writes them (Figures 1 and 5,
-    which have no seeds, are computed here). A :class:`ShardError` names a missing or unfinished shard
-    and the command that completes it; nothing is written then."""
+    write its files into ``out``: the sweeps, their final evaluations and one file per figure (and per law of
+    Chapter 6), as one :func:`~softmax_as_linear.experiments.reproduce.reproduce` of every seed writes them
+    (Figures 1 and 5, which have no seeds, are computed here). A :class:`ShardError` names a missing or unfinished
+    shard and the command that completes it, or says that the merge's settings differ from the shards'; nothing is
+    written then."""
     names = figures_of(figure)
-    check_options(preset, None, seeds, sampler, rng, (1, shards))
+    check_options(preset, None, seeds, sampler, rng, (1, shards), names, laws, lengths)
+    dirty = check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
     start = time.monotonic()
-    training = [name for name in names if name in TRAINING_FIGURES]
+    training = [name for name in names if name not in CONCENTRATION_FIGURES]
+    figures = [name for name in training if name in TRAINING_FIGURES]
+    beyond = "beyond" in names
+    run = beyond_run(preset, seeds, lengths) if beyond else None
 
     def command(k):
-        return shard_command(training, preset, seeds, sampler, k, shards, out, rng)
+        return shard_command(training, preset, seeds, sampler, k, shards, out, rng, laws, lengths)
 
-    needed = list(dict.fromkeys(sweep_of(name, sampler) for name in training))
-    for covariance, used in needed:  # every shard of every sweep is there before anything is written
+    needed = {}  # sweep stem -> (config, final prompts, a result file of the shard beside it)
+    for covariance, used in dict.fromkeys(sweep_of(name, sampler) for name in figures):
+        first = next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance)
+        needed[sweep_stem(covariance, preset, used)] = (
+            sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng),
+            FINAL_PROMPTS[preset], lambda folder, first=first, used=used: folder / figure_file(first, preset, used))
+    for law in (laws or BEYOND_LAWS) if beyond else ():
+        stem = beyond_stem(law, run)
+        config = beyond_config(preset, law, rng=rng, **beyond_overrides(preset, seeds, lengths))
+        needed[f"sweep_{stem}"] = (config, BEYOND_FINAL_PROMPTS[preset], lambda folder, stem=stem: folder / f"{stem}.json")
+    for stem in needed:  # every shard of every sweep is there before anything is written
         for k in range(1, shards + 1):
-            if not (shard_folder(out, k, shards) / f"{sweep_stem(covariance, preset, used)}.npz").exists():
-                raise ShardError(f"shard {k}/{shards} has not written its {covariance} sweep yet: run\n    {command(k)}")
+            folder = shard_folder(out, k, shards)
+            if not (folder / f"{stem}.npz").exists():
+                others = sorted(p.stem for p in folder.glob(f"{stem.split('_', 3)[0]}_*.npz")
+                                if not p.stem.endswith("_final")) if stem.startswith("sweep_beyond") else []
+                hint = (f" (it holds {', '.join(others)}: were the shards trained with other --seeds or --lengths "
+                        "than this merge's?)") if others else ""
+                raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
     sweeps = {}
-    for covariance, used in needed:
-        merged, evaluation, origins = _merge_sweep(covariance, used, preset, seeds, out, shards, command, rng)
-        sweeps[covariance] = merged, evaluation, _merged_provenance(merged, preset, origins, time.monotonic() - start)
+    for stem, (config, final_prompts, shard_file) in needed.items():
+        merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
+        recorded = overrides_of(seeds, sampler if stem.startswith("sweep_kms") else "paper", rng,
+                                lengths if stem.startswith("sweep_beyond") else None)
+        sweeps[stem] = merged, evaluation, _merged_provenance(merged, preset, origins, time.monotonic() - start,
+                                                              recorded, dirty)
     written = []
     for name in names:
+        if name == "beyond":
+            from .beyond_gaussian import beyond_readings
+
+            for law in laws or BEYOND_LAWS:
+                stem = beyond_stem(law, run)
+                result, evaluation, origin = sweeps[f"sweep_{stem}"]
+                data = {**beyond_readings(result, evaluation, preset), "run": run,
+                        "provenance": {**origin, "run": run}}
+                written.append(save_json(out / f"{stem}.json", data))
+                print(f"wrote {written[-1]}", flush=True)
+            continue
         if name in CONCENTRATION_FIGURES:
             data, used = concentration_figure(name, preset, device=resolve_device(device), progress=True), "paper"
+            if dirty:
+                data["provenance"] = {**data.get("provenance", {}), "allow_dirty": True}
         else:
             covariance, used = sweep_of(name, sampler)
-            result, evaluation, origin = sweeps[covariance]
+            result, evaluation, origin = sweeps[sweep_stem(covariance, preset, used)]
             data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
                                   device=resolve_device(device)), "provenance": origin}
         written.append(save_json(out / figure_file(name, preset, used), data))
@@ -187,7 +245,8 @@ def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads
 def launch(figure: str | list[str], shards: int, launcher: str = "local", preset: str = "lecture", device="auto",
            out=None, max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
            restart: bool = False, threads: int = 1, timeout_minutes: float = 24 * 60, slurm: dict | None = None,
-           gpus_per_shard: int | None = None, rng: str = "auto") -> list[pathlib.Path]:
+           gpus_per_shard: int | None = None, rng: str = "auto", laws=None, lengths=None,
+           allow_dirty: bool = False) -> list[pathlib.Path]:
     """Train the ``shards`` shards of a reproduction as submitit jobs and merge them (see the module's docstring).
 
     ``launcher``: ``"slurm"`` (one job array; ``slurm`` holds submitit's ``slurm_*`` parameters without the
@@ -202,9 +261,10 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     names = figures_of(figure)
     if launcher not in LAUNCHERS:
         raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}; got {launcher!r}")
-    check_options(preset, max_minutes, seeds, sampler, rng, (1, shards))
+    check_options(preset, max_minutes, seeds, sampler, rng, (1, shards), names, laws, lengths)
+    check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
-    training = [name for name in names if name in TRAINING_FIGURES]
+    training = [name for name in names if name not in CONCENTRATION_FIGURES]
     resolved = resolve_device(device) if launcher == "local" else None
     cuda = (resolved.type == "cuda") if resolved is not None else str(device) == "cuda"
     gpus = (1 if cuda else 0) if gpus_per_shard is None else gpus_per_shard
@@ -213,7 +273,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
                                cpus_per_task=max(2, threads + 1), tasks_per_node=1, nodes=1,
                                **{f"slurm_{key}": value for key, value in (slurm or {}).items()})
     options = dict(preset=preset, device=device, out=out, max_minutes=max_minutes, seeds=seeds, sampler=sampler,
-                   restart=restart, rng=rng)
+                   restart=restart, rng=rng, laws=laws, lengths=lengths, allow_dirty=allow_dirty)
     jobs = []
     if launcher == "local" and cuda and gpus > 0:  # one GPU (or gpus) of this machine per shard
         import torch
@@ -243,4 +303,4 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     if partial:
         raise ShardsPartial(f"shard{'s' if len(partial) > 1 else ''} {', '.join(map(str, partial))} of {shards} "
                             "stopped at the time limit; run the same command again to resume them")
-    return merge(names, shards, preset, out, seeds, sampler, device, rng)
+    return merge(names, shards, preset, out, seeds, sampler, device, rng, laws, lengths, allow_dirty)
