@@ -69,3 +69,26 @@ def test_saved_beyond_falls_back_on_the_largest_reduced_run_of_the_preset(tmp_pa
     artifacts.save_json(tmp_path / "beyond_uniform_paper.json", {"run": "paper"})
     assert result_files.saved_beyond("uniform", "paper", tmp_path)["run"] == "paper"
     assert result_files.saved_beyond("rademacher", "paper", tmp_path) is None
+
+
+def test_committed_chapter_6_files_are_named_after_what_they_ran():
+    from softmax_as_linear.experiments.presets import beyond_config
+
+    root = pathlib.Path(softmax_as_linear.__file__).parents[2] / "results"
+    files = sorted(root.glob("beyond_*.json"))
+    assert files
+    for path in files:
+        data = artifacts.load_json(path)
+        where = data["provenance"]
+        assert path.name == result_files.beyond_file(data["law"], data["run"]) and where["run"] == data["run"]
+        preset, seeds, lengths = result_files.parse_run(data["run"])
+        expected = beyond_config(preset, data["law"])
+        assert where["preset"] == data["preset"] == preset
+        assert len(where["settings"]["seeds"]) == (seeds or len(expected.seeds))
+        assert tuple(where["settings"]["lengths"]) == (lengths or expected.lengths)
+        assert where["overrides"] == {**({} if seeds is None else {"seeds": seeds}),
+                                      **({} if lengths is None else {"lengths": list(lengths)})}
+        if where["uncommitted_changes"]:
+            assert where["allow_dirty"] is True, path.name
+    # Chapter 6 asks for the paper preset's files: it finds the reduced run while there is no full one
+    assert result_files.saved_beyond("uniform", "paper")["run"].startswith("paper_")
