@@ -3,7 +3,9 @@
 A panel is a set of controls and a function that draws from their values. :func:`panel` wires them
 so that whatever the computation raises shows as a message in the panel's message line, under the
 controls, instead of a traceback: a ``ValueError`` is a setting the panel cannot compute, and its
-message says which control to change.
+message says which control to change. Maintainers see the traceback: every failure is logged with it on the
+logger ``softmax_as_linear.panels`` (level DEBUG), and with the environment variable
+``SOFTMAX_AS_LINEAR_DEBUG=1`` the message line shows it too (:func:`explain`).
 The rendered book shows the static counterparts built with :func:`softmax_as_linear.figures.style.slider_figure`.
 
 A number typed into a control is read by the library, not by the browser: ipywidgets' own slider
@@ -15,7 +17,10 @@ saved in a notebook shows :data:`NEEDS_KERNEL` until its cell runs.
 from __future__ import annotations
 
 import html
+import logging
 import math
+import os
+import traceback
 from typing import Callable
 
 import ipywidgets as W
@@ -161,7 +166,7 @@ def message_line() -> tuple[W.HTML, Callable[[str], None], Callable[[str], None]
 
     def show():
         line.value = "".join(
-            f'<div style="color:{color};padding:2px 0">{html.escape(parts[key])}</div>'
+            f'<div style="color:{color};padding:2px 0;white-space:pre-wrap">{html.escape(parts[key])}</div>'
             for key, color in (("typed", "#a15c00"), ("failed", "#b00020")) if parts[key])
 
     def report(text: str):
@@ -174,12 +179,27 @@ def message_line() -> tuple[W.HTML, Callable[[str], None], Callable[[str], None]
     return line, report, fail
 
 
+#: Set to 1 (or any value but 0), the message line of a panel shows the traceback of a failure.
+DEBUG_VAR = "SOFTMAX_AS_LINEAR_DEBUG"
+log = logging.getLogger("softmax_as_linear.panels")
+
+
 def explain(error: BaseException) -> str:
     """The message line's words for a failed computation: a ``ValueError`` is a setting the panel
-    cannot compute (its message says what to change); anything else is reported as it is."""
+    cannot compute (its message says what to change); anything else is reported as it is.
+
+    For maintainers, the failure is logged with its traceback on :data:`log` (level DEBUG:
+    ``logging.getLogger("softmax_as_linear.panels").setLevel("DEBUG")`` with a handler), and with
+    ``SOFTMAX_AS_LINEAR_DEBUG=1`` in the kernel's environment the words end with the traceback."""
+    exc_info = (type(error), error, error.__traceback__)
+    log.debug("a panel's computation failed", exc_info=exc_info)
     if isinstance(error, ValueError):
-        return f"Cannot compute this setting: {error}"
-    return f"This setting failed ({type(error).__name__}: {error}); change a control to try another."
+        text = f"Cannot compute this setting: {error}"
+    else:
+        text = f"This setting failed ({type(error).__name__}: {error}); change a control to try another."
+    if os.environ.get(DEBUG_VAR, "0") not in ("", "0"):
+        text += "\n\n" + "".join(traceback.format_exception(*exc_info)).rstrip()
+    return text
 
 
 def figure_outputs(fig) -> tuple[dict, ...]:
