@@ -92,3 +92,4 @@ def test_committed_chapter_6_files_are_named_after_what_they_ran():
             assert where["allow_dirty"] is True, path.name
     # Chapter 6 asks for the paper preset's files: it finds the reduced run while there is no full one
     assert result_files.saved_beyond("uniform", "paper")["run"].startswith("paper_")
+

@@ -34,13 +34,20 @@ _CHECKOUT = _PACKAGE.parents[1]
 SHIPPED = _PACKAGE / "results"  # the copy of the repository's results/*.json inside an installed package
 
 
+#: How much of a reader's error a :class:`DamagedFileError` message quotes.
+REASON_CHARS = 160
+
+
 class DamagedFileError(Exception):
     """A file that exists but cannot be read (truncated, or not what its name says): the message names the
-    file, what went wrong and, when given, what to do (``advice``)."""
+    file, what went wrong (the first line of ``reason``, at most :data:`REASON_CHARS` characters: a reader's
+    internal text can run over pages; ``reason`` keeps it whole) and, when given, what to do (``advice``)."""
 
     def __init__(self, path, reason, advice: str = ""):
         self.path, self.reason, self.advice = pathlib.Path(path), str(reason), advice
-        super().__init__(f"{self.path} is damaged and cannot be read ({self.reason})" + (f": {advice}" if advice else ""))
+        short = (self.reason.strip().splitlines() or [""])[0]
+        short = short if len(short) <= REASON_CHARS else short[:REASON_CHARS - 3].rstrip() + "..."
+        super().__init__(f"{self.path} is damaged and cannot be read ({short})" + (f": {advice}" if advice else ""))
 
     def advise(self, advice: str) -> "DamagedFileError":
         """The same error with ``advice`` (what to do about this file)."""

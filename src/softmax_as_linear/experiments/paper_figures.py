@@ -152,9 +152,11 @@ def sweep_provenance(result: TrainResult, preset: str | None = None, device="cpu
                      evaluation: dict | None = None) -> dict:
     """Where a sweep's figures came from: :func:`provenance` (device, torch, commit, wall time, load) plus
     the device's name, the preset and every setting of the sweep (lr, batch, steps, eval sizes, sampler,
-    seeds), its training time, the size of the final evaluation set and the date (UTC)."""
+    seeds), the training path that ran (``engine_path``), its training time, the size of the final evaluation
+    set and the date (UTC)."""
     return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
-            "settings": result.config.as_dict(), "training_seconds": round(float(result.seconds), 1),
+            "settings": result.config.as_dict(), "engine_path": getattr(result, "engine_path", None),
+            "training_seconds": round(float(result.seconds), 1),
             "final_prompts": None if evaluation is None else int(evaluation["n_prompts"]), "date": utc_now()}
 
 
