@@ -50,14 +50,16 @@ Its folders are its layers; a module imports only from its own layer and the one
 
   - :mod:`~softmax_as_linear.experiments.presets`: every named setting (sweeps, Figures 1 and 5, the
     training panel's first run).
-  - :mod:`~softmax_as_linear.experiments.paper_figures`: the data of the training figures (2-4, 6-8) and
-    where their files live.
+  - :mod:`~softmax_as_linear.experiments.paper_figures`: the data of the training figures (2-4, 6-8).
+  - :mod:`~softmax_as_linear.experiments.result_files`: every result file's name, loader and the command that
+    rebuilds it.
   - :mod:`~softmax_as_linear.experiments.concentration_figures`: Figures 1 and 5, and the gaps along a trained run.
   - :mod:`~softmax_as_linear.experiments.analysis`: trained runs and result files read against the theory and
     each other (flow gap, seed outcomes, the read-outs the training chapters test).
   - :mod:`~softmax_as_linear.experiments.uncertainty`: standard errors of the risks recorded along training and
     of their changes (measured, inferred from the final evaluation, or paired on fresh prompts).
-  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures, file by file.
+  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapter 6,
+    file by file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
   - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the

@@ -60,7 +60,7 @@ def test_beyond_stops_at_its_time_limit_and_resumes(tmp_path, tiny_beyond, run_c
     monkeypatch.setattr(reproduce.time, "monotonic", lambda: 0.0)
     code, out, err = run_cli(*RUN, "--out", str(tmp_path))
     assert code == 0, err
-    assert "resuming the law uniform sweep (smoke preset, seeds 327, 0) from step 10 of 20" in out
+    assert "resuming the Chapter 6 uniform sweep (smoke preset, seeds 327, 0) from step 10 of 20" in out
     assert _load(tmp_path / "beyond_uniform_smoke.json")["complete"] is True
 
 

@@ -168,7 +168,7 @@ def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Pat
             print(f"{path}: up to date")
             return result
     step = _resume_point(checkpoint, config)
-    what = f"{'law ' + config.law if config.law != 'gaussian' else config.covariance} sweep"
+    what = f"{'Chapter 6 ' + config.law if config.law != 'gaussian' else config.covariance} sweep"
     if step is None:
         print(f"training the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) on {device}; "
               f"checkpoint {checkpoint}", flush=True)
