@@ -162,7 +162,7 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
     watch_interrupts()
     run_button = W.Button(description="Train", button_style="primary", icon="play")
     stop_button = W.Button(description="Stop", icon="stop", disabled=True)
-    progress = W.IntProgress(value=0, min=0, max=1, description="steps", style={"description_width": "initial"})
+    progress = W.IntProgress(value=0, min=0, max=1, description="trained", style={"description_width": "initial"})
     status = W.HTML("")
     status.add_class("sal-status")
     output = W.Output()

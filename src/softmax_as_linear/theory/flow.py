@@ -157,17 +157,17 @@ def drift_constant(task: RegressionTask) -> float:
     r"""The constant :math:`K` of the excess risk :math:`K a^4` along the valley of :math:`R_\infty` (course's derivation).
 
     In the block structure with :math:`\Sigma = I` and :math:`A_x = aI`, :math:`R_\infty - s^2/2 =
-    \tfrac{\tau^2 d}{2}\mathbb{E}[(v_y k'_\lambda(a\xi) - \xi)^2]`. With :math:`k'_\lambda(b) = b + \tfrac{\kappa_4 - 3}{6} b^3 + O(b^5)`,
+    \tfrac{\tau^2 d}{2}\mathbb{E}[(v_y k'_\lambda(a\xi) - \xi)^2]`. With :math:`k'_\lambda(b) = b + \tfrac{\kappa_4}{6} b^3 + O(b^5)` (:math:`\kappa_4 = \mathbb{E}\xi^4 - 3`, the fourth cumulant),
     the best :math:`v_y \approx 1/a` leaves the part of :math:`\xi^3` orthogonal to :math:`\xi`:
 
     .. math:: \min_{v_y} R_\infty - \tfrac{s^2}{2} = K a^4 + O(a^6), \qquad
-        K = \tfrac{\tau^2 d}{2} \Big(\tfrac{\kappa_4 - 3}{6}\Big)^2 \big(\mathbb{E}\xi^6 - (\mathbb{E}\xi^4)^2\big).
+        K = \tfrac{\tau^2 d}{2} \Big(\tfrac{\kappa_4}{6}\Big)^2 \big(\mathbb{E}\xi^6 - (\mathbb{E}\xi^4)^2\big).
 
     :math:`K = 0` for the Gaussian law (Lemma 2.1) and for the Rademacher law (:math:`\xi^3 = \xi`, and
     :math:`v_y \tanh a = 1` is an exact minimiser); :math:`K = 0.0123` for uniform covariates at the paper's task.
     """
-    kappa4, kappa6 = covariates.moment(task.law, 4), covariates.moment(task.law, 6)
-    return 0.5 * task.task_var * task.d * ((kappa4 - 3) / 6) ** 2 * (kappa6 - kappa4**2)
+    fourth, sixth = covariates.moment(task.law, 4), covariates.moment(task.law, 6)
+    return 0.5 * task.task_var * task.d * ((fourth - 3) / 6) ** 2 * (sixth - fourth**2)
 
 
 def drift_asymptotics(task: RegressionTask, times) -> dict[str, np.ndarray]:

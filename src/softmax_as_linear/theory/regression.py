@@ -26,7 +26,7 @@ standardised draws of a law :math:`\lambda` (:mod:`~softmax_as_linear.theory.cov
 paper, and the default), uniform on :math:`[-\sqrt3, \sqrt3]` or Rademacher, so that :math:`x = F\xi` has the
 same covariance whatever the law. The Gaussian law draws exactly the random numbers it always drew. The
 label noise and :math:`w` stay Gaussian. Second moments, hence :func:`infinite_prompt_risk` of linear
-attention, do not depend on the law; fourth moments do, through :math:`\kappa_4 = \mathbb{E}\xi^4`, and
+attention, do not depend on the law; fourth moments do, through the fourth cumulant :math:`\kappa_4 = \mathbb{E}\xi^4 - 3`, and
 :func:`linear_attention_risk` and :func:`optimal_linear_risk` carry them. The infinite-prompt softmax
 model of a non-Gaussian law is in :mod:`~softmax_as_linear.theory.limit_model`.
 
@@ -169,7 +169,7 @@ class RegressionTask:
 
     @property
     def fourth_moment(self) -> float:
-        r""":math:`\kappa_4 = \mathbb{E}\xi_j^4` of the covariate law (3 for the Gaussian one)."""
+        r"""The fourth moment :math:`\mathbb{E}\xi_j^4` of the covariate law (3 for the Gaussian one; the fourth cumulant is :math:`\kappa_4 = \mathbb{E}\xi_j^4 - 3`)."""
         return covariates.moment(self.law, 4)
 
     def noise_floor(self) -> float:
@@ -457,11 +457,11 @@ def _fourth_moment_correction(t: dict, task: RegressionTask) -> Tensor:
 
     Given :math:`w` and :math:`x_q`, the variance term holds :math:`\mathbb{E}[(p^\top x)^2 (q^\top x)^2]` with
     :math:`p = v_x + v_y w`, :math:`q = (A_x + w a_y^\top) x_q`; for :math:`x = F\xi` it exceeds its Gaussian value by
-    :math:`(\kappa_4 - 3)\sum_j (c_j^\top p)^2 (c_j^\top q)^2` (:math:`c_j` the columns of :math:`F`). The average
+    :math:`\kappa_4\sum_j (c_j^\top p)^2 (c_j^\top q)^2` (:math:`c_j` the columns of :math:`F`). The average
     over :math:`x_q` and :math:`w` depends on :math:`w` through :math:`\omega_j = c_j^\top w \sim N(0, \sigma_j^2)`,
     :math:`\sigma_j^2 = \tau^2 \|c_j\|^2`, only:
 
-    .. math:: (\kappa_4 - 3) \sum_j \big[\alpha_j^2 g_{0j} + \sigma_j^2 (\alpha_j^2 g_2 + 4 \alpha_j v_y g_{1j}
+    .. math:: \kappa_4 \sum_j \big[\alpha_j^2 g_{0j} + \sigma_j^2 (\alpha_j^2 g_2 + 4 \alpha_j v_y g_{1j}
         + v_y^2 g_{0j}) + 3 v_y^2 g_2 \sigma_j^4\big],
 
     :math:`\alpha_j = c_j^\top v_x`, :math:`r_j = A_x^\top c_j`, :math:`g_{0j} = r_j^\top Q r_j`,
@@ -499,14 +499,14 @@ def optimal_linear_risk(L: int, task: RegressionTask) -> float:
     for the paper's sampler (:math:`P = Q = \Sigma`). Terms even in :math:`w` cannot help, so the optimal
     matrix :math:`\Gamma_L^{-1}` is the same whatever the query covariance :math:`Q`.
 
-    For a covariate law with fourth moment :math:`\kappa_4` (inputs :math:`F\xi`, :math:`G = F^\top F`), the
+    For a covariate law with fourth cumulant :math:`\kappa_4 = \mathbb{E}\xi^4 - 3` (inputs :math:`F\xi`, :math:`G = F^\top F`), the
     statistic :math:`h = \frac1L \sum_i y_i x_i` has :math:`\mathbb{E}[hh^\top] = \tau^2 F N F^\top` with
 
-    .. math:: N = (1 + \tfrac1L) G + \tfrac{\operatorname{tr}P + s^2/\tau^2}{L} I_d + \tfrac{\kappa_4 - 3}{L}\operatorname{diag}(G),
+    .. math:: N = (1 + \tfrac1L) G + \tfrac{\operatorname{tr}P + s^2/\tau^2}{L} I_d + \tfrac{\kappa_4}{L}\operatorname{diag}(G),
 
     the optimum predicts :math:`x_q^\top P (F N F^\top)^{-1} h` and its risk is
     :math:`\tfrac{\tau^2}{2}[\operatorname{tr}Q - \operatorname{tr}(Q F N^{-1} F^\top)] + \tfrac{s^2}{2}` (for
-    :math:`\kappa_4 = 3`, the formula above by the push-through identity).
+    :math:`\kappa_4 = 0`, the formula above by the push-through identity).
     """
     if task.law != "gaussian":
         L = checks.positive_int("L", L)
