@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import pathlib
 from dataclasses import dataclass
 
@@ -116,11 +117,13 @@ class TrainConfig:
         for a in activations:
             checks.one_of("activations", a, MODELS)
         object.__setattr__(self, "activations", activations)
-        seeds = tuple(int(s) for s in self.seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        if isinstance(self.seeds, (str, bytes)) or not hasattr(self.seeds, "__iter__"):
+            raise ValueError(f"seeds must be a sequence of distinct non-negative integers, got {self.seeds!r}")
+        # a whole float or a numpy integer is a seed; 1.7 is an error, not seed 1
+        seeds = tuple(seeding.check_seed("seeds", operator.index(s) if isinstance(s, np.integer) else s)
+                      for s in self.seeds)
+        if not seeds or len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be distinct non-negative integers, got {self.seeds!r}")
-        for seed in seeds:
-            seeding.check_seed("seeds", seed)
         object.__setattr__(self, "seeds", seeds)
         checks.int_at_least("steps", self.steps, 0)
         checks.positive_int("batch_size", self.batch_size)
@@ -281,14 +284,32 @@ def save_checkpoint(path, state: dict) -> pathlib.Path:
 def load_checkpoint(path, config: TrainConfig, device) -> dict:
     """The state saved by :func:`save_checkpoint` at ``path``, its tensors on ``device``; a
     ``ValueError`` if it was written for another configuration, a
-    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read."""
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read.
+
+    Only what a truncated or foreign file raises counts as damage (:data:`~softmax_as_linear.core.artifacts.READ_ERRORS`,
+    and the ``OSError`` of seeking past the end of a truncated zip); a ``TypeError`` or ``AttributeError`` is a bug
+    and a ``PermissionError`` a problem of the system, raised as they are.
+    """
     try:
         state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
-        written_for = {**_BEFORE, **state["config"]}
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
-    except READ_ERRORS + (TypeError, AttributeError, OSError) as error:  # a truncated zip: OSError when seeking
-        raise DamagedFileError(path, f"{type(error).__name__}: {error}") from None
+    except READ_ERRORS + (OSError,) as error:
+        raise DamagedFileError(path, _short(error)) from None
+    if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
+        raise DamagedFileError(path, "not a training state")
+    written_for = {**_BEFORE, **state["config"]}
     if written_for != config.as_dict():
         raise ValueError(f"checkpoint {path} was written for a different configuration")
     return state
+
+
+def _short(error: BaseException, limit: int = 120) -> str:
+    """The error's type and the first sentence of its message, at most ``limit`` characters (PyTorch's messages
+    run on with advice about its internals)."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    first = first.split(". ")[0]
+    if len(first) > limit:
+        first = first[:limit - 3] + "..."
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
