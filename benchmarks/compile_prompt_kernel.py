@@ -21,8 +21,8 @@ import tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 
-from softmax_as_linear.engine import counter_stream
-from softmax_as_linear.engine import prompt_kernel as pk
+from softmax_as_linear.engine.gpu import counter_stream
+from softmax_as_linear.engine.gpu import prompt_kernel as pk
 
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 PROMPT_SIGNATURE = {

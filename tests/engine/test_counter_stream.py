@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_as_linear.engine import counter_stream as cs
 from softmax_as_linear.engine.data import CounterData
+from softmax_as_linear.engine.gpu import counter_stream as cs
 from softmax_as_linear.engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
 from softmax_as_linear.engine.train import resolved
 from softmax_as_linear.theory.regression import RegressionTask
@@ -140,7 +140,7 @@ def test_counter_data_hands_out_step_after_step_and_resumes():
 
 
 def test_training_on_the_counter_stream_resumes_bit_for_bit(tmp_path):
-    from softmax_as_linear.engine import prompt_kernel
+    from softmax_as_linear.engine.gpu import prompt_kernel
     from softmax_as_linear.engine.train import train
 
     if prompt_kernel.INTERPRETED:

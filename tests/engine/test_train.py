@@ -1,7 +1,6 @@
 """The batched training engine: equivalence with per-run computation, pairing, divergence, resumption,
 the data thread, the CUDA graph, and bad calls."""
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -287,11 +286,10 @@ def test_cuda_graph_replays_the_step_op_by_op(covariance):
     cfg, init = _one_diverging_seed()
     # torch's generators and the tensor formulas (the counter-based stream's graph: tests/engine/test_prompt_kernel.py)
     cfg = cfg.replace(lengths=(10, 40, 200), covariance=covariance, rng="torch")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        graphed = train(cfg, init_weights=init, device="cuda")
-    assert not [w for w in caught if "CUDA graph" in str(w.message)]  # captured, not fallen back to op by op
+    graphed = train(cfg, init_weights=init, device="cuda")
+    assert graphed.engine_path.endswith("+graph")  # captured, not fallen back to op by op
     eager = train(cfg, init_weights=init, device="cuda", cuda_graph=False)
+    assert not eager.engine_path.endswith("+graph")
     np.testing.assert_array_equal(graphed.diverged_at, eager.diverged_at)
     assert graphed.diverged[0].all() and not graphed.diverged[1].any()
     np.testing.assert_allclose(graphed.eval_risk, eager.eval_risk, rtol=1e-5)
@@ -347,3 +345,25 @@ def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
         TrainConfig(activations=("softmax", "tanh_limit"))
     with pytest.raises(ValueError, match="law"):
         TrainConfig(law="cauchy")
+
+
+def test_a_data_source_a_cuda_graph_would_freeze_is_refused():
+    """The counter-based stream drawn as tensors keeps its position in a Python int: captured in a CUDA graph, every
+    replay would train on one batch. Capturing it is refused (before any CUDA call, so this runs on a CPU), and
+    ``train`` only asks for a graph where the data source is graph-safe."""
+    from softmax_as_linear.engine.data import CounterData
+    from softmax_as_linear.engine.gpu.cuda_graph import cuda_graphed
+    from softmax_as_linear.engine.gpu.kernel_step import PromptKernelStepper
+    from softmax_as_linear.engine.stepper import make_optimizer
+    from softmax_as_linear.engine.tensor_step import TensorStepper
+
+    cfg = TrainConfig(**SMALL, rng="philox")
+    sweep = SweepModel(cfg, torch.device("cpu"), None)
+    counter = CounterData(cfg, sweep.task, torch.device("cpu"), sweep.dtype)
+    with pytest.raises(ValueError, match="CounterData"):
+        cuda_graphed(lambda: None, [counter])
+    with pytest.raises(ValueError, match="same batch"):
+        TensorStepper(sweep, counter, make_optimizer(sweep), graph=True)
+    assert SweepData.graph_safe and not CounterData.graph_safe and PromptKernelStepper.graph_safe
+    # what make_stepper builds for rng="philox" without the prompt kernel: no graph, and the result says so
+    assert train(cfg.replace(steps=4, record_every=2), device="cpu").engine_path == "cpu"

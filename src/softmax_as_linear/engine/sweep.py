@@ -21,13 +21,20 @@ import torch
 
 from ..core import checks, seeding
 from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
-from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, LIMIT_MODELS, MODELS, RNGS, SAMPLERS
+from ..registry import (
+    ACTIVATIONS,
+    COVARIANCES,
+    COVARIATE_LAWS,
+    INIT_SCHEMES,
+    LIMIT_MODELS,
+    MODELS,
+    OPTIMIZERS,
+    PARAMETRISATIONS,
+    RNGS,
+    SAMPLERS,
+)
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
-
-PARAMETRISATIONS = ("four_matrix", "uv")
-INIT_SCHEMES = ("pytorch", "block", "given")
-OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -66,9 +73,9 @@ class TrainConfig:
         dtype: ``"float32"`` or ``"float64"``.
         rng: the random stream of the prompts. ``"torch"``: one torch generator per seed and stream (CUDA and
             the CPU draw different numbers; every result file before the counter-based stream used it).
-            ``"philox"``: the counter-based stream of :mod:`~softmax_as_linear.engine.counter_stream`, the same
+            ``"philox"``: the counter-based stream of :mod:`~softmax_as_linear.engine.gpu.counter_stream`, the same
             prompts on every device, drawn inside the training kernel on a GPU
-            (:mod:`~softmax_as_linear.engine.prompt_kernel`). ``"auto"``: ``"philox"`` where that kernel runs
+            (:mod:`~softmax_as_linear.engine.gpu.prompt_kernel`). ``"auto"``: ``"philox"`` where that kernel runs
             (CUDA with Triton, float32) and the sweep has no infinite-prompt model, ``"torch"`` elsewhere; a
             trained sweep records the stream it used. The infinite-prompt models read the batches' task
             vectors, which only ``"torch"`` hands out.
@@ -178,6 +185,10 @@ class TrainResult:
         params: name -> ``(S, nL, nA, T, ...)`` parameters (four matrices, or ``U`` and ``V``).
         diverged_at: ``(S, nL, nA)`` step at which a run diverged, -1 if it did not.
         seconds: wall time spent training (this process, resumed parts included).
+        engine_path: the code path that took the steps (:data:`~softmax_as_linear.registry.ENGINE_PATHS`, with
+            ``"+graph"`` when replayed as a CUDA graph), e.g. ``"cpu"``, ``"tensor"``, ``"prompt_kernel+graph"``;
+            ``"unknown"`` in files written before it was recorded. A sweep resumed on another path records both
+            (``"cpu, then tensor"``).
     """
 
     config: TrainConfig
@@ -189,6 +200,7 @@ class TrainResult:
     seconds: float = 0.0
     complete: bool = True
     eval_sd: np.ndarray | None = None
+    engine_path: str = "unknown"
 
     def __post_init__(self):
         if self.eval_sd is None:
@@ -243,7 +255,7 @@ class TrainResult:
         """Flat arrays for :func:`softmax_as_linear.core.artifacts.save_npz`."""
         out = {"steps": self.steps, "train_risk": self.train_risk, "eval_risk": self.eval_risk,
                "eval_sd": self.eval_sd, "diverged_at": self.diverged_at, "seconds": np.array(self.seconds),
-               "complete": np.array(self.complete)}
+               "complete": np.array(self.complete), "engine_path": np.array(self.engine_path)}
         out.update({f"param_{k}": v for k, v in self.params.items()})
         return out
 
@@ -251,7 +263,8 @@ class TrainResult:
     def from_arrays(cls, config: TrainConfig, arrays: dict[str, np.ndarray]) -> "TrainResult":
         params = {k[len("param_"):]: v for k, v in arrays.items() if k.startswith("param_")}
         return cls(config, arrays["steps"], arrays["train_risk"], arrays["eval_risk"], params,
-                   arrays["diverged_at"], float(arrays["seconds"]), bool(arrays["complete"]), arrays.get("eval_sd"))
+                   arrays["diverged_at"], float(arrays["seconds"]), bool(arrays["complete"]), arrays.get("eval_sd"),
+                   str(arrays.get("engine_path", "unknown")))
 
 
 def save_sweep(path, result: TrainResult) -> pathlib.Path:
