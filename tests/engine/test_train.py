@@ -367,3 +367,55 @@ def test_a_data_source_a_cuda_graph_would_freeze_is_refused():
     assert SweepData.graph_safe and not CounterData.graph_safe and PromptKernelStepper.graph_safe
     # what make_stepper builds for rng="philox" without the prompt kernel: no graph, and the result says so
     assert train(cfg.replace(steps=4, record_every=2), device="cpu").engine_path == "cpu"
+
+
+class _CountingStepper:
+    """The smallest Stepper: one run whose weight w is halved at each step, its risk w^2 / 2."""
+
+    path = "counting"
+
+    def __init__(self):
+        self.alive = torch.ones(1, 1, 1, dtype=torch.bool)
+        self.diverged_at = torch.full((1, 1, 1), -1)
+        self.w, self.closed = torch.ones(1, 1, 1, 1, 1), False
+
+    def step(self):
+        self.w = self.w / 2
+
+    def batch_risk(self):
+        return (self.w**2 / 2).reshape(1, 1, 1)
+
+    def held_out(self):
+        return self.batch_risk(), torch.zeros(1, 1, 1)
+
+    def weights(self):
+        return {"w": self.w}
+
+    def state(self):
+        return {"params": {"w": self.w}, "alive": self.alive, "diverged_at": self.diverged_at, "generators": [],
+                "step": int(round(-np.log2(float(self.w.flatten()[0]))))}
+
+    def load_state(self, state):
+        self.w = state["params"]["w"]
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_loop_runs_any_stepper_and_resumes_it(tmp_path):
+    """train.run is written against the Stepper interface alone: a stepper of another kind (Chapter 7's, say)
+    records, checkpoints and resumes through it."""
+    from softmax_as_linear.engine.train import run
+
+    cfg = TrainConfig(steps=6, record_every=2)
+    records = run(_CountingStepper(), 6, [0, 2, 4, 6])
+    np.testing.assert_allclose(records.eval_risk[0, 0, 0], [0.5, 0.5 / 16, 0.5 / 256, 0.5 / 4096])
+    assert records.last_step == 6 and records.complete and records.engine_path == "counting"
+    calls = []
+    stepper = _CountingStepper()
+    part = run(stepper, 6, [0, 2, 4, 6], config=cfg, checkpoint=tmp_path / "c.pt",
+               should_stop=lambda: calls.append(1) or len(calls) == 1)
+    assert stepper.closed and not part.complete and part.last_step == 2
+    resumed = run(_CountingStepper(), 6, [0, 2, 4, 6], config=cfg, checkpoint=tmp_path / "c.pt")
+    np.testing.assert_array_equal(resumed.eval_risk, records.eval_risk)
+    np.testing.assert_array_equal(resumed.history["w"], records.history["w"])

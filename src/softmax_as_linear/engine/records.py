@@ -11,11 +11,14 @@ from .stepper import Stepper
 
 
 class Records:
-    """The trajectories of a sweep at ``steps`` (its record steps), filled by :meth:`write` as training goes."""
+    """The trajectories of a sweep at ``steps`` (its record steps), filled by :meth:`write` as training goes; once
+    the loop ends (:func:`~softmax_as_linear.engine.train.run`), ``last_step``, ``seconds`` (training time),
+    ``complete`` and ``engine_path`` (the path that took the steps) say how it ended."""
 
     def __init__(self, steps: list[int], stepper: Stepper):
         shape = tuple(stepper.alive.shape)
         self.steps = list(steps)
+        self.last_step, self.seconds, self.complete, self.engine_path = 0, 0.0, False, stepper.path
         self.train_risk = np.full((*shape, len(steps)), np.nan)
         self.eval_risk = np.full_like(self.train_risk, np.nan)
         self.eval_sd = np.full_like(self.train_risk, np.nan)

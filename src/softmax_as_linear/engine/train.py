@@ -94,36 +94,39 @@ def make_stepper(cfg: TrainConfig, device: torch.device, init_weights: dict | No
     return TensorStepper(sweep, data, make_optimizer(sweep), graph=graph and data.graph_safe)
 
 
-def run(stepper: Stepper, cfg: TrainConfig, *, checkpoint: str | os.PathLike | None = None,
-        checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0, progress: bool = False,
-        should_stop: Callable[[], bool] | None = None) -> tuple[Records, int, float, bool, str]:
-    """Take ``cfg.steps`` steps with ``stepper``, recording at ``cfg.record_steps()``; resume from ``checkpoint``
-    when it exists and save there (see :func:`train`). Returns the records, the last step, the training seconds,
+def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
+        checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0,
+        progress: bool = False, should_stop: Callable[[], bool] | None = None) -> Records:
+    """Take ``steps`` steps with ``stepper``, recording at ``record_steps`` (step 0 among them); resume from
+    ``checkpoint`` when it exists and save there (see :func:`train`), ``config`` (with an ``as_dict()``) being what
+    a checkpoint must have been written for. Returns the records, with the last step taken, the training seconds,
     whether training ran to the end, and the path that took the steps (with the earlier one, on resuming)."""
-    records = Records(cfg.record_steps(), stepper)
+    records = Records(record_steps, stepper)
     step, seconds, earlier_path = 0, 0.0, None
     file = pathlib.Path(checkpoint) if checkpoint is not None else None
+    if file is not None and config is None:
+        raise ValueError("config must be given with checkpoint (a checkpoint records what it was written for)")
     if file is not None and file.exists():
-        state = load_checkpoint(file, cfg, stepper.alive.device)
+        state = load_checkpoint(file, config, stepper.alive.device)
         stepper.load_state(state)
         records.load_state(state)
         step, seconds, earlier_path = state["step"], state["seconds"], state.get("engine_path")
 
     def save():
         if file is not None:
-            save_checkpoint(file, {"config": cfg.as_dict(), "seconds": seconds, "engine_path": stepper.path,
+            save_checkpoint(file, {"config": config.as_dict(), "seconds": seconds, "engine_path": stepper.path,
                                    **records.state(), **stepper.state()})
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=cfg.steps, initial=step, desc=f"training {stepper.alive.numel()} runs", unit="step")
+        bar = tqdm(total=steps, initial=step, desc=f"training {stepper.alive.numel()} runs", unit="step")
     complete = True
     clock = last_save = time.perf_counter()
     try:
         if step == 0:
             records.write(0, stepper)
-        while step < cfg.steps:
+        while step < steps:
             stepper.step()
             step += 1
             if bar is not None:
@@ -132,10 +135,10 @@ def run(stepper: Stepper, cfg: TrainConfig, *, checkpoint: str | os.PathLike | N
                 records.write(step, stepper)
                 if bar is not None:
                     bar.set_postfix(diverged=int((~stepper.alive).sum()))
-                if should_stop is not None and step < cfg.steps and should_stop():
+                if should_stop is not None and step < steps and should_stop():
                     complete = False
                     break
-            if (step % checkpoint_every == 0 and step < cfg.steps
+            if (step % checkpoint_every == 0 and step < steps
                     and time.perf_counter() - last_save >= checkpoint_seconds):
                 seconds += time.perf_counter() - clock
                 clock = last_save = time.perf_counter()
@@ -150,8 +153,10 @@ def run(stepper: Stepper, cfg: TrainConfig, *, checkpoint: str | os.PathLike | N
             bar.close()
     seconds += time.perf_counter() - clock
     save()
-    path = stepper.path if earlier_path in (None, stepper.path) else f"{earlier_path}, then {stepper.path}"
-    return records, step, seconds, complete, path
+    records.last_step, records.seconds, records.complete = step, seconds, complete
+    records.engine_path = (stepper.path if earlier_path in (None, stepper.path)
+                           else f"{earlier_path}, then {stepper.path}")
+    return records
 
 
 def train(config: TrainConfig, *, init_weights: dict | None = None, device: str | torch.device = "auto",
@@ -187,11 +192,13 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     device = resolve_device(device)
     cfg = resolved(config, device)
     stepper = make_stepper(cfg, device, init_weights, path=path, cuda_graph=cuda_graph)
-    records, step, seconds, complete, ran = run(stepper, cfg, checkpoint=checkpoint, checkpoint_every=checkpoint_every,
-                                                checkpoint_seconds=checkpoint_seconds, progress=progress,
-                                                should_stop=should_stop)
-    if path != "auto" and ran.split("+")[0] != path:
-        raise RuntimeError(f"path {path!r} was asked for, but {ran!r} ran (a fallback: see the warnings above)")
-    kept = records.up_to(step)
+    records = run(stepper, cfg.steps, cfg.record_steps(), config=cfg, checkpoint=checkpoint,
+                  checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
+                  should_stop=should_stop)
+    if path != "auto" and records.engine_path.split("+")[0] != path:
+        raise RuntimeError(f"path {path!r} was asked for, but {records.engine_path!r} ran (a fallback: see the "
+                           "warnings above)")
+    kept = records.up_to(records.last_step)
     return TrainResult(cfg, kept["steps"], kept["train_risk"], kept["eval_risk"], kept["params"],
-                       stepper.diverged_at.cpu().numpy(), seconds, complete, kept["eval_sd"], ran)
+                       stepper.diverged_at.cpu().numpy(), records.seconds, records.complete, kept["eval_sd"],
+                       records.engine_path)
