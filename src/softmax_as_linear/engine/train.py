@@ -72,8 +72,9 @@ def make_stepper(cfg: TrainConfig, device: torch.device, init_weights: dict | No
     kernel = cfg.rng == "philox" and prompt_kernel.available(device, dtype)
     graph = cuda_graph and device.type == "cuda"
     why = {"prompt_kernel": None if kernel else "it needs rng 'philox', float32 and CUDA with Triton",
-           "fused_softmax": None if fused_softmax.available(torch.empty(0, dtype=dtype, device=device))
-           else "it needs float32 and CUDA with Triton",
+           "fused_softmax": "it needs float32 and CUDA with Triton"
+           if not fused_softmax.available(torch.empty(0, dtype=dtype, device=device))
+           else None if "softmax" in cfg.activations else "the sweep has no softmax run",
            "cpu": None if device.type == "cpu" else "the device is not a CPU"}.get(path)
     if why:
         raise ValueError(f"path {path!r} cannot run here: {why}")
