@@ -71,14 +71,14 @@ def make_stepper(cfg: TrainConfig, device: torch.device, init_weights: dict | No
     dtype = getattr(torch, cfg.dtype)
     kernel = cfg.rng == "philox" and prompt_kernel.available(device, dtype)
     graph = cuda_graph and device.type == "cuda"
-    why = {"prompt_kernel": None if kernel else "it needs rng 'philox', float32 and CUDA with Triton",
-           "fused_softmax": "it needs float32 and CUDA with Triton"
-           if not fused_softmax.available(torch.empty(0, dtype=dtype, device=device))
-           else None if "softmax" in cfg.activations else "the sweep has no softmax run",
-           "cpu": None if device.type == "cpu" else "the device is not a CPU"}.get(path)
+    fused = fused_softmax.available(torch.empty(0, dtype=dtype, device=device))
+    why = {"prompt_kernel": not kernel and "it needs rng 'philox', float32 and CUDA with Triton",
+           "fused_softmax": (not fused and "it needs float32 and CUDA with Triton"
+                             or "softmax" not in cfg.activations and "the sweep has no softmax run"),
+           "cpu": device.type != "cpu" and "the device is not a CPU"}.get(path)
     if why:
         raise ValueError(f"path {path!r} cannot run here: {why}")
-    if path == "auto" and kernel or path == "prompt_kernel":
+    if (path == "auto" and kernel) or path == "prompt_kernel":
         sweep = SweepModel(cfg, device, init_weights)
         return PromptKernelStepper(sweep, make_optimizer(sweep), graph=graph)
     sweep = SweepModel(cfg, device, init_weights, forward_path=None if path == "auto" else path)
@@ -121,7 +121,8 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
     bar = None
     if progress:
         from tqdm.auto import tqdm
-        bar = tqdm(total=steps, initial=step, desc=f"training {stepper.alive.numel()} runs", unit="step")
+        resumed = f", resuming from step {step}" if step else ""
+        bar = tqdm(total=steps, initial=step, desc=f"training {stepper.alive.numel()} runs{resumed}", unit="step")
     complete = True
     clock = last_save = time.perf_counter()
     try:
