@@ -47,8 +47,18 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
-  - :mod:`~softmax_as_linear.engine.gpu`: the GPU's optimisations (the prompt kernel, the counter-based prompt
-    stream, the fused softmax, the CUDA graph), which a reader of the loop can leave aside.
+  - ``engine.gpu``: the GPU's optimisations, which a reader of the loop can leave aside.
+
+    - :mod:`~softmax_as_linear.engine.gpu.prompt_kernel`: the GPU training step with the prompts drawn inside the
+      kernel (Triton): its host side; the kernels are :mod:`~softmax_as_linear.engine.gpu.philox` (the draws),
+      :mod:`~softmax_as_linear.engine.gpu.attention_sums` (every run's sums) and
+      :mod:`~softmax_as_linear.engine.gpu.sgd` (the update).
+    - :mod:`~softmax_as_linear.engine.gpu.kernel_step`: the stepper of the prompt kernel.
+    - :mod:`~softmax_as_linear.engine.gpu.counter_stream`: the counter-based prompt stream (Philox) in plain torch,
+      the same prompts on every device.
+    - :mod:`~softmax_as_linear.engine.gpu.fused_softmax`: the softmax part of the forward pass as one GPU kernel.
+    - :mod:`~softmax_as_linear.engine.gpu.cuda_graph`: a training step captured as a CUDA graph.
+    - :mod:`~softmax_as_linear.engine.gpu.fallback`: which errors mean "not available here", and strict mode.
 - ``experiments``: the paper's experiments.
 
   - :mod:`~softmax_as_linear.experiments.presets`: every named setting (sweeps, Figures 1 and 5, the
