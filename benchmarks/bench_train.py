@@ -5,7 +5,8 @@
 
 (a) Per-run loop, as the published code runs: one ``nn.Module`` per (activation, L) run that projects
     every token by W_K and W_V, one query per prompt, plain SGD, one thread, one run at a time.
-(b) The batched core (:func:`softmax_as_linear.engine.train.train`'s step): every run of the sweep in one
+(b) The batched core (:func:`softmax_as_linear.engine.train.train`'s step, a
+    :class:`~softmax_as_linear.engine.tensor_step.TensorStepper`): every run of the sweep in one
     computation per step, on one thread (like for like), then as ``train`` runs: on a CPU with the
     next batch drawn on a second thread, on one compute thread and on all the threads torch has;
     on a GPU with the step captured once as a CUDA graph and replayed.
@@ -16,7 +17,7 @@ second at L = 10, 100, 1000, the projected wall time of the isotropic Figure-2 s
 sweep with several seeds trained at once (``--seeds``, default 1 and 10: 38 and 380 runs per step) in
 the fastest setting of (b): run-steps per second, the projected sweep and the ratio to the per-run loop.
 On a GPU (c) also times the counter-based stream (``rng="philox"``): the prompts drawn inside the prompt kernel
-(:mod:`softmax_as_linear.engine.prompt_kernel`) and the SGD kernel, against both steps above, in the same process.
+(:mod:`softmax_as_linear.engine.gpu.prompt_kernel`) and the SGD kernel, against both steps above, in the same process.
 ``--quick`` skips the per-length probes of (b) (the loop's probes are needed for the ratio).
 (d), alone with ``--cpu-path``: on a CPU, the step with the CPU path against the tensor formulas it
 replaced (the previous CPU step), alternating in this process, for the paper sweep and the lecture
@@ -33,11 +34,12 @@ import numpy as np
 import torch
 
 from softmax_as_linear.core.devices import resolve_device
-from softmax_as_linear.engine import fused_softmax
 from softmax_as_linear.engine.batched import SweepModel
-from softmax_as_linear.engine.cuda_graph import cuda_graphed
 from softmax_as_linear.engine.data import SweepData
-from softmax_as_linear.engine.train import KernelStep, held_out_risk, make_step
+from softmax_as_linear.engine.gpu import fused_softmax
+from softmax_as_linear.engine.gpu.kernel_step import PromptKernelStepper
+from softmax_as_linear.engine.stepper import make_optimizer
+from softmax_as_linear.engine.tensor_step import TensorStepper
 from softmax_as_linear.experiments.presets import PAPER_LENGTHS, sweep_config, sweep_seeds
 from softmax_as_linear.theory.models import AttentionModel
 
@@ -96,26 +98,15 @@ def batched_core(lengths, steps: int, device, prefetch: bool = False, graph: boo
     separate passes).
     """
     config = sweep_config(preset, lengths=tuple(lengths), seeds=sweep_seeds(seeds))
-    sweep = SweepModel(config, device, None)
-    if formulas:
-        sweep.predict = lambda tokens, query, prepared=None: sweep._predict_tensor(tokens, query)
-    prepare = sweep.prepare if device.type == "cpu" and not formulas else None
+    sweep = SweepModel(config, device, None, forward_path="tensor" if formulas else None)
+    prepare = sweep.prepare if sweep.forward_path == "cpu" else None
     data = SweepData(config, sweep.task, device, sweep.dtype, prefetch=prefetch, prepare=prepare)
-    optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
-    step = make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
-                      torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device))
-    if graph:
-        step = cuda_graphed(step, data.generators)
-
-    def evaluate():
-        with torch.no_grad():
-            held_out_risk(sweep, data.eval)
-
+    stepper = TensorStepper(sweep, data, make_optimizer(sweep), graph=graph)
     try:
-        return (_seconds_per_step(step, steps, device, warmup=5 if graph else 2),
-                _seconds_per_step(evaluate, 1, device, repeats=2))
+        return (_seconds_per_step(stepper.step, steps, device, warmup=5 if graph else 2),
+                _seconds_per_step(stepper.held_out, 1, device, repeats=2))
     finally:
-        data.close()
+        stepper.close()
 
 
 def counter_core(lengths, steps: int, device, seeds: int = 1) -> tuple[float, float]:
@@ -124,15 +115,13 @@ def counter_core(lengths, steps: int, device, seeds: int = 1) -> tuple[float, fl
     whose prompts the kernel draws again)."""
     config = sweep_config("paper", lengths=tuple(lengths), seeds=sweep_seeds(seeds), rng="philox")
     sweep = SweepModel(config, device, None)
-    optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
-    step = KernelStep(sweep, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
-                      torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device))
+    stepper = PromptKernelStepper(sweep, make_optimizer(sweep), graph=True)
 
     def evaluate():
-        step.batch_risk(-1)
-        step.held_out()
+        stepper.batch_risk()
+        stepper.held_out()
 
-    return (_seconds_per_step(cuda_graphed(step, []), steps, device, warmup=5),
+    return (_seconds_per_step(stepper.step, steps, device, warmup=5),
             _seconds_per_step(evaluate, 1, device, repeats=2))
 
 
@@ -243,9 +232,7 @@ def _thread_seconds(preset: str, formulas: bool, steps: int) -> tuple[float, flo
     larger of the two, whatever else shares the cores while measuring."""
     device = torch.device("cpu")
     config = sweep_config(preset, seeds=sweep_seeds(1))
-    sweep = SweepModel(config, device, None)
-    if formulas:
-        sweep.predict = lambda tokens, query, prepared=None: sweep._predict_tensor(tokens, query)
+    sweep = SweepModel(config, device, None, forward_path="tensor" if formulas else "cpu")
     data = SweepData(config, sweep.task, device, sweep.dtype, prefetch=True,
                      prepare=None if formulas else sweep.prepare)
     spent = [0.0]
@@ -259,19 +246,17 @@ def _thread_seconds(preset: str, formulas: bool, steps: int) -> tuple[float, flo
             spent[0] += time.thread_time() - start
 
     data._draw_prepared = timed_draw
-    optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
-    step = make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool), torch.full(sweep.shape, -1),
-                     torch.tensor(0))
+    stepper = TensorStepper(sweep, data, make_optimizer(sweep))
     try:
         for _ in range(3):
-            step()
+            stepper.step()
         spent[0], wall, cpu = 0.0, time.perf_counter(), time.thread_time()
         for _ in range(steps):
-            step()
+            stepper.step()
         wall, cpu = time.perf_counter() - wall, time.thread_time() - cpu
         return wall / steps, cpu / steps, spent[0] / steps
     finally:
-        data.close()
+        stepper.close()
 
 
 def cpu_path_against_formulas(steps: int, rounds: int):

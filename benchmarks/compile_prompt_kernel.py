@@ -3,7 +3,7 @@
     python benchmarks/compile_prompt_kernel.py [--arch 90]
 
 Triton's wheel ships ptxas, cuobjdump and nvdisasm, so the kernels of
-:mod:`softmax_as_linear.engine.prompt_kernel` compile here for ``sm_<arch>`` exactly as they would on the card.
+:mod:`softmax_as_linear.engine.gpu.prompt_kernel` compile here for ``sm_<arch>`` exactly as they would on the card.
 For the variants the paper sweeps use (isotropic, KMS with the paper's and the published sampler; training and
 forward-only modes) and the SGD and U-v kernels, it prints the registers per thread (at most 200 keeps ten
 one-warp programs per SM on an H100: a ten-seed step in one wave), the stack and local memory (spills: none
@@ -21,8 +21,8 @@ import tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 
-from softmax_as_linear.engine import counter_stream
-from softmax_as_linear.engine import prompt_kernel as pk
+from softmax_as_linear.engine.gpu import counter_stream
+from softmax_as_linear.engine.gpu import prompt_kernel as pk
 
 BIN = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
 PROMPT_SIGNATURE = {

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Everything the course measures on a CUDA GPU, in one go:
-#   tests      the GPU tests: the CUDA-graph step against the op-by-op step, the fused softmax kernel, the prompt
+#   tests      the GPU tests: the CUDA-graph step against the op-by-op step, every path of the engine (tensor
+#              formulas, fused softmax, prompt kernel, each with and without the CUDA graph) against the reference
+#              trainer in strict mode (tests/engine/test_paths.py), the fused softmax kernel, the prompt
 #              kernel (prompts drawn inside it, rng philox) against the reference stream and the tensor formulas,
 #              bit-for-bit reproducibility and resumption, exact risks, samplers;
 #   bench      the training benchmark (per-run loop against the batched core; 1 and 10 seeds at once, with torch's
@@ -109,6 +111,10 @@ if [[ $parts == *" tests "* ]]; then
             copy_out
             exit 1
         fi
+        # every path against the reference trainer, fallbacks made errors: its skips say which path cannot run here
+        if ! run_part 240 tests.log $python -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py; then
+            echo "a path of the engine differs from the reference trainer or does not run (see tests.log)"
+        fi
         if ! run_part 150 tests.log $python -m pytest -q -p no:cacheprovider tests/engine/test_fused_softmax.py -k cuda; then
             echo "the fused softmax kernel fails: going on with the tensor formulas (SOFTMAX_AS_LINEAR_FUSED=0)"
             export SOFTMAX_AS_LINEAR_FUSED=0
@@ -119,8 +125,8 @@ if [[ $parts == *" tests "* ]]; then
             export SOFTMAX_AS_LINEAR_PROMPT_KERNEL=0
         fi
     else
-        run_part 600 tests.log $python -m pytest -q -p no:cacheprovider tests/engine/test_evaluation.py \
-            tests/engine/test_counter_stream.py
+        run_part 600 tests.log $python -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py \
+            tests/engine/test_evaluation.py tests/engine/test_counter_stream.py
     fi
 fi
 

@@ -5,7 +5,7 @@
 
 For each setting, and for both random streams of the prompts (``--rng``: ``torch``, the batch drawn with torch's
 generators and the tensor formulas with the fused softmax kernel; ``philox``, the prompts drawn inside the prompt
-kernel and the SGD kernel, :mod:`softmax_as_linear.engine.prompt_kernel`), it prints (1) the step's time as ``train`` runs it (replayed CUDA graph, best of three
+kernel and the SGD kernel, :mod:`softmax_as_linear.engine.gpu.prompt_kernel`), it prints (1) the step's time as ``train`` runs it (replayed CUDA graph, best of three
 timings of ``--steps`` steps), (2) the sum of the durations of the kernels one step launches, op by op,
 split into regions (drawing the batch, forward pass, backward pass, optimiser; "other" holds what
 the autograd engine launches from its own thread, most of the backward pass), with their kernel counts, and (3) the ``--top`` kernels by time. When the graph's step time is close to the
@@ -21,9 +21,10 @@ import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
 from softmax_as_linear.engine.batched import SweepModel
-from softmax_as_linear.engine.cuda_graph import cuda_graphed
 from softmax_as_linear.engine.data import SweepData
-from softmax_as_linear.engine.train import KernelStep, make_step
+from softmax_as_linear.engine.gpu.kernel_step import PromptKernelStepper
+from softmax_as_linear.engine.stepper import make_optimizer
+from softmax_as_linear.engine.tensor_step import TensorStepper
 from softmax_as_linear.experiments.presets import sweep_config, sweep_seeds
 
 REGIONS = ("data", "forward", "backward", "optimiser")
@@ -42,23 +43,19 @@ def build(covariance: str, seeds: int, device):
     return config, sweep, data, optimizer
 
 
-def counter_step(covariance: str, seeds: int, device) -> KernelStep:
-    """The step of ``rng="philox"`` as ``train`` takes it (prompt kernel, then the SGD kernel)."""
+def counter_step(covariance: str, seeds: int, device, graph: bool = False) -> PromptKernelStepper:
+    """The stepper of ``rng="philox"`` as ``train`` builds it (prompt kernel, then the SGD kernel)."""
     config = sweep_config("paper", covariance, seeds=sweep_seeds(seeds), rng="philox")
     sweep = SweepModel(config, device, None)
-    optimizer = torch.optim.SGD(list(sweep.params.values()), lr=config.lr)
-    return KernelStep(sweep, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
-                      torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device))
+    return PromptKernelStepper(sweep, make_optimizer(sweep), graph=graph)
 
 
 def graphed_ms(covariance: str, seeds: int, steps: int, device, rng: str = "torch") -> float:
     if rng == "philox":
-        step = cuda_graphed(counter_step(covariance, seeds, device), [])
+        step = counter_step(covariance, seeds, device, graph=True).step
     else:
         _, sweep, data, optimizer = build(covariance, seeds, device)
-        step = cuda_graphed(make_step(sweep, data, optimizer, torch.ones(sweep.shape, dtype=torch.bool, device=device),
-                                      torch.full(sweep.shape, -1, device=device), torch.tensor(0, device=device)),
-                            data.generators)
+        step = TensorStepper(sweep, data, optimizer, graph=True).step
     for _ in range(6):
         step()
     best = float("inf")
@@ -80,7 +77,7 @@ def kernel_profile(covariance: str, seeds: int, device, repeats: int = 5, rng: s
 
         def step():
             with record_function("step"):
-                counter()
+                counter.step()
     else:
         _, sweep, data, optimizer = build(covariance, seeds, device)
         params = list(sweep.params.values())

@@ -33,19 +33,32 @@ Its folders are its layers; a module imports only from its own layer and the one
     trajectory (Section 4).
 - ``engine``: training.
 
+  - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
+    loop every path of the engine is checked against.
+  - :mod:`~softmax_as_linear.engine.train`: the training loop of a sweep, every run at once.
+  - :mod:`~softmax_as_linear.engine.stepper`: the step interface the loop is written against.
+  - :mod:`~softmax_as_linear.engine.tensor_step`: the step on batches drawn as tensors (the CPU path, and the
+    tensor formulas on a GPU).
+  - :mod:`~softmax_as_linear.engine.records`: what the loop records at its record steps.
   - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`TrainConfig`,
     :class:`TrainResult`) and their files.
   - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
-  - :mod:`~softmax_as_linear.engine.counter_stream`: the counter-based prompt stream (Philox) in plain torch,
-    the same prompts on every device.
   - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep, as tensors.
-  - :mod:`~softmax_as_linear.engine.prompt_kernel`: the GPU training step with the prompts drawn inside the
-    kernel (Triton).
-  - :mod:`~softmax_as_linear.engine.fused_softmax`: the softmax part of the forward pass as one GPU kernel (Triton).
-  - :mod:`~softmax_as_linear.engine.cuda_graph`: the training step captured as a CUDA graph.
-  - :mod:`~softmax_as_linear.engine.train`: the training loop.
+  - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
+  - ``engine.gpu``: the GPU's optimisations, which a reader of the loop can leave aside.
+
+    - :mod:`~softmax_as_linear.engine.gpu.prompt_kernel`: the GPU training step with the prompts drawn inside the
+      kernel (Triton): its host side; the kernels are :mod:`~softmax_as_linear.engine.gpu.philox` (the draws),
+      :mod:`~softmax_as_linear.engine.gpu.attention_sums` (every run's sums) and
+      :mod:`~softmax_as_linear.engine.gpu.sgd` (the update).
+    - :mod:`~softmax_as_linear.engine.gpu.kernel_step`: the stepper of the prompt kernel.
+    - :mod:`~softmax_as_linear.engine.gpu.counter_stream`: the counter-based prompt stream (Philox) in plain torch,
+      the same prompts on every device.
+    - :mod:`~softmax_as_linear.engine.gpu.fused_softmax`: the softmax part of the forward pass as one GPU kernel.
+    - :mod:`~softmax_as_linear.engine.gpu.cuda_graph`: a training step captured as a CUDA graph.
+    - :mod:`~softmax_as_linear.engine.gpu.fallback`: which errors mean "not available here", and strict mode.
 - ``experiments``: the paper's experiments.
 
   - :mod:`~softmax_as_linear.experiments.presets`: every named setting (sweeps, Figures 1 and 5, the

@@ -35,9 +35,24 @@ LAW_KINDS = ("gaussian", "uniform", "laplace", "mixture")
 LAW_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "laplace": "Laplace", "mixture": "two-Gaussian mixture"}
 
 #: Random streams of a sweep's prompts: torch's per-seed generators, the counter-based stream
-#: (:mod:`~softmax_as_linear.engine.counter_stream`, drawn inside the training kernel on a GPU), or the latter
+#: (:mod:`~softmax_as_linear.engine.gpu.counter_stream`, drawn inside the training kernel on a GPU), or the latter
 #: where that kernel runs and the former elsewhere.
 RNGS = ("auto", "torch", "philox")
+
+#: How a sweep's weights are parametrised: the experiments' four matrices, or the theory's (U, V).
+PARAMETRISATIONS = ("four_matrix", "uv")
+
+#: Initialisations of a sweep: PyTorch's ``nn.Linear`` draws, Assumption 5.1's blocks, or weights passed in.
+INIT_SCHEMES = ("pytorch", "block", "given")
+
+#: Optimisers of a sweep: plain SGD (the paper) or Adam.
+OPTIMIZERS = ("sgd", "adam")
+
+#: The code paths that can take a sweep's training step (:mod:`~softmax_as_linear.engine.stepper`): the CPU's own
+#: forward pass, the tensor formulas (any device), those with the softmax as one Triton kernel, and the prompt
+#: kernel of ``rng="philox"``; ``"auto"`` picks the fastest that runs here. A result's ``engine_path`` adds
+#: ``"+graph"`` when the step was replayed as a CUDA graph.
+ENGINE_PATHS = ("auto", "cpu", "tensor", "fused_softmax", "prompt_kernel")
 
 #: Laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
 #: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_as_linear.engine import counter_stream as cs
 from softmax_as_linear.engine.data import CounterData
+from softmax_as_linear.engine.gpu import counter_stream as cs
 from softmax_as_linear.engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
 from softmax_as_linear.engine.train import resolved
 from softmax_as_linear.theory.regression import RegressionTask
@@ -140,7 +140,7 @@ def test_counter_data_hands_out_step_after_step_and_resumes():
 
 
 def test_training_on_the_counter_stream_resumes_bit_for_bit(tmp_path):
-    from softmax_as_linear.engine import prompt_kernel
+    from softmax_as_linear.engine.gpu import prompt_kernel
     from softmax_as_linear.engine.train import train
 
     if prompt_kernel.INTERPRETED:
@@ -172,6 +172,7 @@ def test_sweep_files_from_before_the_stream_choice_read_as_torch(tmp_path):
     fields = json.loads(str(arrays["config_json"]))
     del fields["rng"], fields["law"]  # as written before these fields existed
     arrays["config_json"] = np.array(json.dumps(fields))
+    del arrays["engine_path"]  # nor did files name the engine's path
     save_npz(tmp_path / "old.npz", **arrays)
     old = load_sweep(tmp_path / "old.npz")
-    assert old.config.rng == "torch" and old.config.law == "gaussian"
+    assert old.config.rng == "torch" and old.config.law == "gaussian" and old.engine_path == "unknown"

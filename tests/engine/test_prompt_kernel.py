@@ -10,15 +10,16 @@ import numpy as np
 import pytest
 import torch
 
-from softmax_as_linear.engine import counter_stream as cs
-from softmax_as_linear.engine import prompt_kernel as pk
 from softmax_as_linear.engine.batched import SweepModel
+from softmax_as_linear.engine.gpu import counter_stream as cs
+from softmax_as_linear.engine.gpu import prompt_kernel as pk
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
 
 SUITE = pathlib.Path(__file__).with_name("prompt_kernel_interpreted.py")
 
 
+@pytest.mark.slow  # about 200 s on a 2-core CPU: the interpreter runs every kernel instruction in Python
 @pytest.mark.skipif(pk.triton is None, reason="Triton is not installed")
 def test_interpreted_suite():
     env = {**os.environ, "TRITON_INTERPRET": "1"}

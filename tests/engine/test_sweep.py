@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import torch
 
+from softmax_as_linear.core.artifacts import DamagedFileError
 from softmax_as_linear.engine.sweep import (
     TrainConfig,
     TrainResult,
@@ -26,14 +27,26 @@ def _result(cfg: TrainConfig = TINY) -> TrainResult:
     return TrainResult(cfg, np.array(cfg.record_steps()), risk, risk / 2, params, np.full((S, nL, nA), -1), 1.5, False)
 
 
-def test_uv_view_is_the_models_formula():
+def test_uv_view_predicts_what_the_four_matrices_predict():
+    """The (U, V) view of recorded weights, fed to the (U, V) model, gives the four-matrix prediction of the paper
+    (Appendix A.1), written out here with numpy: yhat = W_O sum_i a_i W_V z_i, a = softmax(<W_K z_i, W_Q z_q> / sqrt D)
+    or that score divided by L."""
     result = _result()
     U, V = result.uv()
-    p = {n: torch.from_numpy(v) for n, v in result.params.items()}
-    U_ref, V_ref = models.uv_from_weights(p["W_Q"], p["W_K"], p["W_V"], p["W_O"])
-    np.testing.assert_allclose(U, U_ref.numpy())
-    np.testing.assert_allclose(V, V_ref.numpy())
-    assert U.shape == (2, 2, 2, 3, 6, 6)
+    assert U.shape == (2, 2, 2, 3, 6, 6) and V.shape == (2, 2, 2, 3, 6, 6)
+    assert np.all(V[..., :-1, :] == 0)  # only the last row of V reaches the prediction
+    g = np.random.default_rng(0)
+    tokens, query = g.standard_normal((7, 6)), g.standard_normal(6)
+    for index in [(0, 0, 0, 0), (1, 1, 1, 2), (0, 1, 0, 1)]:
+        w = {n: v[index] for n, v in result.params.items()}
+        scores = (tokens @ w["W_K"].T) @ (w["W_Q"] @ query) / np.sqrt(6)
+        values = tokens @ w["W_V"].T @ w["W_O"][0]
+        for activation, a in (("softmax", np.exp(scores - scores.max()) / np.exp(scores - scores.max()).sum()),
+                              ("linear", scores / len(tokens))):
+            expected = float(a @ values)
+            got = models.predict(torch.from_numpy(tokens), torch.from_numpy(query), torch.from_numpy(U[index]),
+                                 torch.from_numpy(V[index]), activation)
+            assert float(got) == pytest.approx(expected, rel=1e-10, abs=1e-12), (index, activation)
 
 
 def test_sweep_file_round_trip(tmp_path):
@@ -74,7 +87,7 @@ def test_index_names_the_bad_argument():
 
 @pytest.mark.parametrize("field, value", [
     ("lengths", (10, 5)), ("lengths", ()), ("lengths", (0, 5)), ("activations", ("softmax", "relu")),
-    ("seeds", (1, 1)), ("seeds", (10_000,)), ("steps", -1), ("batch_size", 0), ("lr", 0.0), ("optimizer", "rmsprop"),
+    ("seeds", (1, 1)), ("seeds", (10_000,)), ("seeds", (1.7,)), ("seeds", (2, 0.5)), ("seeds", ("3",)), ("seeds", 3), ("steps", -1), ("batch_size", 0), ("lr", 0.0), ("optimizer", "rmsprop"),
     ("parametrisation", "three"), ("init", "xavier"), ("covariance", "toeplitz"), ("rho", 1.0), ("rho", "half"),
     ("noise_var", -0.1), ("dtype", "float16"), ("record_every", 0),
 ])
@@ -93,3 +106,36 @@ def test_sampler_reaches_the_task_and_is_validated():
     assert sweep_config("paper", "kms", sampler="published").task().sampler == "published"
     with pytest.raises(ValueError, match="sampler"):
         TrainConfig(sampler="code")
+
+
+def test_whole_seeds_of_any_integer_type_are_accepted():
+    assert TrainConfig(seeds=(np.int64(4), 2.0)).seeds == (4, 2)
+
+
+def test_a_damaged_checkpoint_is_named_in_one_short_line(tmp_path):
+    path = tmp_path / "run.pt"
+    save_checkpoint(path, {"config": TINY.as_dict(), "step": 3})
+    path.write_bytes(path.read_bytes()[:200])  # truncated
+    with pytest.raises(DamagedFileError) as caught:
+        load_checkpoint(path, TINY, "cpu")
+    assert "\n" not in str(caught.value) and len(str(caught.value)) < 400, str(caught.value)
+    path.write_bytes(b"not a checkpoint at all")
+    with pytest.raises(DamagedFileError):
+        load_checkpoint(path, TINY, "cpu")
+    torch.save([1, 2], path)  # readable, but not a training state
+    with pytest.raises(DamagedFileError, match="not a training state"):
+        load_checkpoint(path, TINY, "cpu")
+
+
+@pytest.mark.parametrize("error", [TypeError("bad argument"), AttributeError("no attribute"), PermissionError(13, "no")])
+def test_a_code_or_system_error_while_loading_a_checkpoint_is_not_called_damage(tmp_path, monkeypatch, error):
+    """A bug (TypeError, AttributeError) or a permission problem is raised as it is: telling the user to delete
+    a healthy checkpoint would lose their training."""
+    path = save_checkpoint(tmp_path / "run.pt", {"config": TINY.as_dict(), "step": 3})
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(torch, "load", broken)
+    with pytest.raises(type(error)):
+        load_checkpoint(path, TINY, "cpu")

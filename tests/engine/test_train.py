@@ -1,7 +1,6 @@
 """The batched training engine: equivalence with per-run computation, pairing, divergence, resumption,
 the data thread, the CUDA graph, and bad calls."""
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -157,6 +156,20 @@ def test_divergence_is_caught_per_run(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_a_diverged_run_reports_the_step_it_diverged_at(device):
+    """A stopped run's risk stays bad at every later step; only the first bad step is its divergence step. Training
+    longer must not move it, the records before it are finite and those from the next record on are NaN."""
+    cfg, init = _one_diverging_seed()
+    short = train(cfg, init_weights=init, device=device)
+    longer = train(cfg.replace(steps=cfg.steps + 20), init_weights=init, device=device)
+    np.testing.assert_array_equal(short.diverged_at, longer.diverged_at)
+    k = short.diverged_at[0]
+    assert np.all(k == k.flat[0]) and 0 <= k.flat[0] < cfg.steps - 1  # not the last step
+    before, after = short.steps <= k.flat[0], short.steps > k.flat[0]
+    assert np.isfinite(short.eval_risk[0][..., before]).all() and np.isnan(short.eval_risk[0][..., after]).all()
+
+
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("parametrisation", ["four_matrix", "uv"])
 def test_interrupted_and_resumed_equals_uninterrupted(tmp_path, parametrisation, device):
     cfg = TrainConfig(**SMALL, parametrisation=parametrisation, optimizer="adam", lr=1e-2)
@@ -194,17 +207,25 @@ def test_keyboard_interrupt_leaves_a_checkpoint(tmp_path):
         train(cfg.replace(lr=0.5), checkpoint=checkpoint)
 
 
-@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.slow
-def test_lecture_preset_linear_attention_reaches_the_best_linear_risk(device):
+def test_linear_attention_closes_the_gap_to_the_best_linear_risk():
+    """SGD on linear attention at the live panel's step size (flow time 2 lr steps = 200): the exact risk
+    :math:`R_L(U, V)` of the final weights (no sampling noise) never goes below the best linear risk (a lower bound
+    the formulas must respect) and, in every seed, closes at least 95 % of the initial gap to it (measured: 98.6 %
+    or more)."""
     from softmax_as_linear.experiments.presets import sweep_config
 
-    cfg = sweep_config("lecture", lengths=(200,), activations=("linear",), record_every=500)
-    result = train(cfg, device=device)
-    final = float(np.mean(result.eval_risk[0, 0, 0, -3:]))
-    best = regression.optimal_linear_risk(200, cfg.task())
-    # Within 2% of the optimum (held-out error of 2048 prompts and SGD jitter included).
-    assert abs(final - best) < 0.02 * best
+    L = 20
+    cfg = sweep_config("lecture", lengths=(L,), activations=("linear",), seeds=(1, 2, 3), eval_prompts=64)
+    cfg = cfg.replace(lr=0.1, steps=1000, record_every=500)
+    result = train(cfg, device="cpu")
+    task = cfg.task()
+    best = regression.optimal_linear_risk(L, task)
+    U, V = (torch.from_numpy(m[:, 0, 0]) for m in result.uv())  # (S, T, D, D)
+    for s in range(len(cfg.seeds)):
+        start, end = (float(regression.linear_attention_risk(U[s, t], V[s, t], L, task)) for t in (0, -1))
+        assert end >= best * (1 - 1e-9), s
+        assert end - best <= 0.05 * (start - best), (s, start, end, best)
 
 
 def test_bad_calls():
@@ -265,11 +286,10 @@ def test_cuda_graph_replays_the_step_op_by_op(covariance):
     cfg, init = _one_diverging_seed()
     # torch's generators and the tensor formulas (the counter-based stream's graph: tests/engine/test_prompt_kernel.py)
     cfg = cfg.replace(lengths=(10, 40, 200), covariance=covariance, rng="torch")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        graphed = train(cfg, init_weights=init, device="cuda")
-    assert not [w for w in caught if "CUDA graph" in str(w.message)]  # captured, not fallen back to op by op
+    graphed = train(cfg, init_weights=init, device="cuda")
+    assert graphed.engine_path.endswith("+graph")  # captured, not fallen back to op by op
     eager = train(cfg, init_weights=init, device="cuda", cuda_graph=False)
+    assert not eager.engine_path.endswith("+graph")
     np.testing.assert_array_equal(graphed.diverged_at, eager.diverged_at)
     assert graphed.diverged[0].all() and not graphed.diverged[1].any()
     np.testing.assert_allclose(graphed.eval_risk, eager.eval_risk, rtol=1e-5)
@@ -325,3 +345,77 @@ def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
         TrainConfig(activations=("softmax", "tanh_limit"))
     with pytest.raises(ValueError, match="law"):
         TrainConfig(law="cauchy")
+
+
+def test_a_data_source_a_cuda_graph_would_freeze_is_refused():
+    """The counter-based stream drawn as tensors keeps its position in a Python int: captured in a CUDA graph, every
+    replay would train on one batch. Capturing it is refused (before any CUDA call, so this runs on a CPU), and
+    ``train`` only asks for a graph where the data source is graph-safe."""
+    from softmax_as_linear.engine.data import CounterData
+    from softmax_as_linear.engine.gpu.cuda_graph import cuda_graphed
+    from softmax_as_linear.engine.gpu.kernel_step import PromptKernelStepper
+    from softmax_as_linear.engine.stepper import make_optimizer
+    from softmax_as_linear.engine.tensor_step import TensorStepper
+
+    cfg = TrainConfig(**SMALL, rng="philox")
+    sweep = SweepModel(cfg, torch.device("cpu"), None)
+    counter = CounterData(cfg, sweep.task, torch.device("cpu"), sweep.dtype)
+    with pytest.raises(ValueError, match="CounterData"):
+        cuda_graphed(lambda: None, [counter])
+    with pytest.raises(ValueError, match="same batch"):
+        TensorStepper(sweep, counter, make_optimizer(sweep), graph=True)
+    assert SweepData.graph_safe and not CounterData.graph_safe and PromptKernelStepper.graph_safe
+    # what make_stepper builds for rng="philox" without the prompt kernel: no graph, and the result says so
+    assert train(cfg.replace(steps=4, record_every=2), device="cpu").engine_path == "cpu"
+
+
+class _CountingStepper:
+    """The smallest Stepper: one run whose weight w is halved at each step, its risk w^2 / 2."""
+
+    path = "counting"
+
+    def __init__(self):
+        self.alive = torch.ones(1, 1, 1, dtype=torch.bool)
+        self.diverged_at = torch.full((1, 1, 1), -1)
+        self.w, self.closed = torch.ones(1, 1, 1, 1, 1), False
+
+    def step(self):
+        self.w = self.w / 2
+
+    def batch_risk(self):
+        return (self.w**2 / 2).reshape(1, 1, 1)
+
+    def held_out(self):
+        return self.batch_risk(), torch.zeros(1, 1, 1)
+
+    def weights(self):
+        return {"w": self.w}
+
+    def state(self):
+        return {"params": {"w": self.w}, "alive": self.alive, "diverged_at": self.diverged_at, "generators": [],
+                "step": int(round(-np.log2(float(self.w.flatten()[0]))))}
+
+    def load_state(self, state):
+        self.w = state["params"]["w"]
+
+    def close(self):
+        self.closed = True
+
+
+def test_the_loop_runs_any_stepper_and_resumes_it(tmp_path):
+    """train.run is written against the Stepper interface alone: a stepper of another kind (Chapter 7's, say)
+    records, checkpoints and resumes through it."""
+    from softmax_as_linear.engine.train import run
+
+    cfg = TrainConfig(steps=6, record_every=2)
+    records = run(_CountingStepper(), 6, [0, 2, 4, 6])
+    np.testing.assert_allclose(records.eval_risk[0, 0, 0], [0.5, 0.5 / 16, 0.5 / 256, 0.5 / 4096])
+    assert records.last_step == 6 and records.complete and records.engine_path == "counting"
+    calls = []
+    stepper = _CountingStepper()
+    part = run(stepper, 6, [0, 2, 4, 6], config=cfg, checkpoint=tmp_path / "c.pt",
+               should_stop=lambda: calls.append(1) or len(calls) == 1)
+    assert stepper.closed and not part.complete and part.last_step == 2
+    resumed = run(_CountingStepper(), 6, [0, 2, 4, 6], config=cfg, checkpoint=tmp_path / "c.pt")
+    np.testing.assert_array_equal(resumed.eval_risk, records.eval_risk)
+    np.testing.assert_array_equal(resumed.history["w"], records.history["w"])

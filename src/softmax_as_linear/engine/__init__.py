@@ -1,2 +1,3 @@
-"""The training engine: a sweep's settings and files, its batched model and data, the loop, the GPU
-kernel and graph, and the final evaluation."""
+"""The training engine: a sweep's settings and files, the training loop and its step interface, the reference
+trainer every step is checked against, the batched model and data, and the final evaluation; the GPU's
+optimisations are in :mod:`~softmax_as_linear.engine.gpu`."""

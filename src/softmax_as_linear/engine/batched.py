@@ -15,7 +15,7 @@ batch of prompts of ``L_max`` tokens per seed (the run of length ``L`` reads the
   operations on one ``(prompts, runs, L)`` tensor, the softmax itself one fused operation. On a GPU, where
   arithmetic is cheap and kernel launches are not, all lengths form one bucket
   (:class:`SoftmaxPrediction`), and where Triton is installed the softmax runs of a bucket are one kernel
-  (:mod:`~softmax_as_linear.engine.fused_softmax`).
+  (:mod:`~softmax_as_linear.engine.gpu.fused_softmax`).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from ..core import checks, seeding
 from ..theory.limit_model import prediction_from_scores
 from ..theory.models import AttentionModel, uv_from_weights
 from ..theory.regression import block_init
-from . import fused_softmax
+from .gpu import fused_softmax
 from .sweep import TrainConfig
 
 
@@ -48,17 +48,17 @@ class SoftmaxPrediction(torch.autograd.Function):
     Token positions are the last axis (reductions over contiguous memory), and both products read
     the tokens in that one layout: a batched product with a transposed operand costs nothing extra.
 
-    On a GPU the same sums come from one fused kernel (:mod:`~softmax_as_linear.engine.fused_softmax`) that
+    On a GPU the same sums come from one fused kernel (:mod:`~softmax_as_linear.engine.gpu.fused_softmax`) that
     never writes the ``(N, n, L)`` scores.
 
     tokens_t ``(N, D + 1, L)``: the tokens as columns, then a row of ones; u and v ``(N, n, D)``;
     mask ``(n, L)`` (0, or -inf past a run's length) and lengths ``(n,)`` (the same, as run lengths)
-    -> predictions ``(N, n)``.
+    -> predictions ``(N, n)``. ``fused``: use the fused kernel where it runs.
     """
 
     @staticmethod
-    def forward(ctx, tokens_t, u, v, mask, lengths):
-        fused = fused_softmax.try_softmax_sums(tokens_t, u, v, lengths)
+    def forward(ctx, tokens_t, u, v, mask, lengths, fused=True):
+        fused = fused_softmax.try_softmax_sums(tokens_t, u, v, lengths) if fused else None
         if fused is not None:
             pred, mean_token, grad_u = fused
             if any(ctx.needs_input_grad):
@@ -81,7 +81,7 @@ class SoftmaxPrediction(torch.autograd.Function):
     def backward(ctx, grad):
         d_u, d_v = ctx.saved_tensors
         g = grad.unsqueeze(-1)
-        return None, d_u * g, d_v * g, None, None
+        return None, d_u * g, d_v * g, None, None, None
 
 
 class SoftmaxSweep(torch.autograd.Function):
@@ -172,11 +172,21 @@ class SweepModel:
     ``SweepModel(cfg, device, init_weights)`` builds the initial parameters of ``cfg`` (the
     ``"init"`` stream of :mod:`~softmax_as_linear.core.seeding`); :meth:`predict` and :meth:`risk` take a
     batch of :class:`SweepData`.
+
+    ``forward_path``: ``"cpu"`` (the CPU forward pass, :class:`SoftmaxSweep` and prefix moments), ``"tensor"`` (the
+    tensor formulas, :class:`SoftmaxPrediction`) or ``"fused_softmax"`` (those with the softmax sums as one Triton
+    kernel where it runs); by default the CPU pass on a CPU and the fused kernel where it applies.
     """
 
-    def __init__(self, cfg: TrainConfig, device: torch.device, init_weights: dict | None):
+    def __init__(self, cfg: TrainConfig, device: torch.device, init_weights: dict | None,
+                 forward_path: str | None = None):
         self.cfg, self.device = cfg, device
         self.dtype = getattr(torch, cfg.dtype)
+        if forward_path is None:
+            probe = torch.empty(0, dtype=self.dtype, device=device)
+            forward_path = ("fused_softmax" if fused_softmax.available(probe)  # (a CPU too, when Triton is interpreted)
+                            else "cpu" if device.type == "cpu" else "tensor")
+        self.forward_path = checks.one_of("forward_path", forward_path, ("cpu", "tensor", "fused_softmax"))
         self.task = cfg.task()
         self.shape = (len(cfg.seeds), len(cfg.lengths), len(cfg.activations))
         self.params = self._initial_params(init_weights)
@@ -252,7 +262,7 @@ class SweepModel:
         The infinite-prompt models read the task vectors ``w`` and the queries, no token (``w`` is needed
         only when the sweep has them). ``prepared``: :meth:`prepare` of these tokens, when already formed
         (a CPU only)."""
-        if self.device.type != "cpu" or fused_softmax.available(tokens):  # (the kernel runs on a CPU interpreted)
+        if self.forward_path != "cpu":
             return self._predict_tensor(tokens, query, w)
         tokens_t, moments = self.prepare(tokens) if prepared is None else prepared
         U, v = self.uv()
@@ -274,7 +284,7 @@ class SweepModel:
         return prediction_from_scores(u[:, :, a], v[:, :, a, None, :], self.task, w[:, None], activation)
 
     def _predict_tensor(self, tokens: Tensor, query: Tensor, w: Tensor | None = None) -> Tensor:
-        """:meth:`predict` on a GPU, with the tensor formulas of :class:`SoftmaxPrediction` or its fused kernel."""
+        """:meth:`predict` with the tensor formulas of :class:`SoftmaxPrediction` or its fused kernel (the GPU's)."""
         U, v = self.uv()
         S, nL, nA = self.shape
         B, D = tokens.shape[1], tokens.shape[-1]
@@ -289,7 +299,8 @@ class SweepModel:
                 n = mask.shape[0]
                 u_b = u[:, sl, self.soft].transpose(1, 2).reshape(S * B, n, D)
                 v_b = v[:, None, sl, self.soft].expand(S, B, n, D).reshape(S * B, n, D)
-                pred = SoftmaxPrediction.apply(flat_t[:, :, :Lb], u_b, v_b, mask, bucket_lengths)  # (S*B, n)
+                pred = SoftmaxPrediction.apply(flat_t[:, :, :Lb], u_b, v_b, mask, bucket_lengths,
+                                               self.forward_path == "fused_softmax")  # (S*B, n)
                 columns.append((sl, self.soft, pred.reshape(S, B, n).transpose(1, 2)))
         if self.lin is not None:
             moments = _prefix_moments(flat_t[:, :D], self.cfg.lengths, self.length_divisor).reshape(S, B, nL, D, D)

@@ -9,7 +9,7 @@ import torch
 
 from ..core import seeding
 from ..theory.regression import RegressionTask
-from . import counter_stream
+from .gpu import counter_stream
 from .sweep import TrainConfig
 
 
@@ -25,7 +25,12 @@ class SweepData:
     :meth:`state` is the state after the batches handed out so far (what a checkpoint needs).
     ``prepare`` (for instance :meth:`~softmax_as_linear.engine.batched.SweepModel.prepare`) is applied to
     the tokens of every training batch as it is drawn, on that thread when there is one.
+
+    Graph-safe: its generators live on the device and a CUDA graph registers them
+    (:func:`~softmax_as_linear.engine.gpu.cuda_graph.cuda_graphed`), so each replay draws the next batch.
     """
+
+    graph_safe = True
 
     def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype, prefetch: bool = False,
                  prepare: Callable[[torch.Tensor], object] | None = None):
@@ -55,6 +60,11 @@ class SweepData:
         self._pending = ([g.get_state() for g in self.generators], self._pool.submit(self._draw_prepared))
         return current
 
+    def first_record_batch(self):
+        """The batch the record before the first step reads: it takes batch 0 (as every result file of
+        ``rng="torch"`` was computed), so step ``k`` trains on batch ``k + 1``."""
+        return self.batch()
+
     def state(self):
         if self._pending is not None:
             return self._pending[0]
@@ -83,13 +93,17 @@ class SweepData:
 
 class CounterData:
     """The batches and held-out prompts of ``rng="philox"`` as tensors, from
-    :func:`~softmax_as_linear.engine.counter_stream.draw` (where the training kernel does not run: a CPU, or
+    :func:`~softmax_as_linear.engine.gpu.counter_stream.draw` (where the training kernel does not run: a CPU, or
     float64): batch ``k`` is step ``k`` of stream ``"train"``, the held-out set is prompts
     ``0 .. eval_prompts - 1`` of step 0 of stream ``"held_out"``. The same interface as :class:`SweepData`;
     :meth:`state` is the number of batches handed out, and :meth:`peek` reads the next one without taking it.
+
+    Not graph-safe: its position is a Python number, which a CUDA graph would bake in and replay the same batch for
+    ever; :func:`~softmax_as_linear.engine.gpu.cuda_graph.cuda_graphed` refuses it.
     """
 
-    generators: list = []  # nothing for a CUDA graph to register: the counter is the step
+    graph_safe = False
+    generators: list = []
 
     def __init__(self, cfg: TrainConfig, task: RegressionTask, device: torch.device, dtype):
         self.cfg, self.task, self.device, self.dtype = cfg, task, device, dtype
@@ -110,6 +124,11 @@ class CounterData:
     def peek(self):
         """The next batch, without taking it."""
         return self.draw(self.keys, self.count, self.cfg.batch_size)
+
+    def first_record_batch(self):
+        """The batch the record before the first step reads: batch 0, without taking it (step ``k`` trains on
+        batch ``k``, as in the prompt kernel)."""
+        return self.peek()
 
     def batch(self):
         """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)`` of the next step (tasks None)."""

@@ -20,6 +20,7 @@ from ..core.devices import resolve_device
 from ..theory.limit_model import infinite_prompt_prediction
 from ..theory.models import predict_unchecked
 from ..theory.regression import linear_attention_risk
+from .moments import Moments
 from .sweep import TrainResult
 
 #: Per-chunk budget of prompt entries (``prompts x L x D``), about 64 MB in float32.
@@ -61,8 +62,8 @@ def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto
             params = {a: (U_all[s, l, a].to(device, dtype), V_all[s, l, a].to(device, dtype)) for a in alive}
             generator = seeding.generator(seed, "evaluation", L, device=device)
             chunk = max(1, min(n_prompts, CHUNK_ENTRIES // (L * cfg.D)))
-            sums = np.zeros((nA, 2))
-            diff_sums = np.zeros(2)
+            moments = {a: Moments() for a in alive}
+            difference_moments = Moments()
             done = 0
             while done < n_prompts:
                 n = min(chunk, n_prompts - done)
@@ -76,18 +77,15 @@ def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto
                     else:
                         pred = predict_unchecked(batch.tokens, batch.query, U, V, model)
                     losses[a] = (0.5 * (pred - batch.target) ** 2).double()
-                    sums[a] += [float(losses[a].sum()), float((losses[a] ** 2).sum())]
+                    moments[a].add(losses[a])
                 if both and pair[0] in losses and pair[1] in losses:
-                    diff = losses[pair[0]] - losses[pair[1]]
-                    diff_sums += [float(diff.sum()), float((diff**2).sum())]
+                    difference_moments.add(losses[pair[0]] - losses[pair[1]])
                 done += n
             for a in alive:
-                mean = sums[a, 0] / n_prompts
-                var = max(sums[a, 1] / n_prompts - mean**2, 0.0) * n_prompts / (n_prompts - 1)
-                risk[s, l, a], risk_se[s, l, a] = mean, math.sqrt(var / n_prompts)
+                risk[s, l, a] = float(moments[a].mean)
+                risk_se[s, l, a] = float(moments[a].sd) / math.sqrt(n_prompts)
             if both and pair[0] in alive and pair[1] in alive:
-                mean = diff_sums[0] / n_prompts
-                var = max(diff_sums[1] / n_prompts - mean**2, 0.0) * n_prompts / (n_prompts - 1)
-                difference[s, l], difference_se[s, l] = mean, math.sqrt(var / n_prompts)
+                difference[s, l] = float(difference_moments.mean)
+                difference_se[s, l] = float(difference_moments.sd) / math.sqrt(n_prompts)
     return {"risk": risk, "risk_se": risk_se, "paired_difference": difference,
             "paired_difference_se": difference_se, "linear_exact": exact, "n_prompts": np.array(n_prompts)}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import pathlib
 from dataclasses import dataclass
 
@@ -20,13 +21,20 @@ import torch
 
 from ..core import checks, seeding
 from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
-from ..registry import ACTIVATIONS, COVARIANCES, COVARIATE_LAWS, LIMIT_MODELS, MODELS, RNGS, SAMPLERS
+from ..registry import (
+    ACTIVATIONS,
+    COVARIANCES,
+    COVARIATE_LAWS,
+    INIT_SCHEMES,
+    LIMIT_MODELS,
+    MODELS,
+    OPTIMIZERS,
+    PARAMETRISATIONS,
+    RNGS,
+    SAMPLERS,
+)
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
-
-PARAMETRISATIONS = ("four_matrix", "uv")
-INIT_SCHEMES = ("pytorch", "block", "given")
-OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -65,9 +73,9 @@ class TrainConfig:
         dtype: ``"float32"`` or ``"float64"``.
         rng: the random stream of the prompts. ``"torch"``: one torch generator per seed and stream (CUDA and
             the CPU draw different numbers; every result file before the counter-based stream used it).
-            ``"philox"``: the counter-based stream of :mod:`~softmax_as_linear.engine.counter_stream`, the same
+            ``"philox"``: the counter-based stream of :mod:`~softmax_as_linear.engine.gpu.counter_stream`, the same
             prompts on every device, drawn inside the training kernel on a GPU
-            (:mod:`~softmax_as_linear.engine.prompt_kernel`). ``"auto"``: ``"philox"`` where that kernel runs
+            (:mod:`~softmax_as_linear.engine.gpu.prompt_kernel`). ``"auto"``: ``"philox"`` where that kernel runs
             (CUDA with Triton, float32) and the sweep has no infinite-prompt model, ``"torch"`` elsewhere; a
             trained sweep records the stream it used. The infinite-prompt models read the batches' task
             vectors, which only ``"torch"`` hands out.
@@ -116,11 +124,13 @@ class TrainConfig:
         for a in activations:
             checks.one_of("activations", a, MODELS)
         object.__setattr__(self, "activations", activations)
-        seeds = tuple(int(s) for s in self.seeds)
-        if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        if isinstance(self.seeds, (str, bytes)) or not hasattr(self.seeds, "__iter__"):
+            raise ValueError(f"seeds must be a sequence of distinct non-negative integers, got {self.seeds!r}")
+        # a whole float or a numpy integer is a seed; 1.7 is an error, not seed 1
+        seeds = tuple(seeding.check_seed("seeds", operator.index(s) if isinstance(s, np.integer) else s)
+                      for s in self.seeds)
+        if not seeds or len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must be distinct non-negative integers, got {self.seeds!r}")
-        for seed in seeds:
-            seeding.check_seed("seeds", seed)
         object.__setattr__(self, "seeds", seeds)
         checks.int_at_least("steps", self.steps, 0)
         checks.positive_int("batch_size", self.batch_size)
@@ -175,6 +185,10 @@ class TrainResult:
         params: name -> ``(S, nL, nA, T, ...)`` parameters (four matrices, or ``U`` and ``V``).
         diverged_at: ``(S, nL, nA)`` step at which a run diverged, -1 if it did not.
         seconds: wall time spent training (this process, resumed parts included).
+        engine_path: the code path that took the steps (:data:`~softmax_as_linear.registry.ENGINE_PATHS`, with
+            ``"+graph"`` when replayed as a CUDA graph), e.g. ``"cpu"``, ``"tensor"``, ``"prompt_kernel+graph"``;
+            ``"unknown"`` in files written before it was recorded. A sweep resumed on another path records both
+            (``"cpu, then tensor"``).
     """
 
     config: TrainConfig
@@ -186,6 +200,7 @@ class TrainResult:
     seconds: float = 0.0
     complete: bool = True
     eval_sd: np.ndarray | None = None
+    engine_path: str = "unknown"
 
     def __post_init__(self):
         if self.eval_sd is None:
@@ -240,7 +255,7 @@ class TrainResult:
         """Flat arrays for :func:`softmax_as_linear.core.artifacts.save_npz`."""
         out = {"steps": self.steps, "train_risk": self.train_risk, "eval_risk": self.eval_risk,
                "eval_sd": self.eval_sd, "diverged_at": self.diverged_at, "seconds": np.array(self.seconds),
-               "complete": np.array(self.complete)}
+               "complete": np.array(self.complete), "engine_path": np.array(self.engine_path)}
         out.update({f"param_{k}": v for k, v in self.params.items()})
         return out
 
@@ -248,7 +263,8 @@ class TrainResult:
     def from_arrays(cls, config: TrainConfig, arrays: dict[str, np.ndarray]) -> "TrainResult":
         params = {k[len("param_"):]: v for k, v in arrays.items() if k.startswith("param_")}
         return cls(config, arrays["steps"], arrays["train_risk"], arrays["eval_risk"], params,
-                   arrays["diverged_at"], float(arrays["seconds"]), bool(arrays["complete"]), arrays.get("eval_sd"))
+                   arrays["diverged_at"], float(arrays["seconds"]), bool(arrays["complete"]), arrays.get("eval_sd"),
+                   str(arrays.get("engine_path", "unknown")))
 
 
 def save_sweep(path, result: TrainResult) -> pathlib.Path:
@@ -281,14 +297,32 @@ def save_checkpoint(path, state: dict) -> pathlib.Path:
 def load_checkpoint(path, config: TrainConfig, device) -> dict:
     """The state saved by :func:`save_checkpoint` at ``path``, its tensors on ``device``; a
     ``ValueError`` if it was written for another configuration, a
-    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read."""
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read.
+
+    Only what a truncated or foreign file raises counts as damage (:data:`~softmax_as_linear.core.artifacts.READ_ERRORS`,
+    and the ``OSError`` of seeking past the end of a truncated zip); a ``TypeError`` or ``AttributeError`` is a bug
+    and a ``PermissionError`` a problem of the system, raised as they are.
+    """
     try:
         state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
-        written_for = {**_BEFORE, **state["config"]}
-    except FileNotFoundError:
+    except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
-    except READ_ERRORS + (TypeError, AttributeError, OSError) as error:  # a truncated zip: OSError when seeking
-        raise DamagedFileError(path, f"{type(error).__name__}: {error}") from None
+    except READ_ERRORS + (OSError,) as error:
+        raise DamagedFileError(path, _short(error)) from None
+    if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
+        raise DamagedFileError(path, "not a training state")
+    written_for = {**_BEFORE, **state["config"]}
     if written_for != config.as_dict():
         raise ValueError(f"checkpoint {path} was written for a different configuration")
     return state
+
+
+def _short(error: BaseException, limit: int = 120) -> str:
+    """The error's type and the first sentence of its message, at most ``limit`` characters (PyTorch's messages
+    run on with advice about its internals)."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    first = first.split(". ")[0]
+    if len(first) > limit:
+        first = first[:limit - 3] + "..."
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

@@ -1,7 +1,7 @@
 r"""The counter-based prompt stream (Philox4x32-10) in plain torch: the prompts the GPU kernel draws, on any device.
 
 Every random number of a prompt is a function of its coordinates: Philox4x32-10 (Salmon et al. 2011,
-as in ``triton.language.random``) keyed by the stream seed of :mod:`~softmax_as_linear.seeding`
+as in ``triton.language.random``) keyed by the stream seed of :mod:`~softmax_as_linear.core.seeding`
 (``key = (seed_lo, seed_hi)``), at the 128-bit counter
 
 =============  =========================  ========================================================
@@ -25,17 +25,16 @@ two standard normals by Box-Muller (Triton's ``pair_uniform_to_normal``): ``g_{2
 where :math:`\ell(n)` is the covariate law applied to word ``n``: ``"gaussian"`` :math:`g_n`,
 ``"uniform"`` :math:`\sqrt3 (2 U(r_n) - 1)`, ``"rademacher"`` :math:`\pm 1` from the sign bit of
 :math:`r_n`; all three have mean 0 and variance 1. Then, with the prompt factor ``F`` and the query
-factor ``Fq`` of :class:`~softmax_as_linear.icl.RegressionTask` (``Fq = F`` for the paper's sampler,
+factor ``Fq`` of :class:`~softmax_as_linear.theory.regression.RegressionTask` (``Fq = F`` for the paper's sampler,
 ``Fq = I`` for the published one): :math:`x = F\xi`, :math:`y = w^\top x + s\varepsilon` for tokens and
 query alike. The prompt of a given (stream, seed, step, prompt index) is therefore the same whatever
 the batch it is drawn in, the device, or the order of drawing; the token at position ``i`` does not
 depend on the prompt's length (prefix-shared prompts), and resuming at step ``k`` draws step ``k``'s batch.
 
-This module is the reference :mod:`~softmax_as_linear.engine.prompt_kernel` is tested against, and the data
+This module is the reference :mod:`~softmax_as_linear.engine.gpu.prompt_kernel` is tested against, and the data
 path of ``rng="philox"`` wherever the kernel does not run (:class:`~softmax_as_linear.engine.data.CounterData`:
-the tensor formulas then train on these prompts). Its integer arithmetic in int64 tensors is slow on a CPU: one
-seed's paper batch (128 prompts of 1,000 tokens) took 169 ms against 18 ms with torch's generator (one thread,
-best of four, on the shared 2-core CPU under load), so ``rng="auto"`` keeps torch's generators there.
+the tensor formulas then train on these prompts). Its integer arithmetic in int64 tensors is slow on a CPU
+(about ten times torch's generator: ``benchmarks/README.md``), so ``rng="auto"`` keeps torch's generators there.
 """
 from __future__ import annotations
 
@@ -44,7 +43,7 @@ import math
 import torch
 from torch import Tensor
 
-from ..registry import COVARIATE_LAWS as LAWS
+from ...registry import COVARIATE_LAWS as LAWS
 
 HEADER_TAG = 0x80000000
 _M32 = 0xFFFFFFFF

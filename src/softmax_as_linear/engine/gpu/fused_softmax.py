@@ -14,8 +14,8 @@ few consecutive runs loads each block of token positions once, up to the tile's 
 forms the scores and values of its runs from it, and keeps running sums with an online maximum (the
 sums are rescaled when the maximum grows), so nothing of size ``L`` is ever written. With the token
 dimension a handful, the products over it are plain sums, not matrix-unit products (which would pad
-it to 16). On an H200 the graphed training step of the paper sweep is 1.28 (one seed) to 1.88 (ten
-seeds) times faster than with the tensor formulas (``benchmarks/README.md``).
+it to 16). Its speed against the tensor formulas is measured in
+``benchmarks/README.md``.
 
 It runs on CUDA float32 tensors when Triton is installed (it comes with PyTorch's CUDA builds);
 :func:`available` says whether it applies. With ``TRITON_INTERPRET=1`` set before import, Triton
@@ -24,10 +24,11 @@ runs the same kernel on the CPU, which is how the tests check it against the ten
 from __future__ import annotations
 
 import os
-import warnings
 
 import torch
 from torch import Tensor
+
+from . import fallback
 
 try:
     import triton
@@ -40,6 +41,8 @@ BLOCK = 64  # token positions per iteration of the kernel (interpreted; on a GPU
 TILE = 4  # runs per program (interpreted; on a GPU it is timed)
 #: False: the tensor formulas everywhere (the benchmark's baseline; environment ``SOFTMAX_AS_LINEAR_FUSED=0``).
 ENABLED = os.environ.get("SOFTMAX_AS_LINEAR_FUSED", "1") != "0"
+#: Calls that ran the kernel in this process (what :attr:`~softmax_as_linear.engine.stepper.Stepper.path` reads).
+LAUNCHES = 0
 
 
 def available(tokens_t: Tensor) -> bool:
@@ -134,16 +137,21 @@ def softmax_sums(tokens_t: Tensor, u: Tensor, v: Tensor, lengths: Tensor) -> tup
 
 
 def try_softmax_sums(tokens_t: Tensor, u: Tensor, v: Tensor, lengths: Tensor):
-    """:func:`softmax_sums` where :func:`available`, else ``None``. Where the kernel cannot be compiled
-    or launched on this GPU, a warning says so once and the kernel is switched off (``None`` from then
-    on: the caller uses the tensor formulas)."""
-    global ENABLED
+    """:func:`softmax_sums` where :func:`available`, else ``None`` (the caller uses the tensor formulas).
+
+    Where the kernel cannot be compiled or launched on this GPU (:mod:`~softmax_as_linear.engine.gpu.fallback`), a
+    warning says so once and the kernel is switched off (``None`` from then on), or, in strict mode, it raises.
+    Any other exception is a bug and is raised. :data:`LAUNCHES` counts the calls that ran the kernel."""
+    global ENABLED, LAUNCHES
     if not available(tokens_t):
         return None
     try:
-        return softmax_sums(tokens_t, u, v, lengths)
-    except Exception as error:  # Triton reports compilation and launch failures with many exception types
+        out = softmax_sums(tokens_t, u, v, lengths)
+    except Exception as error:
+        if not (isinstance(error, fallback.kernel_unavailable_errors()) or fallback.is_driver_error(error)):
+            raise
+        fallback.fall_back("the fused softmax kernel", error, "going on with the tensor formulas")
         ENABLED = False
-        warnings.warn(f"the fused softmax kernel failed on this device ({type(error).__name__}: {error}); "
-                      "going on with the tensor formulas")
         return None
+    LAUNCHES += 1
+    return out

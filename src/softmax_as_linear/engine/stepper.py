@@ -1,0 +1,108 @@
+r"""The step interface: one optimisation step of every run of a sweep at once, whatever code takes it.
+
+Runs have shape ``(S, nL, nA)`` (seeds, prompt lengths, models). The training loop
+(:func:`~softmax_as_linear.engine.train.run`) is written against :class:`Stepper` alone; the steppers are
+
+* :class:`~softmax_as_linear.engine.tensor_step.TensorStepper`: batches as tensors and the sweep's batched forward
+  pass (:mod:`~softmax_as_linear.engine.batched`) with autograd; path ``"cpu"`` on a CPU, ``"tensor"`` or
+  ``"fused_softmax"`` on a GPU;
+* :class:`~softmax_as_linear.engine.gpu.kernel_step.PromptKernelStepper`: the prompts drawn inside a GPU kernel
+  (``rng="philox"``), path ``"prompt_kernel"``;
+
+either one with ``"+graph"`` when its step is replayed as a CUDA graph. Each is an optimisation of the plain loop of
+:mod:`~softmax_as_linear.engine.reference`, which ``tests/engine/test_paths.py`` checks them against.
+
+The step minimises the mean squared error (``MSE = 2R``) of every live run; a run whose batch risk is not finite or
+exceeds ``blowup`` times the risk of the zero predictor is *diverged* (:func:`sgd_update`) and stops updating.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from .batched import SweepModel
+
+
+class Stepper(Protocol):
+    """Takes one optimisation step of every run of a sweep at once; runs have shape ``(S, nL, nA)``."""
+
+    #: The code path that runs, recorded in results (:data:`~softmax_as_linear.registry.ENGINE_PATHS`, ``+graph``).
+    path: str
+    #: bool ``(S, nL, nA)``: a diverged run stops updating.
+    alive: Tensor
+    #: long ``(S, nL, nA)``: the step at which the run diverged, -1 while alive.
+    diverged_at: Tensor
+
+    def step(self) -> None:
+        """One step of every live run (it draws its own batch)."""
+
+    def batch_risk(self) -> Tensor:
+        """``(S, nL, nA)`` risk R = MSE/2 of the batch the last step used, with the parameters after that step.
+        Before the first step: the risk of the first batch (see each stepper for which batch that is)."""
+
+    def held_out(self) -> tuple[Tensor, Tensor]:
+        """``(S, nL, nA)`` held-out risk and the sample standard deviation of its per-prompt losses (standard
+        error = sd / sqrt(n))."""
+
+    def weights(self) -> dict[str, Tensor]:
+        """The current parameters by name, each ``(S, nL, nA, ...)``."""
+
+    def state(self) -> dict:
+        """Everything needed to resume: ``params``, ``optimizer``, ``generators`` (the data stream's position),
+        ``alive``, ``diverged_at`` and ``step``."""
+
+    def load_state(self, state: dict) -> None:
+        """Resume from :meth:`state` (or a checkpoint holding it)."""
+
+    def close(self) -> None:
+        """Release what the stepper holds (a data thread)."""
+
+
+def make_optimizer(sweep: SweepModel) -> torch.optim.Optimizer:
+    """SGD or Adam (``cfg.optimizer``) on every parameter of the sweep at the sweep's learning rate."""
+    cfg, params = sweep.cfg, list(sweep.params.values())
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr)
+    return torch.optim.Adam(params, lr=cfg.lr, capturable=sweep.device.type == "cuda")
+
+
+def sgd_update(sweep: SweepModel, optimizer: torch.optim.Optimizer, risk: Tensor, alive: Tensor, diverged_at: Tensor,
+               step_count: Tensor, threshold: float) -> None:
+    """Stop the runs that diverge on this batch (``risk`` ``(S, nL, nA)``, with the autograd graph), take an optimiser
+    step on the others, count the step. Nothing in it waits for the device (it can be captured as a CUDA graph).
+
+    A run already stopped keeps its ``diverged_at``: only a live run that turns bad records the current step.
+    """
+    bad = ~torch.isfinite(risk) | (risk > threshold)
+    diverged_at.copy_(torch.where(bad & alive, step_count, diverged_at))
+    alive.logical_and_(~bad)
+    loss = torch.where(alive, 2 * risk, torch.zeros_like(risk)).sum()  # MSE per run, summed over runs
+    optimizer.zero_grad(set_to_none=False)
+    loss.backward()
+    with torch.no_grad():
+        for p in sweep.params.values():
+            p.grad.masked_fill_(~alive.view(*alive.shape, *([1] * (p.ndim - 3))), 0.0)
+            p.grad.nan_to_num_(0.0)
+    optimizer.step()
+    step_count.add_(1)
+
+
+def optimiser_state(sweep: SweepModel, optimizer: torch.optim.Optimizer, alive: Tensor, diverged_at: Tensor,
+                    step_count: Tensor) -> dict:
+    """The part of :meth:`Stepper.state` every stepper shares: parameters, optimiser, bookkeeping, step."""
+    return {"params": {n: p.detach() for n, p in sweep.params.items()}, "optimizer": optimizer.state_dict(),
+            "alive": alive, "diverged_at": diverged_at, "step": int(step_count)}
+
+
+def load_optimiser_state(state: dict, sweep: SweepModel, optimizer: torch.optim.Optimizer, alive: Tensor,
+                         diverged_at: Tensor, step_count: Tensor) -> None:
+    """Inverse of :func:`optimiser_state`, in place."""
+    with torch.no_grad():
+        for n, p in sweep.params.items():
+            p.copy_(state["params"][n])
+    optimizer.load_state_dict(state["optimizer"])
+    alive.copy_(state["alive"])
+    diverged_at.copy_(state["diverged_at"])
+    step_count.fill_(int(state["step"]))

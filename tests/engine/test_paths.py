@@ -1,0 +1,114 @@
+"""Every code path of the engine that runs on this machine against the reference trainer, on the same prompts.
+
+The reference (:mod:`softmax_as_linear.engine.reference`) trains one run alone with plain autograd and
+``torch.optim.SGD``; a sweep trained on a path must give every one of its runs the reference's weights at every
+record. A path asked for runs or fails: fallbacks are errors here (strict mode), and the result must name the path.
+Paths this machine cannot run are skipped, with the reason.
+"""
+import numpy as np
+import pytest
+import torch
+
+from softmax_as_linear.engine import reference
+from softmax_as_linear.engine.gpu import fallback, fused_softmax, prompt_kernel
+from softmax_as_linear.engine.sweep import TrainConfig
+from softmax_as_linear.engine.train import train
+
+CUDA = torch.cuda.is_available()
+TRITON = fused_softmax.triton is not None and not fused_softmax.INTERPRETED
+
+
+def _needs(ok: bool, reason: str):
+    return pytest.mark.skipif(not ok, reason=reason)
+
+
+# (device, path asked for, graph, rng, the engine_path the result must record, float tolerance)
+PATHS = [
+    pytest.param("cpu", "cpu", False, "torch", "cpu", 1e-5, id="cpu"),
+    pytest.param("cpu", "cpu", False, "philox", "cpu", 1e-5, id="cpu-philox-stream"),
+    pytest.param("cpu", "tensor", False, "torch", "tensor", 1e-5, id="cpu-tensor-formulas"),
+    pytest.param("cuda", "tensor", False, "torch", "tensor", 1e-4, id="cuda-tensor",
+                 marks=_needs(CUDA, "no CUDA device")),
+    pytest.param("cuda", "tensor", True, "torch", "tensor+graph", 1e-4, id="cuda-tensor-graph",
+                 marks=_needs(CUDA, "no CUDA device")),
+    pytest.param("cuda", "fused_softmax", False, "torch", "fused_softmax", 1e-4, id="fused-softmax",
+                 marks=_needs(CUDA and TRITON, "needs CUDA and Triton (interpreted: tests/engine/test_fused_softmax.py)")),
+    pytest.param("cuda", "fused_softmax", True, "torch", "fused_softmax+graph", 1e-4, id="fused-softmax-graph",
+                 marks=_needs(CUDA and TRITON, "needs CUDA and Triton")),
+    # the GPU's hardware sine and cosine draw the prompts to a few units of the sixth decimal
+    pytest.param("cuda", "prompt_kernel", False, "philox", "prompt_kernel", 2e-3, id="prompt-kernel",
+                 marks=_needs(CUDA and TRITON, "needs CUDA and Triton (interpreted: tests/engine/test_prompt_kernel.py)")),
+    pytest.param("cuda", "prompt_kernel", True, "philox", "prompt_kernel+graph", 2e-3, id="prompt-kernel-graph",
+                 marks=_needs(CUDA and TRITON, "needs CUDA and Triton")),
+]
+
+CFG = TrainConfig(covariance="kms", lengths=(4, 11), seeds=(5, 8), steps=6, record_every=3, batch_size=8,
+                  eval_prompts=16, lr=0.05)
+
+
+_REFERENCES = {}
+
+
+def _reference(rng: str, device: str) -> dict:
+    """The reference weights of every run of CFG under ``rng``, its batches drawn on ``device`` (torch's generators
+    draw other numbers on CUDA than on a CPU): {(seed, L, activation): [weights after each step]}."""
+    if (rng, device) not in _REFERENCES:
+        cfg = CFG.replace(rng=rng)
+        batches = {seed: list(reference.sweep_batches(cfg, seed, cfg.steps, device)) for seed in cfg.seeds}
+        _REFERENCES[rng, device] = {(seed, L, a): reference.train_one_run(cfg, L, a, seed, batches=batches[seed])
+                                    for seed in cfg.seeds for L in cfg.lengths for a in cfg.activations}
+    return _REFERENCES[rng, device]
+
+
+@pytest.mark.parametrize("device, path, graph, rng, recorded, tolerance", PATHS)
+def test_every_path_trains_every_run_as_the_reference_does(monkeypatch, device, path, graph, rng, recorded,
+                                                           tolerance):
+    monkeypatch.setenv(fallback.STRICT_ENV, "1")
+    cfg = CFG.replace(rng=rng)
+    result = train(cfg, device=device, path=path, cuda_graph=graph)
+    assert result.engine_path == recorded
+    references = _reference(rng, device if rng == "torch" else "cpu")
+    for s, seed in enumerate(cfg.seeds):
+        for l, L in enumerate(cfg.lengths):
+            for a, activation in enumerate(cfg.activations):
+                history = references[seed, L, activation]
+                for k, step in enumerate(result.steps):
+                    for name, expected in history[step].items():
+                        np.testing.assert_allclose(result.params[name][s, l, a, k], expected.double().numpy(),
+                                                   rtol=tolerance, atol=tolerance * 0.1,
+                                                   err_msg=f"{name} of {activation}, L={L}, seed {seed}, step {step}")
+
+
+def test_the_reference_step_is_sgd_on_the_papers_model_and_the_sweeps_batch():
+    """The reference is itself right: its first step is one SGD step on the MSE of the sweep's first training batch,
+    with the paper's linear-attention prediction written out here (W_O sum_i a_i W_V z_i, a_i = <W_K z_i, W_Q z_q> /
+    (sqrt(D) L))."""
+    cfg = CFG.replace(rng="torch", steps=1, seeds=(5,))
+    (tokens, query, target), = reference.sweep_batches(cfg, 5, 1)
+    history = reference.train_one_run(cfg, 11, "linear", 5)
+    w = {n: v.clone().requires_grad_(True) for n, v in history[0].items()}
+    keys, values = tokens[:, :11] @ w["W_K"].T, tokens[:, :11] @ w["W_V"].T
+    scores = (keys @ (query @ w["W_Q"].T).unsqueeze(-1)).squeeze(-1) / np.sqrt(cfg.D) / 11
+    pred = ((scores.unsqueeze(-1) * values).sum(1) @ w["W_O"].T).squeeze(-1)
+    ((pred - target) ** 2).mean().backward()
+    for name, weight in w.items():
+        torch.testing.assert_close(history[1][name], (weight - cfg.lr * weight.grad).detach())
+
+
+def test_a_path_that_cannot_run_here_is_an_error_naming_path():
+    if not CUDA:
+        with pytest.raises(ValueError, match="path 'prompt_kernel' cannot run here"):
+            train(CFG.replace(rng="philox", steps=1), device="cpu", path="prompt_kernel")
+    if not prompt_kernel.available("cpu"):
+        with pytest.raises(ValueError, match="path 'prompt_kernel'"):
+            train(CFG.replace(rng="torch", steps=1), device="cpu", path="prompt_kernel")
+    with pytest.raises(ValueError, match="path must be one of"):
+        train(CFG.replace(steps=1), device="cpu", path="gpu")
+
+
+def test_results_and_files_name_their_path(tmp_path):
+    from softmax_as_linear.engine.sweep import load_sweep, save_sweep
+
+    result = train(CFG.replace(steps=2, record_every=1), device="cpu")
+    assert result.engine_path == "cpu"
+    assert load_sweep(save_sweep(tmp_path / "s.npz", result)).engine_path == "cpu"
