@@ -68,6 +68,8 @@ def test_shards_by_hand_merge_into_the_files_of_one_process(tmp_path, run_cli):
     assert [s["shard"] for s in origin["shards"]] == ["1/3", "2/3", "3/3"]
     assert [s["seeds"] for s in origin["shards"]] == [[327], [0], [1]]
     assert origin["settings"]["seeds"] == [327, 0, 1] and "merged" in origin
+    single_origin = json.loads((single / "fig2_smoke.json").read_text())["provenance"]
+    assert origin["engine_path"] == single_origin["engine_path"] == "cpu"  # the path the shards took, not "unknown"
     # The merged sweep is the one-process sweep: the same command without shards finds it up to date.
     code, out, err = run_cli("reproduce", "fig2", *SMOKE, "--out", str(sharded))
     assert code == 0 and "up to date" in out + err

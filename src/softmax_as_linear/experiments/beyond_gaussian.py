@@ -242,7 +242,7 @@ def beyond_provenance(result: TrainResult, preset: str, device, wall_seconds: fl
     uncommitted changes, wall time), the device's name, the preset, every setting, the training path, training time,
     the final evaluation's and the limit estimates' sample sizes and the date."""
     return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
-            "settings": result.config.as_dict(), "engine_path": getattr(result, "engine_path", None),
+            "settings": result.config.as_dict(), "engine_path": result.engine_path,
             "training_seconds": round(float(result.seconds), 1), "train_wall_seconds": round(train_wall_seconds, 1),
             "final_prompts": BEYOND_FINAL_PROMPTS[preset], "limit_samples": BEYOND_LIMIT_SAMPLES[preset],
             "date": utc_now()}

@@ -155,7 +155,7 @@ def sweep_provenance(result: TrainResult, preset: str | None = None, device="cpu
     seeds), the training path that ran (``engine_path``), its training time, the size of the final evaluation
     set and the date (UTC)."""
     return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
-            "settings": result.config.as_dict(), "engine_path": getattr(result, "engine_path", None),
+            "settings": result.config.as_dict(), "engine_path": result.engine_path,
             "training_seconds": round(float(result.seconds), 1),
             "final_prompts": None if evaluation is None else int(evaluation["n_prompts"]), "date": utc_now()}
 

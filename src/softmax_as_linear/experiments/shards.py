@@ -126,7 +126,8 @@ def _merge_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathli
                          *(np.concatenate([getattr(r, name) for r in results]) for name in ("train_risk", "eval_risk")),
                          {name: np.concatenate([r.params[name] for r in results]) for name in first.params},
                          np.concatenate([r.diverged_at for r in results]), float(sum(r.seconds for r in results)), True,
-                         np.concatenate([r.eval_sd for r in results]))
+                         np.concatenate([r.eval_sd for r in results]),
+                         ", ".join(dict.fromkeys(r.engine_path for r in results)))  # the path, or each one that ran
     evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in _PER_SEED}
     evaluation["n_prompts"] = evaluations[0]["n_prompts"]
     save_sweep(out / f"{stem}.npz", merged)
