@@ -214,3 +214,88 @@ def path_tail_indices(path: GaussianPath, U: Tensor) -> Tensor:
     ``(K, ...)``, entry :math:`\ell - 1` for layer :math:`\ell`."""
     K = U.shape[-3]
     return torch.stack([tail_index(path.covs[k], path.covs[k], U[..., k, :, :]) for k in range(K)])
+
+
+# ---------------------------------------------------------------------------------------------
+# Estimators: finite prompts against the recursion
+# ---------------------------------------------------------------------------------------------
+
+def gaussian_prompts(mean, cov, L: int, n_prompts: int, seed: int = 0, dtype=torch.float64) -> tuple[Tensor, Tensor]:
+    r"""``n_prompts`` prompts of ``L`` tokens of :math:`N(m, \Gamma)` and one query from the same law each.
+
+    Drawn from the ``"prompts"`` stream of ``seed`` at length ``L`` (:mod:`~softmax_as_linear.core.seeding`):
+    tokens ``(n_prompts, L, D)``, queries ``(n_prompts, D)``.
+    """
+    from ..core import seeding
+    from .measures import TokenLaw
+
+    law = TokenLaw("gaussian", checks.as_float_tensor("mean", mean).double(), checks.as_float_tensor("cov", cov).double())
+    draw = law.sample((checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L) + 1),
+                      seeding.generator(seed, "prompts", L)).to(dtype)
+    return draw[:, :-1], draw[:, -1]
+
+
+def query_errors(mean, cov, U, V, lengths, n_prompts: int, seed: int = 0, activation: str = "softmax",
+                 dtype=torch.float32) -> Tensor:
+    r"""Signed errors :math:`z_q^{(K)}(\hat\mu_L) - z_q^{(K)}(\mu)` of the finite network's query against the recursion.
+
+    For every ``L`` in ``lengths``, ``n_prompts`` independent prompts and queries of :func:`gaussian_prompts` (the
+    network runs in ``dtype``; float32 halves the :math:`O(K L^2 D)` cost and its rounding, about
+    :math:`10^{-6}`, stays far below the sampling error at the lengths used here). mean ``(D,)``, cov ``(D, D)``,
+    U, V ``(K, D, D)`` -> ``(len(lengths), n_prompts, D)`` float64. Their squared norms estimate
+    :math:`E_L = \mathbb{E}\|z_q^{(K)}(\hat\mu_L) - z_q^{(K)}(\mu)\|^2` with one independent sample per prompt.
+    """
+    checks.one_of("activation", activation, ACTIVATIONS)
+    mean = checks.vector("mean", checks.as_float_tensor("mean", mean).double())
+    cov = checks.covariance("cov", checks.as_float_tensor("cov", cov).double(), mean.shape[-1], definite=False)
+    U, V = _layers(U, V, mean)
+    rows = []
+    for L in lengths:
+        tokens, queries = gaussian_prompts(mean, cov, L, n_prompts, seed, dtype)
+        finite = deep_forward_unchecked(tokens, queries, U.to(dtype), V.to(dtype), activation).double()
+        limit = gaussian_recursion_unchecked(mean, cov, queries.double(), U, V, activation).queries[-1]
+        rows.append(finite - limit)
+    return torch.stack(rows)
+
+
+def layer_outputs(mean, cov, U, V, L: int, n_prompts: int, seed: int = 0, activation: str = "softmax",
+                  dtype=torch.float32) -> tuple[DeepOutputs, GaussianPath]:
+    r"""Every layer of the finite network on :func:`gaussian_prompts`, and the recursion at the same queries.
+
+    Returns :class:`DeepOutputs` (tokens ``(K + 1, n_prompts, L, D)``, queries ``(K + 1, n_prompts, D)``, float64)
+    and :class:`GaussianPath` (means ``(K + 1, D)``, covs ``(K + 1, D, D)``, queries ``(K + 1, n_prompts, D)``).
+    """
+    checks.one_of("activation", activation, ACTIVATIONS)
+    mean = checks.vector("mean", checks.as_float_tensor("mean", mean).double())
+    cov = checks.covariance("cov", checks.as_float_tensor("cov", cov).double(), mean.shape[-1], definite=False)
+    U, V = _layers(U, V, mean)
+    tokens, queries = gaussian_prompts(mean, cov, L, n_prompts, seed, dtype)
+    finite = deep_forward_unchecked(tokens, queries, U.to(dtype), V.to(dtype), activation, keep_layers=True)
+    path = gaussian_recursion_unchecked(mean, cov, queries.double(), U, V, activation)
+    path = GaussianPath(path.means[:, 0], path.covs[:, 0], path.queries)  # the law does not depend on the query
+    return DeepOutputs(finite.tokens.double(), finite.queries.double()), path
+
+
+def sampled_slope(lengths, squared_errors, level: float = 0.95) -> tuple[float, float, float]:
+    r"""Least-squares slope of :math:`\log \bar e_L` against :math:`\log L` and its sampling interval.
+
+    ``squared_errors`` holds, for each length, ``n_L >= 2`` independent samples (an array ``(len(lengths), n)`` or a
+    list of arrays of any sizes; independent across lengths). The slope is :math:`\sum_L w_L \log \bar e_L` with
+    :math:`w_L = (\log L - \overline{\log L}) / \sum (\log L - \overline{\log L})^2`; by the delta method its variance is
+    :math:`\sum_L w_L^2\, s_L^2 / (n_L \bar e_L^2)`: a normal interval at ``level``. It measures the sampling error
+    only, not a bend of the curve. Returns ``(slope, low, high)``.
+    """
+    import numpy as np
+    from scipy import stats as scipy_stats
+
+    x = np.log(np.asarray(lengths, dtype=float))
+    rows = [np.asarray(r, dtype=float).ravel() for r in squared_errors]
+    if len(rows) != x.size or x.size < 2 or min(r.size for r in rows) < 2:
+        raise ValueError(f"squared_errors must hold at least 2 samples for each of the {x.size} lengths "
+                         f"(at least 2 lengths), got {[r.size for r in rows]}")
+    w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    mean = np.array([r.mean() for r in rows])
+    var = np.array([r.var(ddof=1) / r.size for r in rows])
+    slope = float(w @ np.log(mean))
+    half = float(scipy_stats.norm.ppf(0.5 + level / 2) * np.sqrt((w**2 * var / mean**2).sum()))
+    return slope, slope - half, slope + half
