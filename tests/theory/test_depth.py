@@ -184,3 +184,25 @@ def test_bad_arguments_are_named():
         depth.deep_forward(tokens, query, torch.zeros(1, 2, 2), torch.zeros(1, 2, 2), "relu")
     with pytest.raises(ValueError, match="cov"):
         depth.gaussian_recursion(torch.zeros(2), -torch.eye(2), query, torch.zeros(1, 2, 2), torch.zeros(1, 2, 2))
+
+
+def test_law_layer_outputs_for_a_gaussian_law_match_gaussian_prompts():
+    from softmax_as_linear import TokenLaw
+
+    U, V = _weights(2, 2, 19)
+    G = torch.tensor([[1.0, 0.3], [0.3, 0.6]], **D64)
+    law = TokenLaw("gaussian", torch.zeros(2, **D64), G)
+    by_law = depth.law_layer_outputs(law, U, V, L=30, n_prompts=3, seed=2, dtype=torch.float64)
+    finite, path = depth.layer_outputs(torch.zeros(2, **D64), G, U, V, L=30, n_prompts=3, seed=2, dtype=torch.float64)
+    assert torch.allclose(by_law.queries, finite.queries) and torch.allclose(by_law.tokens, finite.tokens)
+    assert path.means.shape == (3, 2) and path.queries.shape == (3, 3, 2)
+
+
+def test_sampled_slope_recovers_a_known_rate_and_takes_ragged_samples():
+    rng = torch.Generator().manual_seed(20)
+    lengths = [10, 100, 1000]
+    samples = [torch.rand(n, generator=rng, dtype=torch.float64).numpy() * 2 / L for L, n in zip(lengths, (40, 30, 20))]
+    slope, low, high = depth.sampled_slope(lengths, samples, level=0.99)
+    assert low < slope < high and low <= -1 <= high
+    with pytest.raises(ValueError, match="2 samples"):
+        depth.sampled_slope(lengths, [s[:1] for s in samples])

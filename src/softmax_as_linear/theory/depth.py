@@ -299,3 +299,23 @@ def sampled_slope(lengths, squared_errors, level: float = 0.95) -> tuple[float, 
     slope = float(w @ np.log(mean))
     half = float(scipy_stats.norm.ppf(0.5 + level / 2) * np.sqrt((w**2 * var / mean**2).sum()))
     return slope, slope - half, slope + half
+
+
+def law_layer_outputs(law, U, V, L: int, n_prompts: int, seed: int = 0, activation: str = "softmax",
+                      dtype=torch.float32) -> DeepOutputs:
+    r"""Every layer of the finite network on prompts and queries drawn i.i.d. from any
+    :class:`~softmax_as_linear.theory.measures.TokenLaw` (the ``"prompts"`` stream of ``seed`` at length ``L``).
+
+    Beyond Gaussian laws there is no closed-form recursion after the first layer; compare with
+    :func:`gaussian_recursion` at the law's mean and covariance to see how far the Gaussian closure is.
+    U, V ``(K, D, D)`` -> :class:`DeepOutputs` (tokens ``(K + 1, n_prompts, L, D)``, queries ``(K + 1, n_prompts, D)``,
+    float64).
+    """
+    from ..core import seeding
+
+    checks.one_of("activation", activation, ACTIVATIONS)
+    U, V = _layers(U, V, law.mean.double())
+    draw = law.sample((checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L) + 1),
+                      seeding.generator(seed, "prompts", L)).to(dtype)
+    finite = deep_forward_unchecked(draw[:, :-1], draw[:, -1], U.to(dtype), V.to(dtype), activation, keep_layers=True)
+    return DeepOutputs(finite.tokens.double(), finite.queries.double())
