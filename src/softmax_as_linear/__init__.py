@@ -46,6 +46,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.fused_softmax`: the softmax part of the forward pass as one GPU kernel (Triton).
   - :mod:`~softmax_as_linear.engine.cuda_graph`: the training step captured as a CUDA graph.
   - :mod:`~softmax_as_linear.engine.train`: the training loop.
+  - :mod:`~softmax_as_linear.engine.deep`: a stepper that trains deep residual attention (Chapter 7) on
+    in-context regression, runs of shape (seeds, lengths, models).
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
 - ``experiments``: the paper's experiments.
