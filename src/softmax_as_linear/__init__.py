@@ -31,6 +31,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.theory.flow`: the infinite-prompt gradient flow (Theorem 4.3's reference dynamics).
   - :mod:`~softmax_as_linear.theory.stability`: the gaps to the infinite-prompt limit along a parameter
     trajectory (Section 4).
+  - :mod:`~softmax_as_linear.theory.depth`: K residual attention layers on a prompt and their exact
+    infinite-prompt recursion on Gaussian token laws (Chapter 7).
 - ``engine``: training.
 
   - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
@@ -45,6 +47,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
   - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep, as tensors.
   - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.
+  - :mod:`~softmax_as_linear.engine.deep`: a stepper that trains deep residual attention (Chapter 7) on
+    in-context regression, runs of shape (seeds, lengths, models).
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
   - ``engine.gpu``: the GPU's optimisations, which a reader of the loop can leave aside.
@@ -84,6 +88,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.figures.measure_view`: the figures of the measure-view chapters (0 to 3).
   - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
   - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
+  - :mod:`~softmax_as_linear.figures.depth`: the figures of Chapter 7 (deep attention and its Gaussian recursion).
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
@@ -92,6 +97,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.panels.flow`: the infinite-prompt gradient flow, live (Chapters 4 and 5).
   - :mod:`~softmax_as_linear.panels.training`: training from a panel, in the background.
   - :mod:`~softmax_as_linear.panels.beyond_gaussian`: the live panel of Chapter 6 (covariate law and prompt length).
+  - :mod:`~softmax_as_linear.panels.depth`: the live panel of Chapter 7 (token clouds through K layers).
 - :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``),
   whole or in shards.
 

@@ -1,0 +1,192 @@
+r"""Training deep residual attention on in-context regression: a stepper for runs of shape (seeds, lengths, models).
+
+Every run is a network of :mod:`~softmax_as_linear.theory.depth` whose layers have a full :math:`U_\ell` and a value
+matrix :math:`V_\ell` zero but for its last row :math:`v_\ell` (as in the one-layer model of
+:mod:`~softmax_as_linear.theory.models`: a layer writes into the label coordinate of every token, the prediction is
+the query's label coordinate after the last layer). A model column is an ``(activation, K)`` pair; all columns hold
+``K_max`` layers and the layers past a column's ``K`` stay zero (a zero layer is the identity of a residual network),
+so a ``K = 1`` column is the one-layer model exactly. Every layer starts from the block initialisation of Assumption
+5.1 with scale ``alpha`` (:func:`~softmax_as_linear.theory.regression.block_init`), so columns of one seed share their
+first layers and, drawing the same batches, are paired.
+
+The stepper follows the step interface of the engine (``step``, ``batch_risk``, ``held_out``, ``weights``, ``state``,
+``load_state``, and the attributes ``path``, ``alive``, ``diverged_at``), with ``path = "deep"``. Cost: a softmax
+column of ``K`` layers costs :math:`O((K - 1) L^2 D)` per prompt, a linear one :math:`O(K L D^2)`.
+"""
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from ..core import checks, seeding
+from ..registry import ACTIVATIONS
+from ..theory.depth import deep_forward_unchecked
+from ..theory.regression import RegressionTask, block_init
+
+OPTIMIZERS = ("sgd", "adam")
+
+
+@dataclass(frozen=True)
+class DeepConfig:
+    """Settings of a deep sweep: the task, seeds, prompt lengths, model columns ``(activation, K)`` and optimiser."""
+
+    task: RegressionTask
+    seeds: tuple[int, ...]
+    lengths: tuple[int, ...]
+    models: tuple[tuple[str, int], ...] = (("softmax", 1), ("linear", 1), ("softmax", 2), ("linear", 2))
+    batch_size: int = 64
+    lr: float = 0.01
+    optimizer: str = "adam"
+    alpha: float = 0.3
+    held_out_prompts: int = 512
+
+    def __post_init__(self):
+        if not self.seeds or not self.lengths or not self.models:
+            raise ValueError("seeds, lengths and models must each hold at least one entry")
+        for seed in self.seeds:
+            seeding.check_seed("seeds", seed)
+        for L in self.lengths:
+            checks.positive_int("lengths", L)
+        for activation, K in self.models:
+            checks.one_of("models (activation)", activation, ACTIVATIONS)
+            checks.positive_int("models (K)", K)
+        checks.positive_int("batch_size", self.batch_size)
+        checks.int_at_least("held_out_prompts", self.held_out_prompts, 2)
+        checks.positive_float("lr", self.lr)
+        checks.positive_float("alpha", self.alpha)
+        checks.one_of("optimizer", self.optimizer, OPTIMIZERS)
+
+    @property
+    def depth(self) -> int:
+        """``K_max``, the number of layers every column holds."""
+        return max(K for _, K in self.models)
+
+
+class DeepStepper:
+    """One optimisation step of every run of a :class:`DeepConfig` at once; runs have shape ``(S, nL, nA)``."""
+
+    path = "deep"
+
+    def __init__(self, cfg: DeepConfig, device: torch.device | str = "cpu", dtype=torch.float32):
+        self.cfg, self.device, self.dtype = cfg, torch.device(device), dtype
+        S, nL, nA, K, D = len(cfg.seeds), len(cfg.lengths), len(cfg.models), cfg.depth, cfg.task.D
+        U0, V0 = block_init(cfg.task, cfg.alpha)
+        active = torch.tensor([[k < Kc for k in range(K)] for _, Kc in cfg.models], device=self.device)  # (nA, K)
+        self.layer_mask = active.to(dtype)
+        self.U = (U0.to(self.device, dtype) * self.layer_mask[..., None, None]).expand(S, nL, nA, K, D, D).clone()
+        self.v = (V0[-1].to(self.device, dtype) * self.layer_mask[..., None]).expand(S, nL, nA, K, D).clone()
+        self.U.requires_grad_(True)
+        self.v.requires_grad_(True)
+        params = [self.U, self.v]
+        self.optimizer = (torch.optim.Adam(params, lr=cfg.lr) if cfg.optimizer == "adam"
+                          else torch.optim.SGD(params, lr=cfg.lr))
+        self.alive = torch.ones(S, nL, nA, dtype=torch.bool, device=self.device)
+        self.diverged_at = torch.full((S, nL, nA), -1, dtype=torch.long, device=self.device)
+        self.step_count = 0
+        self.generators = [seeding.generator(seed, "train") for seed in cfg.seeds]
+        held = [cfg.task.sample(cfg.held_out_prompts, max(cfg.lengths), seeding.generator(seed, "held_out"))
+                for seed in cfg.seeds]
+        self._held_out = self._stack(held)
+        self._last_batch = None
+
+    # --------------------------------------------------------------------------------------------- data
+    def _stack(self, batches) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-seed batches -> tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, target ``(S, B)`` on the device."""
+        return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
+                     for name in ("tokens", "query", "target"))
+
+    def _draw(self):
+        return self._stack([self.cfg.task.sample(self.cfg.batch_size, max(self.cfg.lengths), g)
+                            for g in self.generators])
+
+    # --------------------------------------------------------------------------------------------- model
+    def _V(self) -> Tensor:
+        zeros = torch.zeros(*self.v.shape[:-1], self.cfg.task.D - 1, self.cfg.task.D, dtype=self.dtype, device=self.device)
+        return torch.cat([zeros, self.v.unsqueeze(-2)], dim=-2)  # (S, nL, nA, K, D, D), last rows v
+
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+        r"""Per-prompt losses :math:`\tfrac12(\hat y - y_q)^2` of every run, ``(S, nL, nA, B)``, on batches of ``L_max``
+        tokens (the run of length ``L`` reads the first ``L``)."""
+        V = self._V()
+        columns = []
+        for i, L in enumerate(self.cfg.lengths):
+            row = [None] * len(self.cfg.models)
+            for activation in ACTIVATIONS:
+                picks = [a for a, (act, _) in enumerate(self.cfg.models) if act == activation]
+                if not picks:
+                    continue
+                U_a, V_a = self.U[:, i, picks].unsqueeze(-4), V[:, i, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
+                out = deep_forward_unchecked(tokens[:, None, :, :L], query[:, None], U_a, V_a, activation)  # (S, n, B, D)
+                for j, a in enumerate(picks):
+                    row[a] = out[:, j, :, -1]
+            columns.append(torch.stack(row, dim=1))  # (S, nA, B)
+        prediction = torch.stack(columns, dim=1)  # (S, nL, nA, B)
+        return 0.5 * (prediction - target[:, None, None, :]) ** 2
+
+    # --------------------------------------------------------------------------------------------- the interface
+    def step(self) -> None:
+        """One step of every live run on a fresh batch per seed; a run whose loss is not finite stops (diverged)."""
+        batch = self._draw()
+        risk = self.losses(*batch).mean(-1)
+        newly = self.alive & ~torch.isfinite(risk)
+        self.diverged_at[newly] = self.step_count
+        self.alive &= ~newly
+        total = torch.where(self.alive, risk, torch.zeros_like(risk)).sum()
+        before = (self.U.detach().clone(), self.v.detach().clone())
+        self.optimizer.zero_grad(set_to_none=False)
+        total.backward()
+        with torch.no_grad():
+            self.U.grad *= self.layer_mask[..., None, None]
+            self.v.grad *= self.layer_mask[..., None]
+        self.optimizer.step()
+        with torch.no_grad():  # dead runs and absent layers never move (Adam's momentum would move them)
+            keep_U = self.alive[..., None, None, None] & self.layer_mask.bool()[..., None, None]
+            keep_v = self.alive[..., None, None] & self.layer_mask.bool()[..., None]
+            self.U.copy_(torch.where(keep_U, self.U, before[0]))
+            self.v.copy_(torch.where(keep_v, self.v, before[1]))
+        self.step_count += 1
+        self._last_batch = batch
+
+    def batch_risk(self) -> Tensor:
+        """``(S, nL, nA)`` risk of the last step's batch with the parameters after that step."""
+        if self._last_batch is None:
+            raise RuntimeError("batch_risk needs a step first")
+        with torch.no_grad():
+            return self.losses(*self._last_batch).mean(-1)
+
+    def held_out(self) -> tuple[Tensor, Tensor]:
+        """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt losses."""
+        with torch.no_grad():
+            losses = self.losses(*self._held_out)
+        return losses.mean(-1), losses.std(-1)
+
+    def weights(self) -> dict[str, Tensor]:
+        """``U (S, nL, nA, K, D, D)`` and ``v (S, nL, nA, K, D)`` (the last rows of the :math:`V_\\ell`), detached."""
+        return {"U": self.U.detach().clone(), "v": self.v.detach().clone()}
+
+    def state(self) -> dict:
+        """Everything needed to resume: parameters, optimiser, data streams, step, alive, diverged_at."""
+        return {"U": self.U.detach().clone(), "v": self.v.detach().clone(), "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+                "generators": [g.get_state() for g in self.generators], "step": self.step_count,
+                "alive": self.alive.clone(), "diverged_at": self.diverged_at.clone()}
+
+    def load_state(self, state: dict) -> None:
+        with torch.no_grad():
+            self.U.copy_(state["U"])
+            self.v.copy_(state["v"])
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        for g, s in zip(self.generators, state["generators"]):
+            g.set_state(s)
+        self.step_count = int(state["step"])
+        self.alive = state["alive"].clone()
+        self.diverged_at = state["diverged_at"].clone()
+        self._last_batch = None
+
+
+def held_out_standard_error(sd: Tensor, cfg: DeepConfig) -> Tensor:
+    """Standard error of :meth:`DeepStepper.held_out`'s risk from its sd: ``sd / sqrt(held_out_prompts)``."""
+    return sd / math.sqrt(cfg.held_out_prompts)

@@ -1,0 +1,78 @@
+"""Chapter 7's live panel: a deep network's token cloud layer by layer against the Gaussian recursion."""
+from __future__ import annotations
+
+import math
+
+import ipywidgets as W
+import torch
+
+from ..figures import depth as figures
+from ..figures.geometry import rotation
+from ..theory import depth
+from . import widgets
+
+FAMILIES = ("quarter turns", "expanding", "rotations")
+_SCORE_BUDGET = 6e7  # prompts x (K - 1) x L^2 scores the panel computes at most (about a second on a laptop)
+_PROMPTS = 4
+
+
+def family_weights(family: str, K: int, u: float, v: float) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Plane weights ``(K, 2, 2)`` of one of Chapter 7's families: quarter turns :math:`U_\ell = uR(\theta_\ell)`,
+    :math:`V_\ell = vR(90° - \theta_\ell)`; expanding :math:`U_\ell = uI`, :math:`V_\ell = vI`; rotations
+    :math:`U_\ell = uR(\theta_\ell)`, :math:`V_\ell = vR(\varphi_\ell)\operatorname{diag}(1, -0.6)`."""
+    if family not in FAMILIES:
+        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    if family == "expanding":
+        eye = torch.eye(2, dtype=torch.float64)
+        return torch.stack([u * eye] * K), torch.stack([v * eye] * K)
+    angles = [17 + 63 * k for k in range(K)] if family == "quarter turns" else [23 + 52 * k for k in range(K)]
+    U = torch.stack([u * rotation(a) for a in angles])
+    if family == "quarter turns":
+        return U, torch.stack([v * rotation(90 - a) for a in angles])
+    flip = torch.diag(torch.tensor([1.0, -0.6], dtype=torch.float64))
+    return U, torch.stack([v * rotation(-17 + 74 * k) @ flip for k in range(K)])
+
+
+def layer_figure(family: str, K: int, u: float, v: float, L: int, activation: str = "softmax", mean_x: float = 0.0,
+                 seed: int = 0):
+    """The figure the panel draws: :func:`~softmax_as_linear.figures.depth.layer_cloud_figure` of one prompt of ``L``
+    tokens of :math:`N((m_x, 0), I)` through the family's ``K`` layers, with the queries of four prompts."""
+    K, L = int(K), int(L)
+    if (K - 1) * L**2 * _PROMPTS > _SCORE_BUDGET:
+        largest = int(math.sqrt(_SCORE_BUDGET / (_PROMPTS * max(K - 1, 1))))
+        raise ValueError(f"{K} layers of L = {L:,} tokens take too long here: lower L to {largest:,} or fewer layers")
+    U, V = family_weights(family, K, u, v)
+    mean = torch.tensor([mean_x, 0.0], dtype=torch.float64)
+    path = depth.gaussian_recursion(mean, torch.eye(2, dtype=torch.float64), mean, U, V, activation)
+    spread = torch.linalg.eigvalsh(path.covs).amax(-1)
+    if not torch.isfinite(spread).all() or float(spread.max()) > 1e4:
+        layer = int((~torch.isfinite(spread) | (spread > 1e4)).nonzero()[0])
+        raise ValueError(f"the token covariance explodes by layer {layer} (largest variance above 10⁴): "
+                         "lower the scale of U or of V, or the number of layers")
+    finite, path = depth.layer_outputs(mean, torch.eye(2, dtype=torch.float64), U, V, L, _PROMPTS, seed, activation)
+    indices = depth.path_tail_indices(path, U)
+    heavy = [str(k + 1) for k in range(K) if float(indices[k]) >= 0.5]
+    title = (f"{activation.capitalize()} attention, {family}, K = {K}: "
+             + (f"heavy-tailed layers {', '.join(heavy)}" if heavy else "every layer light-tailed"))
+    return figures.layer_cloud_figure(finite.tokens[:, 0, :600], path.means, path.covs, finite.queries, path.queries,
+                                      length=L, title=title)
+
+
+def depth_panel(*, title: str = "A deep network against its Gaussian recursion, live") -> widgets.Panel:
+    """Chapter 7's panel: family of weights, number of layers K, scales of U and V, prompt length L, attention and
+    the mean of the tokens; the token cloud of one prompt after each layer (slider) against the recursion's
+    ellipses, and four queries through the network and through the recursion."""
+    def slider(description, value, low, high, step):
+        return W.FloatSlider(value=value, min=low, max=high, step=step, description=description,
+                             continuous_update=False)
+
+    controls = {
+        "family": W.Dropdown(options=FAMILIES, value="quarter turns", description="weights"),
+        "K": W.IntSlider(value=3, min=1, max=8, description="layers K", continuous_update=False),
+        "u": slider("scale of U", 0.45, 0.0, 1.5, 0.05),
+        "v": slider("scale of V", 0.45, 0.0, 1.5, 0.05),
+        "L": widgets.log_slider("prompt length L", 1000, 10, 10_000, integer=True),
+        "activation": W.Dropdown(options=("softmax", "linear"), value="softmax", description="attention"),
+        "mean_x": slider("mean m₁", 0.0, -1.5, 1.5, 0.1),
+    }
+    return widgets.panel(controls, layer_figure, columns=3, title=title)

@@ -1,0 +1,94 @@
+"""The deep stepper: K = 1 columns are the one-layer model, a step is the plain per-run loop, resume is exact."""
+import pytest
+import torch
+
+from softmax_as_linear import RegressionTask
+from softmax_as_linear.core import seeding
+from softmax_as_linear.engine.deep import DeepConfig, DeepStepper
+from softmax_as_linear.theory import depth, models
+
+TASK = RegressionTask.isotropic(d=2)
+
+
+def _cfg(**changes):
+    settings = dict(task=TASK, seeds=(0, 1), lengths=(5, 9), batch_size=8, held_out_prompts=16, lr=0.05,
+                    optimizer="sgd")
+    settings.update(changes)
+    return DeepConfig(**settings)
+
+
+def test_one_layer_columns_are_the_one_layer_model():
+    stepper = DeepStepper(_cfg(), dtype=torch.float64)
+    tokens, query, target = stepper._held_out
+    losses = stepper.losses(tokens, query, target)  # (S, nL, nA, B)
+    U, v = stepper.weights()["U"], stepper.weights()["v"]
+    for s in range(2):
+        for i, L in enumerate((5, 9)):
+            for a, (activation, K) in enumerate(stepper.cfg.models):
+                V = torch.zeros(K if K else 1, 3, 3, dtype=torch.float64)
+                V[:, -1] = v[s, i, a, :K]
+                if K == 1:
+                    pred = models.predict(tokens[s, :, :L], query[s], U[s, i, a, 0], V[0], activation)
+                else:
+                    pred = depth.deep_predict(tokens[s, :, :L], query[s], U[s, i, a, :K], V, activation)
+                assert torch.allclose(losses[s, i, a], 0.5 * (pred - target[s]) ** 2, atol=1e-12)
+    # the absent second layer of the K = 1 columns is zero, the first layers of a seed are shared
+    assert torch.equal(U[:, :, 0, 1], torch.zeros_like(U[:, :, 0, 1])) and torch.equal(U[:, :, 0, 0], U[:, :, 2, 0])
+
+
+def test_a_step_is_the_plain_loop_of_each_run():
+    cfg = _cfg(seeds=(3,), lengths=(7,), models=(("softmax", 2),))
+    stepper = DeepStepper(cfg, dtype=torch.float64)
+    U = stepper.U.detach()[0, 0, 0].clone().requires_grad_(True)
+    v = stepper.v.detach()[0, 0, 0].clone().requires_grad_(True)
+    generator = seeding.generator(3, "train")
+    for _ in range(3):
+        stepper.step()
+        batch = TASK.sample(8, 7, generator)
+        V = torch.cat([torch.zeros(2, 2, 3, dtype=torch.float64), v[:, None, :]], dim=1)
+        pred = depth.deep_predict(batch.tokens.double(), batch.query.double(), U, V)
+        loss = 0.5 * ((pred - batch.target.double()) ** 2).mean()
+        gU, gv = torch.autograd.grad(loss, (U, v))
+        with torch.no_grad():
+            U -= 0.05 * gU
+            v -= 0.05 * gv
+    assert torch.allclose(stepper.U.detach()[0, 0, 0], U, atol=1e-12)
+    assert torch.allclose(stepper.v.detach()[0, 0, 0], v, atol=1e-12)
+
+
+def test_resume_is_exact_and_absent_layers_never_move():
+    first = DeepStepper(_cfg(optimizer="adam"))
+    for _ in range(2):
+        first.step()
+    saved = first.state()
+    for _ in range(2):
+        first.step()
+    second = DeepStepper(_cfg(optimizer="adam"))
+    second.load_state(saved)
+    for _ in range(2):
+        second.step()
+    assert torch.equal(first.U, second.U) and torch.equal(first.v, second.v)
+    assert torch.equal(first.batch_risk(), second.batch_risk())
+    assert torch.equal(first.U.detach()[:, :, :2, 1], torch.zeros_like(first.U.detach()[:, :, :2, 1]))
+    risk, sd = first.held_out()
+    assert risk.shape == sd.shape == (2, 2, 4) and bool((sd > 0).all())
+
+
+def test_a_diverged_run_stops_and_says_when():
+    stepper = DeepStepper(_cfg(lr=1e6))
+    for _ in range(6):
+        stepper.step()
+    dead = ~stepper.alive
+    assert dead.any() and bool((stepper.diverged_at[dead] >= 0).all()) and bool((stepper.diverged_at[~dead] == -1).all())
+    frozen = stepper.U.detach().clone()
+    stepper.step()
+    assert torch.equal(stepper.U.detach()[dead], frozen[dead])
+
+
+def test_bad_settings_are_named():
+    with pytest.raises(ValueError, match="optimizer"):
+        _cfg(optimizer="lbfgs")
+    with pytest.raises(ValueError, match="models"):
+        _cfg(models=(("relu", 1),))
+    with pytest.raises(ValueError, match="lengths"):
+        _cfg(lengths=(0,))
