@@ -92,3 +92,23 @@ def test_bad_settings_are_named():
         _cfg(models=(("relu", 1),))
     with pytest.raises(ValueError, match="lengths"):
         _cfg(lengths=(0,))
+
+
+def test_the_engine_loop_trains_a_deep_stepper_as_stepping_it_by_hand():
+    """The deep stepper goes through the engine's one loop (engine.train.run): records at step 0 read the first
+    batch without taking it, and the records equal those of stepping by hand."""
+    from softmax_as_linear.engine.stepper import Stepper
+    from softmax_as_linear.engine.train import run
+
+    interface = [n for n in dir(Stepper) if not n.startswith("_")] + list(Stepper.__annotations__)
+
+    looped, by_hand = DeepStepper(_cfg()), DeepStepper(_cfg())
+    assert all(hasattr(looped, name) for name in interface), interface
+    first = by_hand.batch_risk()
+    records = run(looped, 4, [0, 2, 4])
+    assert records.engine_path == "deep" and records.complete and records.last_step == 4
+    assert torch.equal(torch.as_tensor(records.train_risk[..., 0]), first.double())
+    for _ in range(4):
+        by_hand.step()
+    assert torch.equal(torch.as_tensor(records.train_risk[..., 2]), by_hand.batch_risk().double())
+    assert torch.equal(torch.as_tensor(records.history["U"][:, :, :, 2]), by_hand.U.detach().double())

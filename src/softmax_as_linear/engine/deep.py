@@ -9,8 +9,8 @@ so a ``K = 1`` column is the one-layer model exactly. Every layer starts from th
 5.1 with scale ``alpha`` (:func:`~softmax_as_linear.theory.regression.block_init`), so columns of one seed share their
 first layers and, drawing the same batches, are paired.
 
-The stepper follows the step interface of the engine (``step``, ``batch_risk``, ``held_out``, ``weights``, ``state``,
-``load_state``, and the attributes ``path``, ``alive``, ``diverged_at``), with ``path = "deep"``. Cost: a softmax
+The stepper implements the engine's step interface (:class:`~softmax_as_linear.engine.stepper.Stepper`), with
+``path = "deep"``, so the engine's one loop (:func:`~softmax_as_linear.engine.train.run`) trains it. Cost: a softmax
 column of ``K`` layers costs :math:`O((K - 1) L^2 D)` per prompt, a linear one :math:`O(K L D^2)`.
 """
 from __future__ import annotations
@@ -23,11 +23,9 @@ import torch
 from torch import Tensor
 
 from ..core import checks, seeding
-from ..registry import ACTIVATIONS
+from ..registry import ACTIVATIONS, OPTIMIZERS
 from ..theory.depth import deep_forward_unchecked
 from ..theory.regression import RegressionTask, block_init
-
-OPTIMIZERS = ("sgd", "adam")
 
 
 @dataclass(frozen=True)
@@ -152,11 +150,16 @@ class DeepStepper:
         self._last_batch = batch
 
     def batch_risk(self) -> Tensor:
-        """``(S, nL, nA)`` risk of the last step's batch with the parameters after that step."""
-        if self._last_batch is None:
-            raise RuntimeError("batch_risk needs a step first")
+        """``(S, nL, nA)`` risk of the last step's batch with the parameters after that step; before the first step,
+        of the batch the first step will draw (read without taking it)."""
+        batch = self._last_batch
+        if batch is None:
+            states = [g.get_state() for g in self.generators]
+            batch = self._draw()
+            for g, s in zip(self.generators, states):
+                g.set_state(s)
         with torch.no_grad():
-            return self.losses(*self._last_batch).mean(-1)
+            return self.losses(*batch).mean(-1)
 
     def held_out(self) -> tuple[Tensor, Tensor]:
         """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt losses."""
@@ -185,6 +188,10 @@ class DeepStepper:
         self.alive = state["alive"].clone()
         self.diverged_at = state["diverged_at"].clone()
         self._last_batch = None
+
+
+    def close(self) -> None:
+        """Nothing to release (the batches are drawn in turn)."""
 
 
 def held_out_standard_error(sd: Tensor, cfg: DeepConfig) -> Tensor:

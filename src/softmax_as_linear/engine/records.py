@@ -39,7 +39,7 @@ class Records:
         for n, p in stepper.weights().items():
             value = p.double().cpu().numpy().copy()
             value[dead] = np.nan
-            self.history[n][..., k, :, :] = value
+            self.history[n][:, :, :, k] = value  # the record axis, whatever the parameter's shape
 
     def state(self) -> dict:
         """The arrays, for a checkpoint (the keys every checkpoint since 0.2 holds)."""
@@ -55,7 +55,7 @@ class Records:
         kept = [k for k, s in enumerate(self.steps) if s <= step]
         return {"steps": np.array(self.steps)[kept], "train_risk": self.train_risk[..., kept],
                 "eval_risk": self.eval_risk[..., kept], "eval_sd": self.eval_sd[..., kept],
-                "params": {n: h[..., kept, :, :] for n, h in self.history.items()}}
+                "params": {n: h[:, :, :, kept] for n, h in self.history.items()}}
 
 
 def _masked(values: Tensor, dead: Tensor) -> np.ndarray:
