@@ -45,7 +45,12 @@ book: $(READY)
 	$(JB)
 	@echo "The book is at _build/html/index.html"
 
-test: lint unit nbval book-strict browser live pip-path
+# Every stage runs, even after one failed; a table of the stages, their results and wall times ends the
+# output (and lands in _build/stages.txt). A failed stage makes `make test` fail. Each stage is also a
+# target of its own (`make nbval`). BOOK_BUILT=1: `browser` checks the book that `book-strict` just built.
+TEST_STAGES := lint unit nbval book-strict browser live pip-path
+test:
+	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory BOOK_BUILT=1" setup $(TEST_STAGES)
 
 # The fast tier: lint, then the unit tests without those marked slow (`make slow` runs those).
 check: lint
@@ -71,7 +76,7 @@ book-strict: $(READY)
 
 # Every page of the strictly built book in headless Chromium, axe-core included; screenshots land in
 # _build/screenshots/, what axe-core found (every impact) in _build/accessibility/.
-browser: book-strict $(CHROMIUM)
+browser: $(if $(BOOK_BUILT),$(READY),book-strict) $(CHROMIUM)
 	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_browser.py -q -p no:cacheprovider
 
 # The live chapters in JupyterLab with a real kernel, driven in headless Chromium (a few minutes);
