@@ -52,9 +52,15 @@ TEST_STAGES := lint unit nbval book-strict browser live pip-path
 test:
 	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory BOOK_BUILT=1" setup $(TEST_STAGES)
 
+# The unit tests run on every core (pytest-xdist, one torch thread per worker: tests/conftest.py);
+# WORKERS=1 runs them in one process (WORKERS=0: without xdist, for a debugger).
+WORKERS ?= auto
+XDIST   := $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS))
+UNIT    := $(PY) -m pytest tests -q $(XDIST) --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+
 # The fast tier: lint, then the unit tests without those marked slow (`make slow` runs those).
 check: lint
-	$(PY) -m pytest tests -q -m "not slow" --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+	$(UNIT) -m "not slow"
 
 lint: $(READY)
 	$(VENV)/bin/ruff check src tests benchmarks tools book/_ext
@@ -62,13 +68,16 @@ lint: $(READY)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions .github/actions/*/action.yml
 
 unit: $(READY)
-	$(PY) -m pytest tests -q --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+	$(UNIT)
 
 slow: $(READY)
-	$(PY) -m pytest tests -q -m slow --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+	$(UNIT) -m slow
 
+# Every chapter re-executed and compared with its stored outputs, a chapter per worker (each chapter's
+# cells run in order in one kernel: --dist loadfile), each kernel on one thread.
 nbval: $(READY)
-	$(PY) -m pytest --nbval $(CHAPTERS) -q -p no:cacheprovider
+	$(if $(filter 0 1,$(WORKERS)),,OMP_NUM_THREADS=1 )$(PY) -m pytest --nbval $(CHAPTERS) -q -p no:cacheprovider \
+		$(XDIST) $(if $(filter 0,$(WORKERS)),,--dist loadfile)
 
 book-strict: $(READY)
 	rm -rf _build
