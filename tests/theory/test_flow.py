@@ -144,7 +144,7 @@ def test_label_noise_leaves_the_block_flow_and_remark_5_3_unchanged():
     for make in (regression.RegressionTask.isotropic, regression.RegressionTask.kms):
         noisy, clean = make(5, noise_var=0.1), make(5, noise_var=0.0)
         U0, V0 = regression.block_init(noisy, 0.3)
-        times = np.linspace(0, 20, 5)
+        times = np.linspace(0, 5, 3)
         a = infinite_prompt_flow(U0, V0, noisy, times, max_dt=0.1)
         b = infinite_prompt_flow(U0, V0, clean, times, max_dt=0.1)
         assert np.array_equal(a["U"], b["U"]) and np.array_equal(a["V"], b["V"])
@@ -165,9 +165,11 @@ def test_rademacher_flow_converges_to_an_exact_minimiser_other_than_remark_5_3()
 def test_uniform_flow_has_no_limit_and_follows_its_drift_asymptotics():
     task = regression.RegressionTask.isotropic(5, law="uniform")
     times = [250, 500, 1000]
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.5)
+    # The flow reduced to (a, v) in the isotropic block structure, which is the flow itself
+    # (test_reduced_isotropic_flow_is_the_flow), integrated by an adaptive solver over this long horizon.
+    flow = flow_module.isotropic_block_flow(task, 0.3, times)
     excess = flow["risk"] - 0.05
-    v = flow["V"][:, -1, -1]
+    v = flow["v"]
     assert np.all(np.diff(excess) < 0) and np.all(excess > 0) and np.all(np.diff(v) > 0)
     predicted = flow_module.drift_asymptotics(task, times)
     # the measured decay in t approaches the predicted t^(-2/3) (pre-asymptotic at t <= 1000)
@@ -192,8 +194,8 @@ def test_non_gaussian_flow_needs_the_block_structure():
 @pytest.mark.parametrize("law", ["uniform", "rademacher"])
 def test_reduced_isotropic_flow_is_the_flow(law):
     task = regression.RegressionTask.isotropic(5, law=law)
-    times = [5.0, 20.0, 60.0]
-    full = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.05)
+    times = [2.0, 10.0, 30.0]
+    full = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.1)
     reduced = flow_module.isotropic_block_flow(task, 0.3, times)
     assert np.allclose(reduced["a"], full["U"][:, 0, 0], atol=1e-6) and np.allclose(reduced["v"], full["V"][:, -1, -1], atol=1e-6)
     assert np.allclose(reduced["risk"], full["risk"], atol=1e-9)
