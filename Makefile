@@ -47,8 +47,9 @@ book: $(READY)
 
 # Every stage runs, even after one failed; a table of the stages, their results and wall times ends the
 # output (and lands in _build/stages.txt). A failed stage makes `make test` fail. Each stage is also a
-# target of its own (`make nbval`). BOOK_BUILT=1: `browser` checks the book that `book-strict` just built.
-TEST_STAGES := lint unit nbval book-strict browser live pip-path
+# target of its own (`make nbval`). Stages joined by + run side by side: pip-path waits mostly on pip
+# while nbval computes. BOOK_BUILT=1: `browser` checks the book that `book-strict` just built.
+TEST_STAGES := lint unit nbval+pip-path book-strict browser live
 test:
 	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory BOOK_BUILT=1" setup $(TEST_STAGES)
 
