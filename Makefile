@@ -45,11 +45,23 @@ book: $(READY)
 	$(JB)
 	@echo "The book is at _build/html/index.html"
 
-test: lint unit nbval book-strict browser live pip-path
+# Every stage runs, even after one failed; a table of the stages, their results and wall times ends the
+# output (and lands in _build/stages.txt). A failed stage makes `make test` fail. Each stage is also a
+# target of its own (`make nbval`). Stages joined by + run side by side: pip-path waits mostly on pip
+# while nbval computes. BOOK_BUILT=1: `browser` checks the book that `book-strict` just built.
+TEST_STAGES := lint unit nbval+pip-path book-strict browser live
+test:
+	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory BOOK_BUILT=1" setup $(TEST_STAGES)
+
+# The unit tests run on every core (pytest-xdist, one torch thread per worker: tests/conftest.py);
+# WORKERS=1 runs them in one process (WORKERS=0: without xdist, for a debugger).
+WORKERS ?= auto
+XDIST   := $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS))
+UNIT    := $(PY) -m pytest tests -q $(XDIST) --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
 
 # The fast tier: lint, then the unit tests without those marked slow (`make slow` runs those).
 check: lint
-	$(PY) -m pytest tests -q -m "not slow" --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+	$(UNIT) -m "not slow"
 
 lint: $(READY)
 	$(VENV)/bin/ruff check src tests benchmarks tools book/_ext
@@ -57,13 +69,16 @@ lint: $(READY)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions .github/actions/*/action.yml
 
 unit: $(READY)
-	$(PY) -m pytest tests -q --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+	$(UNIT)
 
 slow: $(READY)
-	$(PY) -m pytest tests -q -m slow --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
+	$(UNIT) -m slow
 
+# Every chapter re-executed and compared with its stored outputs, a chapter per worker (each chapter's
+# cells run in order in one kernel: --dist loadfile), each kernel on one thread.
 nbval: $(READY)
-	$(PY) -m pytest --nbval $(CHAPTERS) -q -p no:cacheprovider
+	$(if $(filter 0 1,$(WORKERS)),,OMP_NUM_THREADS=1 )$(PY) -m pytest --nbval $(CHAPTERS) -q -p no:cacheprovider \
+		$(XDIST) $(if $(filter 0,$(WORKERS)),,--dist loadfile)
 
 book-strict: $(READY)
 	rm -rf _build
@@ -71,7 +86,7 @@ book-strict: $(READY)
 
 # Every page of the strictly built book in headless Chromium, axe-core included; screenshots land in
 # _build/screenshots/, what axe-core found (every impact) in _build/accessibility/.
-browser: book-strict $(CHROMIUM)
+browser: $(if $(BOOK_BUILT),$(READY),book-strict) $(CHROMIUM)
 	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_browser.py -q -p no:cacheprovider
 
 # The live chapters in JupyterLab with a real kernel, driven in headless Chromium (a few minutes);

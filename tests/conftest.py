@@ -1,5 +1,17 @@
-import pytest
-import torch
+"""Every test starts from the same seed; under pytest-xdist each worker computes on one thread."""
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # `-n N` runs N workers, one per core: a worker with many threads would compete with the others.
+    # Set before torch is imported, so that its thread pools (and those of any subprocess) start with one.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)

@@ -13,7 +13,9 @@ turn every re-execution into a diff.
 
 A chapter is stored as JupyterLab writes it (:func:`normalise`): the kernelspec that ipykernel
 installs (display name "Python 3 (ipykernel)"), nbformat 4.5 with cell ids, keys sorted, one-space
-indent. So opening a chapter and saving it changes no byte, with one exception that
+indent, and consecutive stream outputs of one name (two ``print`` calls with a figure between them
+are two streams; without, one) merged into one as JupyterLab's output area does, carriage returns and
+backspaces applied (:func:`merge_streams`). So opening a chapter and saving it changes no byte, with one exception that
 :func:`pre_save_hook` removes: JupyterLab's plotly renderer adds a PNG snapshot of every figure it
 draws to the figure's output (making a freshly opened chapter "modified"). ``make lab`` starts
 JupyterLab with that hook, so that its saves and autosaves write a chapter back unchanged unless a
@@ -44,12 +46,65 @@ def _as_javascript(value):
     return value
 
 
+def _terminal_text(text: str, index: int = 0, current: str = "") -> tuple[str, int]:
+    """``text`` written into ``current`` from the cursor ``index`` as JupyterLab's output area writes a stream
+    (``processText`` of @jupyterlab/outputarea): ``\\r`` returns to the start of the line, ``\\b`` erases the
+    character before the cursor, ``\\n`` ends the text with a new line. Returns the text and the cursor."""
+    if not any(c in text for c in "\b\r\n"):
+        return current[:index] + text + current[index + len(text):], index + len(text)
+    cursor, start = index, 0
+    while True:
+        found = next((k for k in range(start, len(text)) if text[k] in "\n\b\r"), -1)
+        piece = text[start:] if found == -1 else text[start:found]
+        current = current[:cursor] + piece + current[cursor + len(piece):]
+        cursor += len(piece)
+        if found == -1:
+            return current, cursor
+        start = found + 1
+        if text[found] == "\b":
+            if cursor > 0 and current[cursor - 1] != "\n":
+                current = current[:cursor - 1] + current[cursor + 1:]
+                cursor -= 1
+        elif text[found] == "\r":
+            while cursor > 0 and current[cursor - 1] != "\n":
+                cursor -= 1
+        else:
+            current += "\n"
+            cursor = len(current)
+
+
+def merge_streams(outputs: list) -> list:
+    """The outputs of a cell as JupyterLab keeps them: a stream output that follows a stream output of the same
+    name (``stdout`` or ``stderr``) is appended to it, and every stream's text goes through :func:`_terminal_text`.
+    Text stored as a list of lines stays a list of lines."""
+    merged, cursor, last = [], 0, None
+    for output in outputs:
+        if output.get("output_type") != "stream":
+            merged.append(output)
+            last = None
+            continue
+        lines = not isinstance(output["text"], str)
+        text = "".join(output["text"]) if lines else output["text"]
+        if last is not None and last[0]["name"] == output["name"]:
+            target, was_lines = last
+            current = "".join(target["text"]) if was_lines else target["text"]
+            current, cursor = _terminal_text(text, cursor, current)
+        else:
+            target, was_lines = output, lines
+            current, cursor = _terminal_text(text)
+            merged.append(output)
+            last = (output, lines)
+        target["text"] = current.splitlines(keepends=True) if was_lines else current
+    return merged
+
+
 def normalise(notebook) -> bool:
     """Bring a notebook (``nbformat`` node or plain dict, changed in place) to the stored form.
 
     Sets the kernelspec, drops widget state and the PNG snapshots that JupyterLab's plotly renderer
-    adds next to plotly JSON, drops the per-cell ``execution`` timings and writes whole floats as
-    ints (:func:`_as_javascript`); outputs are otherwise left alone. Returns whether anything changed.
+    adds next to plotly JSON, drops the per-cell ``execution`` timings, writes whole floats as ints
+    (:func:`_as_javascript`) and merges consecutive streams (:func:`merge_streams`); outputs are otherwise left
+    alone. Returns whether anything changed.
     """
     before = repr(notebook)
     _as_javascript(notebook)
@@ -60,6 +115,8 @@ def normalise(notebook) -> bool:
     notebook["nbformat"], notebook["nbformat_minor"] = 4, max(5, notebook.get("nbformat_minor", 5))
     for cell in notebook.get("cells", []):
         cell.get("metadata", {}).pop("execution", None)
+        if cell.get("outputs"):
+            cell["outputs"] = merge_streams(cell["outputs"])
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if PLOTLY in data:

@@ -49,3 +49,33 @@ def test_pre_save_hook_normalises_notebooks_only():
     text = {"type": "file", "content": "0.0"}
     execute_notebooks.pre_save_hook(model=text, path="x.txt", contents_manager=None)
     assert text["content"] == "0.0"
+
+
+def _stream(name, text):
+    return {"output_type": "stream", "name": name, "text": text}
+
+
+def test_consecutive_streams_of_one_name_are_merged_as_jupyterlab_keeps_them():
+    # JupyterLab's output area appends a stream to the stream before it when both are stdout (or both stderr),
+    # and saves the merged one: two prints with nothing between them are one output, as the kernel sent them.
+    figure = {"output_type": "display_data", "metadata": {}, "data": {"text/plain": "figure"}}
+    outputs = [_stream("stdout", ["a\n"]), _stream("stdout", ["b\n", "c\n"]), _stream("stderr", ["warning\n"]),
+               _stream("stdout", ["d\n"]), figure, _stream("stdout", ["e\n"])]
+    merged = execute_notebooks.merge_streams(outputs)
+    assert merged == [_stream("stdout", ["a\n", "b\n", "c\n"]), _stream("stderr", ["warning\n"]),
+                      _stream("stdout", ["d\n"]), figure, _stream("stdout", ["e\n"])]
+    assert execute_notebooks.merge_streams(merged) == merged
+
+
+def test_streams_keep_what_a_terminal_shows_after_carriage_returns_and_backspaces():
+    progress = [_stream("stderr", "10%\r"), _stream("stderr", "60%\r"), _stream("stderr", "100%\n"),
+                _stream("stdout", "abc\rd\n"), _stream("stdout", "xy\bz")]
+    assert execute_notebooks.merge_streams(progress) == [_stream("stderr", "100%\n"), _stream("stdout", "dbc\nxz")]
+
+
+def test_normalise_merges_the_streams_of_a_stored_chapter():
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [_stream("stdout", ["1\n"]), _stream("stdout", ["2\n"])]}
+    notebook = {"metadata": {}, "nbformat": 4, "nbformat_minor": 5, "cells": [cell]}
+    assert execute_notebooks.normalise(notebook)
+    assert notebook["cells"][0]["outputs"] == [_stream("stdout", ["1\n", "2\n"])]
+    assert not execute_notebooks.normalise(notebook)

@@ -20,13 +20,45 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
     assert path.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["f.bin"]
 
 
-@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_ctrl_c_during_a_write_is_held_until_the_file_is_whole(tmp_path):
-    def write(stream):
-        os.kill(os.getpid(), signal.SIGINT)  # arrives in the middle of the write
-        stream.write(b"whole")
+@pytest.fixture
+def sigint_handler():
+    """Install a SIGINT handler for one test and restore the one before: the tests must not depend on how
+    pytest was launched (under `nohup`, in a background job or on some CI runners SIGINT is ignored)."""
+    previous = signal.getsignal(signal.SIGINT)
 
+    def install(handler):
+        signal.signal(signal.SIGINT, handler)
+
+    yield install
+    signal.signal(signal.SIGINT, previous)
+
+
+def _write_interrupted(stream):
+    os.kill(os.getpid(), signal.SIGINT)  # arrives in the middle of the write
+    stream.write(b"whole")
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_during_a_write_is_held_until_the_file_is_whole(tmp_path, sigint_handler):
+    sigint_handler(signal.default_int_handler)  # Python's own: Ctrl-C raises KeyboardInterrupt
     with pytest.raises(KeyboardInterrupt):
-        atomic_write(tmp_path / "c.pt", write)
+        atomic_write(tmp_path / "c.pt", _write_interrupted)
     assert (tmp_path / "c.pt").read_bytes() == b"whole"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["c.pt"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_an_ignored_ctrl_c_stays_ignored_after_a_write(tmp_path, sigint_handler):
+    sigint_handler(signal.SIG_IGN)  # as under `nohup` or in a background job
+    atomic_write(tmp_path / "c.pt", _write_interrupted)
+    assert (tmp_path / "c.pt").read_bytes() == b"whole"
+    assert signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_ctrl_c_during_a_write_reaches_the_handler_in_place_once(tmp_path, sigint_handler):
+    received = []
+    sigint_handler(lambda number, frame: received.append(number))
+    atomic_write(tmp_path / "c.pt", _write_interrupted)
+    assert received == [signal.SIGINT] and (tmp_path / "c.pt").read_bytes() == b"whole"

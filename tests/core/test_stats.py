@@ -98,10 +98,13 @@ def test_proportion_interval_is_clopper_pearson():
     low, high = stats.proportion_interval(9, 10)
     assert abs(low - 0.5550) < 1e-4 and abs(high - 0.99747) < 1e-4  # tabulated values
     assert stats.proportion_interval(0, 5)[0] == 0.0 and stats.proportion_interval(5, 5)[1] == 1.0
-    g = np.random.default_rng(0)
-    covered = [low <= 0.3 <= high for low, high in (stats.proportion_interval(g.binomial(20, 0.3), 20)
-                                                     for _ in range(2000))]
-    assert np.mean(covered) >= 0.95  # exact intervals cover at least their level
+    # Exact intervals cover at least their level, for every p: the coverage summed over the binomial law.
+    from scipy import stats as scipy_stats
+
+    intervals = np.array([stats.proportion_interval(k, 20) for k in range(21)])
+    for p in (0.03, 0.3, 0.5, 0.77):
+        covered = (intervals[:, 0] <= p) & (p <= intervals[:, 1])
+        assert scipy_stats.binom.pmf(np.arange(21), 20, p)[covered].sum() >= 0.95
     with pytest.raises(ValueError, match="successes"):
         stats.proportion_interval(11, 10)
 
@@ -125,6 +128,7 @@ def test_paired_slope_difference_is_the_difference_of_the_two_fits():
     assert result.bootstrap[0] < result.difference < result.bootstrap[1]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exponent_a, truth", [(0.8, 0.2), (1.0, 0.0)])
 def test_paired_slope_difference_covers_the_true_difference_at_about_its_level(exponent_a, truth):
     # the slopes of a and b differ by `truth`; 200 independent experiments, delta-method interval at 90%
@@ -143,3 +147,104 @@ def test_paired_slope_difference_bad_input():
         stats.paired_slope_difference([1, 2, 3], -np.ones((3, 4)), np.ones((3, 4)))
     with pytest.raises(ValueError, match="n_boot"):
         stats.paired_slope_difference([1, 2, 3], np.ones((3, 4)), np.ones((3, 4)), n_boot=10)
+
+
+# Every interval and standard error above, against an independent computation on data with real spread:
+# a one-character slip (a divisor n - 1 for n - 2, a t quantile with the wrong degrees of freedom, an
+# unpaired bootstrap) moves these numbers far beyond rounding.
+
+LEVELS = (0.5, 0.9, 0.95, 0.99)
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 50])
+def test_mean_se_and_mean_interval_against_the_textbook_t_interval(n):
+    from scipy import stats as scipy_stats
+
+    x = np.random.default_rng(n).exponential(1.0, n)
+    se = np.sqrt(((x - x.mean()) ** 2).sum() / (n - 1) / n)
+    assert stats.mean_se(x) == pytest.approx((x.mean(), se), rel=1e-12)
+    for level in LEVELS:
+        half = scipy_stats.t.isf((1 - level) / 2, n - 1) * se
+        assert stats.mean_interval(x, level) == pytest.approx((x.mean(), x.mean() - half, x.mean() + half), rel=1e-10)
+        est = stats.estimate(np.stack([x, 2 * x]), level)
+        assert est.high[1] - est.mean[1] == pytest.approx(2 * half, rel=1e-10)
+
+
+def test_constant_samples_have_a_zero_width_interval():
+    assert stats.mean_interval(np.full(5, 2.5)) == (2.5, 2.5, 2.5)
+    assert stats.loglog_slope([1.0, 2.0, 4.0], [1.0, 2.0, 4.0]).interval() == pytest.approx((1.0, 1.0))
+
+
+@pytest.mark.parametrize("n", [3, 4, 6, 12])
+def test_loglog_slope_and_its_standard_error_against_numpy_and_scipy(n):
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(n)
+    x = np.geomspace(10, 1e4, n)
+    y = 2.0 * x**-0.7 * np.exp(rng.normal(0, 0.2, n))
+    fit = stats.loglog_slope(x, y)
+    (slope, _), cov = np.polyfit(np.log(x), np.log(y), 1, cov=True)  # numpy scales by RSS / (n - 2)
+    reference = scipy_stats.linregress(np.log(x), np.log(y))
+    assert fit.slope == pytest.approx(slope, rel=1e-10) and fit.se == pytest.approx(np.sqrt(cov[0, 0]), rel=1e-8)
+    assert fit.se == pytest.approx(reference.stderr, rel=1e-10) and fit.dof == n - 2
+    for level in LEVELS:
+        low, high = scipy_stats.t.interval(level, n - 2, loc=slope, scale=np.sqrt(cov[0, 0]))
+        assert fit.interval(level) == pytest.approx((low, high), rel=1e-8)
+
+
+@pytest.mark.parametrize("successes, n", [(0, 1), (1, 1), (0, 5), (5, 5), (3, 10), (9, 10), (17, 40)])
+def test_proportion_interval_against_the_beta_quantiles_of_clopper_and_pearson(successes, n):
+    from scipy import stats as scipy_stats
+
+    for level in LEVELS:
+        tail = (1 - level) / 2
+        low = 0.0 if successes == 0 else scipy_stats.beta.ppf(tail, successes, n - successes + 1)
+        high = 1.0 if successes == n else scipy_stats.beta.isf(tail, successes + 1, n - successes)
+        assert stats.proportion_interval(successes, n, level) == pytest.approx((low, high), rel=1e-10, abs=1e-14)
+
+
+@pytest.mark.parametrize("n", [2, 5, 80])
+def test_ratio_interval_against_the_delta_method_written_with_the_covariance(n):
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(n)
+    y = rng.exponential(1.0, n) + 1
+    x = 0.5 * y + rng.normal(0, 0.3, n)
+    r = x.mean() / y.mean()
+    (vx, cxy), (_, vy) = np.cov(x, y)
+    se = np.sqrt((vx - 2 * r * cxy + r**2 * vy) / n) / y.mean()  # Var(x/y) to first order
+    for level in LEVELS:
+        half = scipy_stats.t.isf((1 - level) / 2, n - 1) * se
+        assert stats.ratio_interval(x, y, level) == pytest.approx((r, r - half, r + half), rel=1e-10)
+
+
+def test_paired_slope_difference_intervals_against_the_covariance_and_an_independent_bootstrap():
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(3)
+    lengths = np.array([100.0, 300.0, 1000.0, 3000.0])
+    a, b = _power_rows(rng, lengths, 0.8, 1.0, n=40)
+    result = stats.paired_slope_difference(lengths, a, b, level=0.9, n_boot=4000, seed=1)
+    lx = np.log(lengths)
+    w = (lx - lx.mean()) / ((lx - lx.mean()) ** 2).sum()
+    # Delta method: Var(log a_bar - log b_bar) = Var(a)/a_bar^2 + Var(b)/b_bar^2 - 2 Cov(a, b)/(a_bar b_bar), over n.
+    var = np.array([(np.cov(ai, bi) / np.outer([ai.mean(), bi.mean()], [ai.mean(), bi.mean()])
+                     * np.array([[1, -1], [-1, 1]])).sum() / ai.size for ai, bi in zip(a, b)])
+    half = scipy_stats.norm.isf(0.05) * np.sqrt((w**2 * var).sum())
+    assert result.delta == pytest.approx((result.difference - half, result.difference + half), rel=1e-10)
+    # Bootstrap: SciPy's percentile bootstrap, resampling the sample indices of each length on their own
+    # (a and b together): the same interval up to the Monte Carlo error of the two bootstraps.
+    indices = [np.arange(a.shape[1])] * len(lengths)
+
+    def difference(*picks):
+        return w @ np.log([ai[p].mean() / bi[p].mean() for ai, bi, p in zip(a, b, picks)])
+
+    reference = scipy_stats.bootstrap(indices, difference, n_resamples=4000, confidence_level=0.9,
+                                      method="percentile", vectorized=False, random_state=7).confidence_interval
+    width = reference.high - reference.low
+    assert abs(result.bootstrap[0] - reference.low) < 0.08 * width
+    assert abs(result.bootstrap[1] - reference.high) < 0.08 * width
+    # Resampling a and b apart would lose their covariance: the unpaired interval is much wider.
+    unpaired = np.sqrt((w**2 * (a.var(1, ddof=1) / a.mean(1) ** 2 + b.var(1, ddof=1) / b.mean(1) ** 2)
+                        / a.shape[1]).sum())
+    assert unpaired > 1.3 * half / scipy_stats.norm.isf(0.05)

@@ -106,21 +106,70 @@ def test_lemma_figures():
     assert len(fig.data) == 1 + 4 + 2 + 4 and "‖z‖ = 1.5" in fig.data[7].name
 
 
-def test_concentration_figures(curves):
-    n = len(curves)
-    assert len(measure_view.output_gap_figure(curves).data) == 2 * n + 1
-    assert len(measure_view.ess_figure(curves, 2).data) == 2 * n
-    assert len(measure_view.gradient_gap_figure(curves).data) == 3 * n
-    first, second = curves.values()
-    assert len(measure_view.self_attention_gap_figure(first, second, query_norm=2.5, sigma=0.5).data) == 4
-    paired = {(k, inc): curve for k, curve in zip((0.5, 1.0), curves.values()) for inc in (False, True)}
+def _band_and_line(traces, estimate, lengths):
+    """The two traces of one estimate: its interval as a closed band, then its mean."""
+    band, line = traces
+    np.testing.assert_allclose(band.x, np.concatenate([lengths, lengths[::-1]]))
+    np.testing.assert_allclose(band.y, np.concatenate([estimate.high, estimate.low[::-1]]))
+    np.testing.assert_allclose(line.x, lengths)
+    np.testing.assert_allclose(line.y, estimate.mean)
+
+
+def _panel(fig, index):
+    """The traces the slider shows at step ``index``."""
+    visible = fig.layout.sliders[0].steps[index].args[0]["visible"]
+    return [trace for trace, shown in zip(fig.data, visible) if shown]
+
+
+def test_concentration_figures_draw_each_curve_its_interval_and_its_slope(curves):
+    # Each figure plots the numbers of the curve it is given, in the order given: a swapped estimate, a band
+    # from the wrong bounds or a slope line through the wrong point changes the data checked here.
+    (s1, first), (s2, second) = curves.items()
+    lengths = np.array(GAP_LENGTHS, dtype=float)
+    fig = measure_view.output_gap_figure(curves)
+    assert len(fig.data) == 2 * 2 + 1
+    for traces, sigma, curve in ((fig.data[0:2], s1, first), (fig.data[2:4], s2, second)):
+        _band_and_line(traces, curve.output, lengths)
+        assert traces[1].name == f"σ = {sigma} (slope {curve.slope('output', min_length=100).slope:.2f})"
+    np.testing.assert_allclose(fig.data[4].y, first.output.mean[2] * lengths[2] / lengths)  # slope -1, third point
+
+    fig = measure_view.ess_figure(curves, 2)
+    assert len(fig.data) == 2 * 2
+    for (line, limit), sigma, curve in ((fig.data[0:2], s1, first), (fig.data[2:4], s2, second)):
+        np.testing.assert_allclose(line.y, curve.ess.mean / lengths)
+        np.testing.assert_allclose(limit.y, [(1 + 2 * sigma**2) ** -1.0] * 2)  # (1 + 2 sigma^2)^(-D/2), D = 2
+
+    fig = measure_view.gradient_gap_figure(curves)
+    assert len(fig.data) == 2 * 3
+    for traces, curve in ((fig.data[0:3], first), (fig.data[3:6], second)):
+        _band_and_line(traces[:2], curve.grad_U, lengths)
+        np.testing.assert_allclose(traces[2].y, curve.grad_V.mean)
+
+    fig = measure_view.self_attention_gap_figure(first, second, query_norm=2.5, sigma=0.5)
+    _band_and_line(fig.data[0:2], first.output, lengths)
+    _band_and_line(fig.data[2:4], second.output, lengths)
+    assert len(fig.data) == 4 and "query in the measure" in fig.data[1].name
+
+    paired = {(k, inc): curve for k in (0.5, 1.0) for inc, curve in ((False, first), (True, second))}
     fig = measure_view.query_in_measure_figure([0.5, 1.0], paired, sigma=0.5, active=1)
     assert len(fig.data) == 2 * 4 and _steps(fig) == 2
-    by_law = {(kind, s): curve for kind in ("gaussian", "uniform") for s, curve in curves.items()}
-    slopes = dict.fromkeys(by_law, -1.0)
-    fig = measure_view.law_gap_figure(list(curves), ["gaussian", "uniform"], by_law, slopes, norm_U=1, active=0)
+    for step in (0, 1):
+        shown = _panel(fig, step)
+        _band_and_line(shown[0:2], first.output, lengths)  # query outside
+        _band_and_line(shown[2:4], second.output, lengths)  # query in the measure
+
+    by_law = {("gaussian", s1): first, ("gaussian", s2): second, ("uniform", s1): second, ("uniform", s2): first}
+    slopes = {key: -0.5 - i / 10 for i, key in enumerate(by_law)}
+    fig = measure_view.law_gap_figure([s1, s2], ["gaussian", "uniform"], by_law, slopes, norm_U=1, active=0)
     assert len(fig.data) == 2 * 2 and _steps(fig) == 2 and "two token laws, ‖U‖ = 1" in fig.layout.title.text
-    assert len(measure_view.gap_figure(first, "E_L").data) == 2
+    for step, sigma in enumerate((s1, s2)):
+        for trace, kind in zip(_panel(fig, step), ("gaussian", "uniform")):
+            np.testing.assert_allclose(trace.y, by_law[(kind, sigma)].output.mean)
+            assert trace.name == f"{kind} (slope {slopes[(kind, sigma)]:.2f})"
+
+    fig = measure_view.gap_figure(second, "E_L")
+    assert len(fig.data) == 2
+    _band_and_line(fig.data, second.output, lengths)
 
 
 @pytest.mark.parametrize("call, match", [

@@ -134,6 +134,7 @@ def test_flow_figures_show_the_flow_and_its_limit():
     assert heat.data[-1].z[0][task.D] is None  # the column between U and V
 
 
+@pytest.mark.slow
 def test_flow_matrices_figure_keeps_only_steps_that_move():
     from softmax_as_linear.theory import regression
     from softmax_as_linear.theory.flow import infinite_prompt_flow

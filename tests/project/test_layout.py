@@ -49,10 +49,18 @@ def test_the_docstring_lists_every_module_of_the_tree():
     assert listed == modules, f"listed but absent: {sorted(listed - modules)}; absent from the list: {sorted(modules - listed)}"
 
 
-def test_every_module_says_its_one_job_in_its_first_line():
+def test_every_module_says_its_one_job_in_its_first_sentence():
+    # The docstring opens with one sentence, alone in its paragraph and short enough to read at a glance,
+    # that ends in a full stop (or a colon before a list): one job, stated once.
+    abbreviations = re.compile(r"\b(e\.g|i\.e|cf|etc|vs)\.")
     for module, path in _modules().items():
         doc = ast.get_docstring(ast.parse(path.read_text()))
         assert doc and doc.strip(), f"{module} has no docstring"
+        first = " ".join(doc.split("\n\n")[0].split())
+        assert first.endswith((".", ":")), f"{module}: the docstring's first paragraph is not a sentence: {first!r}"
+        assert not re.search(r"[.!?]\s+[A-Z(`]", abbreviations.sub("", first[:-1])), \
+            f"{module}: the docstring's first paragraph holds more than one sentence: {first!r}"
+        assert len(first) <= 300, f"{module}: the docstring's first sentence is {len(first)} characters long"
 
 
 def test_layers_import_only_downwards_and_have_no_cycles():

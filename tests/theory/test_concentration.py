@@ -260,22 +260,22 @@ def test_linear_gap_estimate_covers_the_exact_value_and_decays_as_one_over_L(see
     assert abs(slope + 1) < 5 * float(np.sqrt((weights**2 * log_se**2).sum()))
 
 
-@pytest.mark.slow
-def test_confidence_intervals_cover_at_their_level():
-    # 200 independent 90% intervals of the exact linear E_L: coverage within 3 binomial standard errors.
-    # The squared gaps are very skewed (skewness about 4 here): with 100 prompts and 2 queries each the
-    # Student-t interval covers only about 85%, so the test uses enough prompts for the CLT to hold.
-    g, U, V = _params(4, u_scale=1.0)
-    cov = random_spd(3, g)
-    law = TokenLaw("gaussian", torch.zeros(3, **F64), cov)
-    exact = _linear_exact_gap(cov, U, V, 20)
-    covered = []
-    for seed in range(200):
-        est = conc.gap_curve(law, U, V, [20], activation="linear", n_prompts=400, n_queries=16, level=0.9,
-                             seed=seed).output
-        covered.append(est.low[0] <= exact <= est.high[0])
-    rate = np.mean(covered)
-    assert abs(rate - 0.9) < 3 * math.sqrt(0.9 * 0.1 / 200), rate
+def test_gap_interval_is_the_t_interval_over_independent_prompt_averages():
+    # The squared gaps of the queries of one prompt share its tokens and are dependent: gap_curve averages
+    # them within each prompt and takes the Student-t interval over the n_prompts independent averages
+    # (the interval itself is checked against SciPy in tests/core/test_stats.py), at the level asked.
+    law = TokenLaw.standard("gaussian", 3, 0.8)
+    g, U, V = _params(8, u_scale=1.0)
+    P, Q, L = 40, 6, 50
+    curve = conc.gap_curve(law, U, V, [L], n_prompts=P, n_queries=Q, seed=3, level=0.8)
+    gen = seeding.generator(3, "prompts", L)  # the stream gap_curve draws from
+    queries = TokenLaw.standard("gaussian", 3).sample((P, Q), gen)
+    tokens = law.sample((P, L), gen)
+    gaps = ((att.softmax_attention(tokens.unsqueeze(1), queries, U, V)
+             - att.gaussian_attention(law.mean, law.cov, queries, U, V)) ** 2).sum(-1).numpy()
+    mean, low, high = mean_interval(gaps.mean(-1), 0.8)
+    est = curve.output
+    assert est.level == 0.8 and (est.mean[0], est.low[0], est.high[0]) == pytest.approx((mean, low, high), rel=1e-9)
 
 
 @pytest.mark.parametrize("include_query", [False, True])

@@ -129,6 +129,7 @@ def test_block_risk_does_not_depend_on_the_label_noise_but_through_its_constant(
                - float(limit_model.block_infinite_prompt_risk(A, v, clean)) - 0.1) < 1e-14
 
 
+@pytest.mark.slow
 def test_rademacher_has_an_exact_minimiser_and_uniform_does_not():
     # Rademacher, Sigma = I: v_y tanh(a) = 1 predicts w^T x_q exactly; uniform: a positive excess at every a
     task = _task("rademacher")

@@ -54,6 +54,7 @@ def test_infinite_prompt_risk_monte_carlo(name, seed):
     assert abs(closed - estimate) < 5 * se, (closed, estimate, se)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["isotropic", "kms"])
 def test_infinite_prompt_risk_matches_long_prompts(name):
     # Finite prompts of 4000 tokens with softmax and linear attention approach R_inf.
@@ -349,6 +350,7 @@ def test_references_of_the_published_sampler_monte_carlo(L):
     assert task.zero_risk() == pytest.approx(0.5 * task.task_var * 3 + 0.5 * task.noise_var)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [21])
 def test_infinite_prompt_risk_published_sampler_monte_carlo(seed):
     # Long prompts from the published sampler: linear attention's risk approaches R_inf built on (P, Q).
@@ -449,6 +451,7 @@ def test_linear_attention_gradients_are_autograd_of_the_half_squared_error():
         torch.testing.assert_close(grads[i], torch.cat([gU.flatten(), gV.flatten()]))
 
 
+@pytest.mark.slow
 def test_sgd_noise_floor_is_what_sgd_leaves_at_the_optimum():
     # SGD (step 2 lr on R, as the trainer's lr on the MSE) started at the optimum of the exact risk keeps an excess
     # that only its gradient noise explains: 8 independent chains, exact excess averaged over steps 150 to 600

@@ -41,11 +41,12 @@ def mean_se(samples) -> tuple[float, float]:
     x = np.asarray(samples.detach().cpu() if hasattr(samples, "detach") else samples, dtype=float).ravel()
     if x.size < 2:
         raise ValueError(f"samples must hold at least 2 values, got {x.size}")
-    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size))
+    return float(x.mean()), float(_scipy_stats.sem(x))
 
 
 def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
-    r"""Mean of i.i.d. ``samples`` ``(n,)`` and its Student-t interval :math:`\bar x \pm t_{n-1} s / \sqrt n`.
+    r"""Mean of i.i.d. ``samples`` ``(n,)`` and its Student-t interval :math:`\bar x \pm t_{n-1} s / \sqrt n`
+    (:func:`scipy.stats.t.interval`).
 
     The interval leans on the central limit theorem: squared gaps are skewed, and with heavy-tailed
     softmax weights very much so, and then it covers less often than ``level`` unless ``n`` is large
@@ -57,22 +58,24 @@ def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
         raise ValueError(f"samples must be a vector of at least 2 values, got shape {x.shape}")
     _check_level(level)
     mean = float(x.mean())
-    half = float(_scipy_stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
-    return mean, mean - half, mean + half
+    sem = float(_scipy_stats.sem(x))
+    if sem == 0:  # constant samples: SciPy's interval would be (nan, nan)
+        return mean, mean, mean
+    low, high = _scipy_stats.t.interval(level, x.size - 1, loc=mean, scale=sem)
+    return mean, float(low), float(high)
 
 
 def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
     r"""Clopper-Pearson interval for the probability :math:`p` behind ``successes`` out of ``n``
     independent trials (for instance the seeds in which a training claim holds): the :math:`p` that
-    the binomial tails do not reject at ``1 - level``. Exact, so never narrower than its level needs."""
+    the binomial tails do not reject at ``1 - level`` (:meth:`scipy.stats.binomtest`'s ``proportion_ci``, method
+    ``"exact"``). Exact, so never narrower than its level needs."""
     n, successes = int(n), int(successes)
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"successes must lie in [0, n] with n >= 1, got successes={successes!r}, n={n!r}")
     _check_level(level)
-    tail = (1 - level) / 2
-    low = 0.0 if successes == 0 else float(_scipy_stats.beta.ppf(tail, successes, n - successes + 1))
-    high = 1.0 if successes == n else float(_scipy_stats.beta.ppf(1 - tail, successes + 1, n - successes))
-    return low, high
+    interval = _scipy_stats.binomtest(successes, n).proportion_ci(confidence_level=level, method="exact")
+    return float(interval.low), float(interval.high)
 
 
 def estimate(rows, level: float = 0.95) -> Estimate:
@@ -92,8 +95,10 @@ class Slope:
     def interval(self, level: float = 0.95) -> tuple[float, float]:
         """Student-t interval :math:`\\hat b \\pm t_{n-2}\\, \\mathrm{se}` (exact for Gaussian residuals)."""
         _check_level(level)
-        half = float(_scipy_stats.t.ppf(0.5 + level / 2, self.dof)) * self.se
-        return self.slope - half, self.slope + half
+        if self.se == 0:  # points exactly on a line: SciPy's interval would be (nan, nan)
+            return self.slope, self.slope
+        low, high = _scipy_stats.t.interval(level, self.dof, loc=self.slope, scale=self.se)
+        return float(low), float(high)
 
     def __iter__(self):
         # ``slope, se = loglog_slope(...)`` keeps working: the degrees of freedom are not unpacked.
@@ -103,10 +108,16 @@ class Slope:
 def loglog_slope(x, y) -> Slope:
     r"""Least-squares slope :math:`\hat b` of :math:`\log y = a + b \log x` over ``n >= 3`` points,
     its standard error :math:`\sqrt{\hat\sigma^2 [(A^\top A)^{-1}]_{00}}` with :math:`\hat\sigma^2 = \mathrm{RSS}/(n-2)`,
-    and (:meth:`Slope.interval`) its Student-t interval."""
+    and (:meth:`Slope.interval`) its Student-t interval. The same numbers as :func:`scipy.stats.linregress`, but
+    from the residuals: linregress computes the error from :math:`1 - r^2`, which loses every digit for points
+    close to a line (a closed-form curve gives an error of 1e-8 instead of 0)."""
     lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
+    if lx.ndim != 1 or lx.shape != ly.shape:
+        raise ValueError(f"x and y must be vectors of the same length, got shapes {lx.shape} and {ly.shape}")
     if lx.size < 3:
         raise ValueError("x and y need at least 3 points to fit a slope with an error")
+    if np.all(lx == lx[0]):
+        raise ValueError("x must hold at least 2 different values to fit a slope")
     A = np.stack([lx, np.ones_like(lx)], axis=1)
     coef, residuals, *_ = np.linalg.lstsq(A, ly, rcond=None)
     sigma2 = float(residuals[0]) / (lx.size - 2) if residuals.size else 0.0
