@@ -1,5 +1,7 @@
 r"""The prompt kernel's host side: the training step on a GPU with the prompts drawn inside the kernel (Triton), no batch
-tensor ever formed. The kernels are in :mod:`~softmax_as_linear.engine.gpu.philox` (the draws),
+tensor ever formed.
+
+The kernels are in :mod:`~softmax_as_linear.engine.gpu.philox` (the draws),
 :mod:`~softmax_as_linear.engine.gpu.attention_sums` (the prompt kernel) and :mod:`~softmax_as_linear.engine.gpu.sgd`.
 
 One program per prompt (seed ``s``, prompt ``b``) draws its prompt from the counter-based stream of
