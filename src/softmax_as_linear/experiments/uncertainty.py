@@ -12,7 +12,7 @@ relative standard deviation is measured, never assumed.
   records it, otherwise inferred from the relative standard deviation of the same run's final evaluation;
 - :func:`record_change`: how much a run's risk fell between two records, both parameter sets scored on the same
   fresh prompts (stream ``"analysis"`` of :mod:`~softmax_as_linear.core.seeding`), with its paired standard error;
-- :func:`trajectory_changes`: those changes over the last half and the last quarter of training, as stored in
+- :func:`trajectory_changes`: those changes over the last half, quarter and tenth of training, as stored in
   the trajectory figures' files;
 - :func:`change_between`: the fall of the held-out risk between two records of a trajectory file, paired when the
   file stores it, otherwise with the bound :math:`\mathrm{se}_1 + \mathrm{se}_2`, valid whatever the correlation.
@@ -33,7 +33,7 @@ from ..registry import ACTIVATIONS
 from ..theory.models import predict_unchecked
 
 #: Fractions of training over which :func:`trajectory_changes` measures the fall of the risk.
-WINDOWS = {"half": 0.5, "quarter": 0.25}
+WINDOWS = {"half": 0.5, "quarter": 0.25, "tenth": 0.1}
 
 
 def _rows(data: dict, key: str, seeds, lengths) -> np.ndarray:
@@ -157,7 +157,7 @@ def window_start(steps, fraction: float) -> int:
 
 
 def trajectory_changes(result: TrainResult, lengths=None, n_prompts: int = 20_000, device="cpu") -> dict:
-    """:func:`record_change` over the last half and the last quarter of training (:data:`WINDOWS`), keyed by window."""
+    """:func:`record_change` over the last half, quarter and tenth of training (:data:`WINDOWS`), keyed by window."""
     end = int(result.steps[-1])
     return {name: record_change(result, window_start(result.steps, fraction), end, n_prompts, lengths, device)
             for name, fraction in WINDOWS.items()}
