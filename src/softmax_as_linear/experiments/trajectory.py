@@ -154,9 +154,29 @@ class TrajectoryReading:
         if self.diverged[index]:
             return f"{name}: diverged"
         state = "still descending" if self.descending[index] else "still rising" if self.rising[index] else "not moving"
-        return (f"{name}: settled at step {self.settled_at[index]:,.0f} (final risk {self.final[index]:.4f}"
-                f" ± {self.final_se[index]:.4f}); fall over the last tenth {self.z('tenth')[index]:+.1f} s.e.,"
-                f" last quarter {self.z('quarter')[index]:+.1f} s.e.: {state} at the end")
+        return (f"{name}: settled at step {self.settled_at[index]:,.0f}; fall over the last tenth"
+                f" {self.z('tenth')[index]:+.1f} s.e., last quarter {self.z('quarter')[index]:+.1f}: {state}")
+
+    def table(self, seed, activations=None) -> str:
+        """One seed of a file reading as a table over ``L``: per activation, the step where each run settled (in
+        thousands), its falls over the last tenth and the last quarter in standard errors, and ``moving`` flags
+        (``v`` descending, ``^`` rising, ``.`` not moving, ``x`` diverged)."""
+        activations = self.activations if activations is None else list(activations)
+        head = f"seed {seed}, k = {self.k:g}".ljust(34) + "".join(f"{L:>7}" for L in self.lengths)
+        rows = [head]
+        for a in activations:
+            idx = [self.index(seed, L, a) for L in self.lengths]
+            flag = lambda i: "x" if self.diverged[i] else "v" if self.descending[i] else "^" if self.rising[i] else "."  # noqa: E731
+            rows += [f"  {a:8s} settled at (1000 steps)".ljust(34) + "".join(f"{self.settled_at[i] / 1000:7.0f}" for i in idx),
+                     "           fall, last tenth (s.e.)".ljust(34) + "".join(f"{self.z('tenth')[i]:+7.1f}" for i in idx),
+                     "           last quarter (s.e.)".ljust(34) + "".join(f"{self.z('quarter')[i]:+7.1f}" for i in idx),
+                     "           moving at the end".ljust(34) + "".join(f"{flag(i):>7}" for i in idx)]
+        return "\n".join(rows)
+
+    def methods(self) -> str:
+        """How the standard errors were had: of the records, and of the fall over the last tenth."""
+        return (f"(record s.e.: {self.method['records']};\n fall over the last tenth:"
+                f" {self.method['tenth']})")
 
     def summary(self, seeds=None, lengths=None, activations=None) -> str:
         """One :meth:`line` per run (of a file reading: the chosen seeds, lengths and activations), then how the
@@ -168,8 +188,7 @@ class TrajectoryReading:
             indices = [self.index(s, L, a) for s in pick(seeds, self.seeds) for L in pick(lengths, self.lengths)
                        for a in pick(activations, self.activations)]
         lines = [self.line(i) for i in indices]
-        lines.append(f"(k = {self.k:g}; record standard errors: {self.method['records']};"
-                     f" last tenth: {self.method['tenth']})")
+        lines.append(self.methods())
         return "\n".join(lines)
 
 
