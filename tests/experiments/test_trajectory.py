@@ -154,3 +154,13 @@ def test_table_shows_one_seed_over_the_lengths():
     assert rows[1].split()[-2:] == ["0", "1"]                      # settled at 300 and 1,000 steps, in thousands
     assert rows[4].split()[-2:] == [".", "v"]                      # L = 100 still descending
     assert len(rows) == 9                                          # a header and four rows per activation
+
+
+def test_a_paired_change_beyond_k_moves_the_settled_record_after_its_window():
+    # flat within the pairwise bound, but a precise paired fall over the last tenth: not settled before it
+    risk, se = np.full(STEPS.size, 0.5), np.full(STEPS.size, 0.01)
+    n = STEPS.size
+    fine = trajectory.read_risks(STEPS, risk, se, paired={"tenth": (np.float64(0.004), np.float64(0.001))})
+    assert fine.moving and fine.descending and fine.settled_index == 271 and fine.settled_at == 271_000
+    still = trajectory.read_risks(STEPS, risk, se, paired={"tenth": (np.float64(0.002), np.float64(0.001))})
+    assert not still.moving and still.settled_index == 0 and n == 301

@@ -16,7 +16,9 @@ final evaluation (:func:`~softmax_as_linear.experiments.uncertainty.held_out_se`
   is common overlap), which is how it is computed: a reversed running maximum of :math:`R - ks` against a
   reversed running minimum of :math:`R + ks`, :math:`O(T)` per run. It compares many pairs: for a run whose risk
   does not move and whose records carry independent Gaussian errors, the chance that it is not settled from its
-  first record is at most :math:`T \cdot 2(1 - \Phi(k))` (:func:`settle_false_alarm`).
+  first record is at most :math:`T \cdot 2(1 - \Phi(k))` (:func:`settle_false_alarm`). Where a paired change over
+  a window (below) exceeds :math:`k` of its standard errors, the run changed after the window's start record, so
+  :math:`t^*` is moved after it: a run still moving at the end is not settled before its last tenth.
 - **fall over the last tenth, quarter and half** of training: :math:`R_{start} - R_{T-1}`, with ``start`` the last
   record at or before the window's start (:func:`~softmax_as_linear.experiments.uncertainty.window_start`), and its
   standard error: the paired one where the file stores that change scored on fresh prompts (``"changes"``,
@@ -208,7 +210,6 @@ def read_risks(steps, risk, se, k: float = 3.0, paired: dict | None = None, meth
         raise ValueError(f"steps must be increasing with one entry per record, got {steps.shape} for risk {risk.shape}")
     first = settled_index(risk, se, k)
     diverged = first < 0
-    safe = np.where(diverged, 0, first)
     paired = paired or {}
     windows, fall, fall_se, how = {}, {}, {}, {"records": (methods or {}).get("records", "given")}
     for name, fraction in WINDOWS.items():
@@ -224,6 +225,10 @@ def read_risks(steps, risk, se, k: float = 3.0, paired: dict | None = None, meth
         fall[name] = np.where(diverged, np.nan, fall[name])
         fall_se[name] = np.where(diverged, np.nan, fall_se[name])
     with np.errstate(invalid="ignore"):
+        for name, start in windows.items():   # a resolved change over a window: not settled before its start
+            resolved = ~diverged & (np.abs(fall[name]) > k * fall_se[name])
+            first = np.where(resolved, np.maximum(first, int(np.flatnonzero(steps == start)[0]) + 1), first)
+        safe = np.where(diverged, 0, first)
         descending = ~diverged & (fall["tenth"] > k * fall_se["tenth"])
         rising = ~diverged & (fall["tenth"] < -k * fall_se["tenth"])
     return TrajectoryReading(
