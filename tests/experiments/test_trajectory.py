@@ -151,7 +151,7 @@ def test_table_shows_one_seed_over_the_lengths():
     text = trajectory.read_trajectories(_file()).table(8)
     rows = text.splitlines()
     assert rows[0].startswith("seed 8, k = 3") and rows[0].split()[-2:] == ["10", "100"]
-    assert rows[1].split()[-2:] == ["0", "1"]                      # settled at 300 and 1,000 steps, in thousands
+    assert rows[1].split()[-2:] == ["300", "1,000"]                # settled at 300 and 1,000 steps
     assert rows[4].split()[-2:] == [".", "v"]                      # L = 100 still descending
     assert len(rows) == 9                                          # a header and four rows per activation
 

@@ -160,19 +160,19 @@ class TrajectoryReading:
                 f" {self.z('tenth')[index]:+.1f} s.e., last quarter {self.z('quarter')[index]:+.1f}: {state}")
 
     def table(self, seed, activations=None) -> str:
-        """One seed of a file reading as a table over ``L``: per activation, the step where each run settled (in
-        thousands), its falls over the last tenth and the last quarter in standard errors, and ``moving`` flags
+        """One seed of a file reading as a table over ``L``: per activation, the step where each run settled, its falls over the last tenth and the last quarter in standard errors, and ``moving`` flags
         (``v`` descending, ``^`` rising, ``.`` not moving, ``x`` diverged)."""
         activations = self.activations if activations is None else list(activations)
-        head = f"seed {seed}, k = {self.k:g}".ljust(34) + "".join(f"{L:>7}" for L in self.lengths)
+        width = max(7, len(f"{self.steps[-1]:,.0f}") + 2)
+        head = f"seed {seed}, k = {self.k:g}".ljust(34) + "".join(f"{L:>{width}}" for L in self.lengths)
         rows = [head]
         for a in activations:
             idx = [self.index(seed, L, a) for L in self.lengths]
             flag = lambda i: "x" if self.diverged[i] else "v" if self.descending[i] else "^" if self.rising[i] else "."  # noqa: E731
-            rows += [f"  {a:8s} settled at (1000 steps)".ljust(34) + "".join(f"{self.settled_at[i] / 1000:7.0f}" for i in idx),
-                     "           fall, last tenth (s.e.)".ljust(34) + "".join(f"{self.z('tenth')[i]:+7.1f}" for i in idx),
-                     "           last quarter (s.e.)".ljust(34) + "".join(f"{self.z('quarter')[i]:+7.1f}" for i in idx),
-                     "           moving at the end".ljust(34) + "".join(f"{flag(i):>7}" for i in idx)]
+            rows += [f"  {a:8s} settled at step".ljust(34) + "".join(f"{self.settled_at[i]:{width},.0f}" for i in idx),
+                     "           fall, last tenth (s.e.)".ljust(34) + "".join(f"{self.z('tenth')[i]:+{width}.1f}" for i in idx),
+                     "           last quarter (s.e.)".ljust(34) + "".join(f"{self.z('quarter')[i]:+{width}.1f}" for i in idx),
+                     "           moving at the end".ljust(34) + "".join(f"{flag(i):>{width}}" for i in idx)]
         return "\n".join(rows)
 
     def methods(self) -> str:
