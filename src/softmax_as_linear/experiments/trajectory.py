@@ -28,12 +28,13 @@ final evaluation (:func:`~softmax_as_linear.experiments.uncertainty.held_out_se`
   direction (``descending`` or ``rising``). For a run whose risk does not move, this happens with probability at
   most :math:`2(1 - \Phi(k))` (0.27 % at :math:`k = 3`) when the standard error is exact, less with the bound:
   :func:`moving_false_alarm`.
+
 A run whose risk is not finite at some record (a diverged run) has NaN everywhere and ``diverged`` set.
 
 :func:`read_risks` reads arrays ``(..., T)`` of any leading shape; :func:`read_trajectories` reads a trajectory
 file for every (seed, ``L``, activation); both return a :class:`TrajectoryReading` whose arrays have the leading
-shape (for a file: seed ``S``, length ``nL``, activation ``nA``) and whose :meth:`~TrajectoryReading.summary`
-prints one line per run. Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
+shape (for a file: seed ``S``, length ``nL``, activation ``nA``); :meth:`~TrajectoryReading.summary` prints one
+line per run, :meth:`~TrajectoryReading.table` one seed over ``L``. Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
 """
 from __future__ import annotations
 
