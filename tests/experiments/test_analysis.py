@@ -151,3 +151,25 @@ def test_variation_by_seed_is_one_for_monotone_curves():
     assert analysis.variation_by_seed(traj, "softmax", [1])[0, 0] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="key"):
         analysis.variation_by_seed(traj, "adam", [1])
+
+
+def test_sup_interval_covers_the_largest_mean_where_the_picked_record_does_not():
+    from scipy import stats as scipy_stats
+    rng = np.random.default_rng(0)
+    draws, T, n, level = 2000, 20, 50, 0.95
+    samples = 1.0 + rng.standard_normal((draws, 1, T, n))       # every record has mean 1: selection at its worst
+    mean, sd = samples.mean(-1), samples.std(-1, ddof=1)
+    half = scipy_stats.t.ppf(0.975, n - 1) * sd / np.sqrt(n)
+    covered, naive = 0, 0
+    for d in range(draws):
+        gaps = {"n_prompts": n, "level": level,
+                "output": {"mean": mean[d], "low": mean[d] - half[d], "high": mean[d] + half[d]}}
+        out = analysis.sup_interval(gaps)
+        covered += bool(out["low"][0] <= 1.0 <= out["high"][0])
+        t = mean[d, 0].argmax()
+        naive += bool(mean[d, 0, t] - half[d, 0, t] <= 1.0)
+        assert out["mean"][0] == mean[d, 0].max()
+    assert covered / draws >= level - 3 * np.sqrt(level * (1 - level) / draws)
+    assert naive / draws < 0.8                                  # the interval of the record picked as largest: about 0.6
+    with pytest.raises(ValueError, match="name"):
+        analysis.sup_interval(gaps, "risk")

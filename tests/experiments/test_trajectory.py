@@ -145,3 +145,22 @@ def test_bad_input_is_refused_with_the_argument_named():
         trajectory.settled_index(risk, -se)
     with pytest.raises(ValueError, match="activations"):
         trajectory.read_trajectories(_file(), activations=["relu"])
+
+
+def test_table_shows_one_seed_over_the_lengths():
+    text = trajectory.read_trajectories(_file()).table(8)
+    rows = text.splitlines()
+    assert rows[0].startswith("seed 8, k = 3") and rows[0].split()[-2:] == ["10", "100"]
+    assert rows[1].split()[-2:] == ["300", "1,000"]                # settled at 300 and 1,000 steps
+    assert rows[4].split()[-2:] == [".", "v"]                      # L = 100 still descending
+    assert len(rows) == 9                                          # a header and four rows per activation
+
+
+def test_a_paired_change_beyond_k_moves_the_settled_record_after_its_window():
+    # flat within the pairwise bound, but a precise paired fall over the last tenth: not settled before it
+    risk, se = np.full(STEPS.size, 0.5), np.full(STEPS.size, 0.01)
+    n = STEPS.size
+    fine = trajectory.read_risks(STEPS, risk, se, paired={"tenth": (np.float64(0.004), np.float64(0.001))})
+    assert fine.moving and fine.descending and fine.settled_index == 271 and fine.settled_at == 271_000
+    still = trajectory.read_risks(STEPS, risk, se, paired={"tenth": (np.float64(0.002), np.float64(0.001))})
+    assert not still.moving and still.settled_index == 0 and n == 301

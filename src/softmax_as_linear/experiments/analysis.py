@@ -8,7 +8,8 @@ print and test, computed once.
 - :func:`linear_excess`: the exact excess risk of trained linear attention over its optimum along training;
 - :func:`per_seed`, :func:`at_optimum`, :func:`seed_difference`, :func:`excess_slope`, :func:`excess_difference`,
   :func:`variation_by_seed`: the seed-by-seed read-outs of the paper-scale result files;
-- :func:`final_table`: a sweep's final risks against the references, in standard errors (one seed).
+- :func:`final_table`: a sweep's final risks against the references, in standard errors (one seed);
+- :func:`sup_interval`: the largest mean gap along a trajectory with an interval that accounts for picking it.
 
 Sweeps are :class:`~softmax_as_linear.engine.sweep.TrainResult`; result files are the dicts of
 :mod:`~softmax_as_linear.experiments.paper_figures`. Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
@@ -19,6 +20,7 @@ import warnings
 
 import numpy as np
 import torch
+from scipy import stats as scipy_stats
 
 from ..core import checks, stats
 from ..engine.sweep import TrainResult
@@ -224,3 +226,23 @@ def final_table(final: dict, seed=None) -> dict:
     return {"lengths": list(final["lengths"]), "softmax": soft, "linear": lin, "softmax_se": soft_se,
             "linear_se": lin_se, "optimal_linear": best, "bayes": np.asarray(final["bayes"]),
             "linear_minus_best": (lin - best) / lin_se, "softmax_minus_linear": (soft - lin) / (soft_se + lin_se)}
+
+
+def sup_interval(gaps: dict, name: str = "output") -> dict:
+    r"""The largest mean gap along a trajectory, :math:`\max_t \mu_t`, with a simultaneous interval at the level of
+    ``gaps`` (from :func:`~softmax_as_linear.theory.stability.trajectory_gaps`, e.g. through
+    :func:`~softmax_as_linear.experiments.concentration_figures.concentration_along_training`).
+
+    The interval of the record where the largest sample mean falls ignores that this record was picked for being the
+    largest. Here each of the ``T`` records gets its Student-t interval at level :math:`1 - (1 - \text{level})/T`
+    (Bonferroni); if all of them cover, :math:`\max_t \mu_t` lies in :math:`[\max_t \text{low}_t, \max_t
+    \text{high}_t]`, so that interval covers with probability at least ``level``.
+
+    Returns ``{"mean", "low", "high"}``, each ``(nL,)``.
+    """
+    checks.one_of("name", name, ("output", "gradient"))
+    mean, low, high = (np.asarray(gaps[name][key], dtype=float) for key in ("mean", "low", "high"))  # (nL, T)
+    n, level, T = int(gaps["n_prompts"]), float(gaps["level"]), mean.shape[1]
+    se = (high - low) / (2 * scipy_stats.t.ppf(0.5 + level / 2, n - 1))
+    half = scipy_stats.t.ppf(1 - (1 - level) / (2 * T), n - 1) * se
+    return {"mean": mean.max(1), "low": (mean - half).max(1), "high": (mean + half).max(1)}

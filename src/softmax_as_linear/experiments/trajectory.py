@@ -16,7 +16,9 @@ final evaluation (:func:`~softmax_as_linear.experiments.uncertainty.held_out_se`
   is common overlap), which is how it is computed: a reversed running maximum of :math:`R - ks` against a
   reversed running minimum of :math:`R + ks`, :math:`O(T)` per run. It compares many pairs: for a run whose risk
   does not move and whose records carry independent Gaussian errors, the chance that it is not settled from its
-  first record is at most :math:`T \cdot 2(1 - \Phi(k))` (:func:`settle_false_alarm`).
+  first record is at most :math:`T \cdot 2(1 - \Phi(k))` (:func:`settle_false_alarm`). Where a paired change over
+  a window (below) exceeds :math:`k` of its standard errors, the run changed after the window's start record, so
+  :math:`t^*` is moved after it: a run still moving at the end is not settled before its last tenth.
 - **fall over the last tenth, quarter and half** of training: :math:`R_{start} - R_{T-1}`, with ``start`` the last
   record at or before the window's start (:func:`~softmax_as_linear.experiments.uncertainty.window_start`), and its
   standard error: the paired one where the file stores that change scored on fresh prompts (``"changes"``,
@@ -26,12 +28,13 @@ final evaluation (:func:`~softmax_as_linear.experiments.uncertainty.held_out_se`
   direction (``descending`` or ``rising``). For a run whose risk does not move, this happens with probability at
   most :math:`2(1 - \Phi(k))` (0.27 % at :math:`k = 3`) when the standard error is exact, less with the bound:
   :func:`moving_false_alarm`.
+
 A run whose risk is not finite at some record (a diverged run) has NaN everywhere and ``diverged`` set.
 
 :func:`read_risks` reads arrays ``(..., T)`` of any leading shape; :func:`read_trajectories` reads a trajectory
 file for every (seed, ``L``, activation); both return a :class:`TrajectoryReading` whose arrays have the leading
-shape (for a file: seed ``S``, length ``nL``, activation ``nA``) and whose :meth:`~TrajectoryReading.summary`
-prints one line per run. Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
+shape (for a file: seed ``S``, length ``nL``, activation ``nA``); :meth:`~TrajectoryReading.summary` prints one
+line per run, :meth:`~TrajectoryReading.table` one seed over ``L``. Risks are :math:`R = \tfrac12 \mathrm{MSE}`.
 """
 from __future__ import annotations
 
@@ -154,9 +157,29 @@ class TrajectoryReading:
         if self.diverged[index]:
             return f"{name}: diverged"
         state = "still descending" if self.descending[index] else "still rising" if self.rising[index] else "not moving"
-        return (f"{name}: settled at step {self.settled_at[index]:,.0f} (final risk {self.final[index]:.4f}"
-                f" ± {self.final_se[index]:.4f}); fall over the last tenth {self.z('tenth')[index]:+.1f} s.e.,"
-                f" last quarter {self.z('quarter')[index]:+.1f} s.e.: {state} at the end")
+        return (f"{name}: settled at step {self.settled_at[index]:,.0f}; fall over the last tenth"
+                f" {self.z('tenth')[index]:+.1f} s.e., last quarter {self.z('quarter')[index]:+.1f}: {state}")
+
+    def table(self, seed, activations=None) -> str:
+        """One seed of a file reading as a table over ``L``: per activation, the step where each run settled, its falls over the last tenth and the last quarter in standard errors, and ``moving`` flags
+        (``v`` descending, ``^`` rising, ``.`` not moving, ``x`` diverged)."""
+        activations = self.activations if activations is None else list(activations)
+        width = max(7, len(f"{self.steps[-1]:,.0f}") + 2)
+        head = f"seed {seed}, k = {self.k:g}".ljust(34) + "".join(f"{L:>{width}}" for L in self.lengths)
+        rows = [head]
+        for a in activations:
+            idx = [self.index(seed, L, a) for L in self.lengths]
+            flag = lambda i: "x" if self.diverged[i] else "v" if self.descending[i] else "^" if self.rising[i] else "."  # noqa: E731
+            rows += [f"  {a:8s} settled at step".ljust(34) + "".join(f"{self.settled_at[i]:{width},.0f}" for i in idx),
+                     "           fall, last tenth (s.e.)".ljust(34) + "".join(f"{self.z('tenth')[i]:+{width}.1f}" for i in idx),
+                     "           last quarter (s.e.)".ljust(34) + "".join(f"{self.z('quarter')[i]:+{width}.1f}" for i in idx),
+                     "           moving at the end".ljust(34) + "".join(f"{flag(i):>{width}}" for i in idx)]
+        return "\n".join(rows)
+
+    def methods(self) -> str:
+        """How the standard errors were had: of the records, and of the fall over the last tenth."""
+        return (f"(record s.e.: {self.method['records']};\n fall over the last tenth:"
+                f" {self.method['tenth']})")
 
     def summary(self, seeds=None, lengths=None, activations=None) -> str:
         """One :meth:`line` per run (of a file reading: the chosen seeds, lengths and activations), then how the
@@ -168,8 +191,7 @@ class TrajectoryReading:
             indices = [self.index(s, L, a) for s in pick(seeds, self.seeds) for L in pick(lengths, self.lengths)
                        for a in pick(activations, self.activations)]
         lines = [self.line(i) for i in indices]
-        lines.append(f"(k = {self.k:g}; record standard errors: {self.method['records']};"
-                     f" last tenth: {self.method['tenth']})")
+        lines.append(self.methods())
         return "\n".join(lines)
 
 
@@ -189,7 +211,6 @@ def read_risks(steps, risk, se, k: float = 3.0, paired: dict | None = None, meth
         raise ValueError(f"steps must be increasing with one entry per record, got {steps.shape} for risk {risk.shape}")
     first = settled_index(risk, se, k)
     diverged = first < 0
-    safe = np.where(diverged, 0, first)
     paired = paired or {}
     windows, fall, fall_se, how = {}, {}, {}, {"records": (methods or {}).get("records", "given")}
     for name, fraction in WINDOWS.items():
@@ -205,6 +226,10 @@ def read_risks(steps, risk, se, k: float = 3.0, paired: dict | None = None, meth
         fall[name] = np.where(diverged, np.nan, fall[name])
         fall_se[name] = np.where(diverged, np.nan, fall_se[name])
     with np.errstate(invalid="ignore"):
+        for name, start in windows.items():   # a resolved change over a window: not settled before its start
+            resolved = ~diverged & (np.abs(fall[name]) > k * fall_se[name])
+            first = np.where(resolved, np.maximum(first, int(np.flatnonzero(steps == start)[0]) + 1), first)
+        safe = np.where(diverged, 0, first)
         descending = ~diverged & (fall["tenth"] > k * fall_se["tenth"])
         rising = ~diverged & (fall["tenth"] < -k * fall_se["tenth"])
     return TrajectoryReading(
