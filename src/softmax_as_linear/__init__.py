@@ -75,12 +75,16 @@ Its folders are its layers; a module imports only from its own layer and the one
     each other (flow gap, seed outcomes, the read-outs the training chapters test).
   - :mod:`~softmax_as_linear.experiments.uncertainty`: standard errors of the risks recorded along training and
     of their changes (measured, inferred from the final evaluation, or paired on fresh prompts).
+  - :mod:`~softmax_as_linear.experiments.trajectory`: a recorded trajectory read as a whole: when each run
+    stopped moving, how much it fell over the last tenth and quarter, and whether it still moves at the end.
   - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapter 6,
     file by file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
   - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the
     infinite-prompt limit is not linear.
+  - :mod:`~softmax_as_linear.experiments.beyond_reading`: Chapter 6's sweeps read run by run with the
+    trajectory reader.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
