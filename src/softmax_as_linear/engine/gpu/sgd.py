@@ -1,6 +1,7 @@
-r"""The SGD step of the prompt kernel's sweep (Triton): from the prompt kernel's sums to the batch risk, the divergence
-bookkeeping, the gradients of the four matrices and the update; and the kernel that forms :math:`U` and :math:`v`
-from them (:meth:`~softmax_as_linear.engine.gpu.prompt_kernel.PromptKernel.sgd_step`)."""
+r"""The SGD step of the prompt kernel's sweep, and the kernel that forms :math:`U` and :math:`v` from the four matrices.
+
+The step (Triton) goes from the prompt kernel's sums to the batch risk, the divergence bookkeeping, the gradients of
+the four matrices and the update (:meth:`~softmax_as_linear.engine.gpu.prompt_kernel.PromptKernel.sgd_step`)."""
 from __future__ import annotations
 
 try:
