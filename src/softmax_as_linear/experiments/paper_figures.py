@@ -120,8 +120,8 @@ def risk_trajectories(result: TrainResult, lengths=None, n_bayes_samples: int = 
     """Figure 4 / 8: held-out risk along training for several ``L``, both activations, with the measured standard
     error of every record (``<activation>_se_per_seed``).
 
-    With ``change_prompts``, also ``"changes"``: how much each run's risk fell over the last half and the last
-    quarter of training, both records scored on that many fresh prompts, paired
+    With ``change_prompts``, also ``"changes"``: how much each run's risk fell over the last half, quarter and
+    tenth of training, both records scored on that many fresh prompts, paired
     (:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
     """
     chosen = _pick_lengths(result, lengths)

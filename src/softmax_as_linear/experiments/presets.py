@@ -54,7 +54,7 @@ _BASE = {
 FINAL_PROMPTS = {"paper": 200_000, "lecture": 150_000, "smoke": 2_000}
 
 #: Fresh prompts per seed and L on which two records of a run are compared, paired (the fall of the risk over
-#: the last half and quarter of training stored with Figures 4 and 8,
+#: the last half, quarter and tenth of training stored with Figures 4 and 8,
 #: :func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
 CHANGE_PROMPTS = {"paper": 50_000, "lecture": 20_000, "smoke": 1_000}
 

@@ -10,7 +10,7 @@ published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covaria
 ``beyond_<law>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
 overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Every name is
 :mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
-to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half and quarter
+to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half, quarter and tenth
 of training, both records scored on the same fresh prompts
 (:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
 With a deadline, training stops after about that long and the result files are written marked
