@@ -124,7 +124,7 @@ def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: flo
     """
     from scipy.integrate import solve_ivp
 
-    if not task._isotropic:
+    if not task.is_isotropic:
         raise ValueError("task: the reduced flow needs Sigma = I")
     alpha = checks.positive_float("alpha", alpha)
     times = np.asarray(times, dtype=float)
@@ -187,7 +187,7 @@ def drift_asymptotics(task: RegressionTask, times) -> dict[str, np.ndarray]:
     tests and in Chapter 6). Returns ``{"times", "a", "v", "excess"}`` arrays; ``ValueError`` unless
     :math:`\Sigma = I` and :math:`K > 0`.
     """
-    if not task._isotropic:
+    if not task.is_isotropic:
         raise ValueError("task: the drift asymptotics are derived for Sigma = I")
     K = drift_constant(task)
     if K <= 0:

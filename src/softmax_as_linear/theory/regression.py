@@ -135,6 +135,11 @@ class RegressionTask:
         self.query_factor = self._cholesky if sampler == "paper" else torch.eye(self.d, dtype=torch.float64)
         self._factor_on = {}  # (device, dtype) -> copy, so that sampling copies nothing to the device
 
+    @property
+    def is_isotropic(self) -> bool:
+        r"""Whether :math:`\Sigma = I_d` exactly (Chapter 4's closed forms and the reductions that rely on them apply)."""
+        return self._isotropic
+
     @classmethod
     def isotropic(cls, d: int = 5, task_var: float | None = None, noise_var: float = 0.1,
                   sampler: str = "paper", law: str = "gaussian") -> "RegressionTask":

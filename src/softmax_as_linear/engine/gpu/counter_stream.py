@@ -192,6 +192,4 @@ def _label(a: Tensor, xi: Tensor, noise: float, eps: Tensor) -> Tensor:
 def task_factors(task) -> tuple[Tensor, Tensor]:
     """The prompt factor ``F`` and the query factor ``Fq`` ``(d, d)`` float64 of a
     :class:`~softmax_as_linear.theory.regression.RegressionTask` (prompt inputs ``F xi``, query inputs ``Fq xi``)."""
-    F = task._prompt_factor
-    Fq = task._cholesky if task.sampler == "paper" else torch.eye(task.d, dtype=torch.float64)
-    return F, Fq
+    return task.prompt_factor, task.query_factor
