@@ -43,6 +43,7 @@ import math
 import torch
 from torch import Tensor
 
+from ...core import checks
 from ...registry import COVARIATE_LAWS as LAWS
 
 HEADER_TAG = 0x80000000
@@ -131,8 +132,7 @@ def draw(keys, step: int, n_prompts: int, L: int, *, d: int, factor: Tensor, que
     Returns tokens ``(S, n, L, D)``, queries ``(S, n, D)`` (last entry 0) and targets ``(S, n)``, in ``dtype``
     (drawn in float32, then converted). ``L`` may be odd: the last pair's second token is dropped.
     """
-    if law not in LAWS:
-        raise ValueError(f"law must be one of {LAWS}, got {law!r}")
+    checks.one_of("law", law, LAWS)
     D = d + 1
     device = torch.device(device)
     key = torch.as_tensor(list(keys), dtype=torch.int64, device=device)[:, None, None]  # (S, 1, 1)
