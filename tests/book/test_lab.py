@@ -394,7 +394,7 @@ def test_measure_view_panel_redraws_after_a_clamped_value(open_chapter, lab):
 
 
 def test_flow_panel_redraws_for_the_covariance_and_the_initialisation(open_chapter, lab):
-    chapter, index, output = run_to_panel(open_chapter, lab, "05_anisotropic_icl", "covariance_from(|covariance_flow_panel(")
+    chapter, index, output = run_to_panel(open_chapter, lab, "05_anisotropic_icl", "covariance_flow_panel(")
     output.locator("select").first.wait_for(timeout=60_000)
     first = figure(output)
     chapter.shot("flow-panel", output)

@@ -25,16 +25,23 @@ def test_flow_gap_is_zero_for_the_flow_itself():
     np.testing.assert_allclose(gap["risk"]["linear"][0], gap["flow_risk"], rtol=1e-12)
 
 
-@pytest.mark.slow
-def test_flow_gap_shrinks_with_the_prompt_length():
-    # Theorem 4.3 in miniature: with many prompts per step (little SGD noise), the run at L = 400
-    # stays closer to the infinite-prompt flow than the run at L = 4, for both activations.
-    cfg = TrainConfig(lengths=(4, 400), steps=200, batch_size=256, **BLOCK)
-    gap = analysis.flow_gap(train(cfg))
-    for activation in ("softmax", "linear"):
-        short, long = gap["max_distance"][activation]
-        assert long < 0.2 * short, (activation, short, long)
-    assert gap["times"][-1] == pytest.approx(2 * 1e-2 * 200)
+def test_flow_gap_measures_offsets_planted_on_the_flow_up_to_the_horizon():
+    # Records of the flow moved by known amounts: delta_L(t) is the planted squared distance, its sup counts the
+    # records up to the horizon only, the balance is ||U||^2 - ||v||^2 of the records, and the times are 2 lr k.
+    result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=40, batch_size=8, **BLOCK))
+    task = result.config.task()
+    path = infinite_prompt_flow(*regression.block_init(task, 0.3), task, result.times, max_dt=0.1)
+    U, V = path["U"].copy(), path["V"].copy()                      # records at steps 0, 20, 40
+    U[1, 0, 1] += 0.1                                              # delta = 0.01 at the middle record
+    V[2, -1, -1] += 0.3                                            # delta = 0.09 at the last
+    result.params["U"][0, 0, 0], result.params["V"][0, 0, 0] = U, V
+    gap = analysis.flow_gap(result)
+    np.testing.assert_allclose(gap["distance"]["linear"][0], [0.0, 0.01, 0.09], rtol=1e-9, atol=1e-15)
+    assert gap["max_distance"]["linear"][0] == pytest.approx(0.09, rel=1e-9)
+    early = analysis.flow_gap(result, horizon=float(result.times[1]))
+    assert early["max_distance"]["linear"][0] == pytest.approx(0.01, rel=1e-9) and early["distance"] == gap["distance"]
+    np.testing.assert_allclose(gap["balance"]["linear"][0], (U**2).sum((1, 2)) - (V[:, -1] ** 2).sum(-1), rtol=1e-12)
+    np.testing.assert_allclose(gap["times"], 2 * 1e-2 * np.asarray(result.steps), rtol=1e-12)
 
 
 def test_flow_gap_needs_the_uv_parametrisation_and_a_known_seed():

@@ -121,9 +121,19 @@ def test_softmax_and_linear_stay_apart(vision):
 
 
 @pytest.mark.parametrize("vision", CVD)
-def test_token_laws_stay_apart(vision):
+def test_laws_stay_apart(vision):
     pairs = itertools.combinations(style.LAW_COLORS.values(), 2)
     assert min(_distance(a, b, vision) for a, b in pairs) > 20
+
+
+def test_a_law_has_one_colour_in_every_chapter():
+    """Token laws (Chapters 1-3) and covariate laws (Chapter 6) share one palette: "uniform" is one colour."""
+    from softmax_as_linear.figures import beyond_gaussian
+    from softmax_as_linear.registry import COVARIATE_LAWS, LAW_KINDS
+    assert set(style.LAW_COLORS) == set(LAW_KINDS) | set(COVARIATE_LAWS)
+    assert len(set(style.LAW_COLORS.values())) == len(style.LAW_COLORS)
+    fig = beyond_gaussian.tilted_entry_figure([0.0, 1.0], {law: [0.0, 0.5] for law in COVARIATE_LAWS})
+    assert [trace.line.color for trace in fig.data] == [style.LAW_COLORS[law] for law in COVARIATE_LAWS]
 
 
 def _contrast_on_white(color: str) -> float:

@@ -75,15 +75,6 @@ def test_streaming_survives_huge_scores():
     assert (m.ess >= 1 - 1e-12).all() and (m.ess < 3).all()
 
 
-def test_regression_draw_has_the_task_token_law():
-    task = sal.RegressionTask.kms(d=3, rho=0.5)
-    w = torch.tensor([[0.5, -1.0, 2.0]], **F64)
-    draw = conc.regression_draw(task, w, torch.Generator().manual_seed(0))
-    tokens = torch.cat([draw(100_000) for _ in range(4)], dim=1)[0]
-    assert torch.allclose(torch.cov(tokens.T), task.token_covariance(w)[0], atol=0.05 * 6)
-    assert torch.allclose(tokens.mean(0), torch.zeros(4, **F64), atol=0.03)
-
-
 # ------------------------------------------------------------------------------------------ ESS
 
 def test_ess_closed_cases():
@@ -359,7 +350,7 @@ def _replay(task, L, P, seed):
     w = torch.randn(P, task.d, generator=g, **F64) * math.sqrt(task.task_var)
     x_q = torch.randn(P, task.d, generator=g, **F64) @ torch.linalg.cholesky(task.covariance).T
     y_q = (x_q * w).sum(-1) + torch.randn(P, generator=g, **F64) * math.sqrt(task.noise_var)
-    tokens = conc.regression_draw(task, w, g)(L)
+    tokens = task.token_draw(w, g)(L)
     query = torch.cat([x_q, torch.zeros(P, 1, **F64)], -1)
     return tokens, query, y_q, w
 

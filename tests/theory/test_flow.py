@@ -1,4 +1,6 @@
 """The infinite-prompt gradient flow: its limit, its balance, its block structure, and the finite-prompt flow that tracks it."""
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -111,14 +113,19 @@ def test_infinite_prompt_flow_is_gradient_flow_of_the_closed_form():
 
 def test_stable_step_is_below_the_inverse_of_the_fastest_rate():
     from softmax_as_linear.theory.flow import stable_step
-    assert stable_step(regression.RegressionTask.isotropic(5)) == 0.1
+    assert stable_step(regression.RegressionTask.isotropic(5), 0.3) == 0.1
     lam = torch.tensor([0.2, 1, 1, 1, 5], dtype=torch.float64)     # a large eigenvalue makes the flow stiff
-    c2 = float((lam**-2).sum().sqrt())
+    c2 = float((lam**-2).sum().sqrt())                              # Remark 5.3: c^2 = ||Sigma^-1||_F
     stiff = regression.RegressionTask(5, torch.diag(lam))
-    assert stable_step(stiff) == pytest.approx(1 / (0.2 * (c2 * 125 + float(lam.sum()) / c2)))
-    assert stable_step(stiff) < 0.01
-    with pytest.raises(ValueError, match="invertible"):
-        stable_step(regression.RegressionTask(5, torch.diag(torch.tensor([1, 1, 1, 1, 0.0], dtype=torch.float64))))
+    assert stable_step(stiff, 0.3) == pytest.approx(1 / (0.2 * (c2 * 125 + float(lam.sum()) / c2)))
+    assert stable_step(stiff, 0.3) < 0.01
+    # singular Sigma = diag(4, 1, 1, 1, 0) from Theta Theta^T = I/sqrt(5) (Appendix F.3): ||N||_F^2 = alpha^2/5,
+    # ||Sigma^+||_F^2 = 1/16 + 3, c^2 = (||N||^2 + sqrt(||N||^4 + 4 ||Sigma^+||^2)) / 2
+    alpha, lam = 0.3, torch.tensor([4, 1, 1, 1, 0.0], dtype=torch.float64)
+    n2, p2 = alpha**2 / 5, 1 / 16 + 3
+    c2 = (n2 + math.sqrt(n2**2 + 4 * p2)) / 2
+    singular = regression.RegressionTask(5, torch.diag(lam))
+    assert stable_step(singular, alpha) == pytest.approx(1 / (0.2 * (c2 * 64 + 7 / c2)))
 
 
 def test_gronwall_bound_on_two_quadratics_with_known_constants():

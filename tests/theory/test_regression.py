@@ -483,10 +483,12 @@ def test_covariance_of_and_noise_floor():
     assert torch.equal(regression.covariance_of("kms", 4, 0.3), regression.kms_covariance(4, 0.3))
     assert torch.equal(regression.covariance_of("eigenvalues", 2, eigenvalues=[1.0, 0.2]),
                        torch.diag(torch.tensor([1.0, 0.2], dtype=torch.float64)))
-    with pytest.raises(ValueError, match="eigenvalues: give 5 numbers"):
+    with pytest.raises(ValueError, match="eigenvalues: give 5 eigenvalues"):
         regression.covariance_of("eigenvalues", 5, eigenvalues=[1.0])
-    with pytest.raises(ValueError, match="eigenvalues must be positive"):
-        regression.covariance_of("eigenvalues", 2, eigenvalues=[1.0, 0.0])
+    assert torch.equal(regression.covariance_of("eigenvalues", 2, eigenvalues=[1.0, 0.0]),  # singular: Appendix F.3
+                       torch.diag(torch.tensor([1.0, 0.0], dtype=torch.float64)))
+    with pytest.raises(ValueError, match="no negative eigenvalue; change -0.5"):
+        regression.covariance_of("eigenvalues", 2, eigenvalues=[1.0, -0.5])
     with pytest.raises(ValueError, match="kind"):
         regression.covariance_of("diagonal", 2)
     assert TASKS["isotropic"]().noise_floor() == pytest.approx(0.1)
@@ -505,7 +507,7 @@ def _laws_and_samplers():
 
 @pytest.mark.parametrize("law,make", _laws_and_samplers())
 def test_every_path_draws_the_prompts_of_sample_from_the_same_random_numbers(law, make):
-    """sample(), sample_stacked(), stream() (queries and token chunks), token_draw (regression_draw) and
+    """sample(), sample_stacked(), stream() (queries and token chunks), token_draw (through stream()) and
     draw_inputs (the Bayes risk) turn the same standard draws into the same prompts."""
     task = make()
     n, L, d = 6, 9, task.d

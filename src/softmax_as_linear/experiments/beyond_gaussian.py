@@ -28,7 +28,7 @@ import torch
 from ..core import checks, seeding
 from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
-from ..core.stats import loglog_slope, mean_interval, mean_se
+from ..core.stats import loglog_slope, mean_se
 from ..engine.evaluation import final_evaluation
 from ..engine.sweep import TrainResult
 from ..engine.train import train
@@ -298,13 +298,6 @@ def saved_result(law: str, preset: str = "paper", folder=None) -> dict | None:
     return saved_beyond(law, preset, folder)
 
 
-def interval_of_mean(values, level: float = 0.95) -> tuple[float, float, float]:
-    """Mean of per-seed values and its Student-t interval (NaN values, from diverged runs, left out)."""
-    values = np.asarray(values, dtype=float)
-    values = values[np.isfinite(values)]
-    return mean_interval(values, level)
-
-
-__all__ = ["beyond_experiment", "beyond_provenance", "beyond_readings", "concentration_check", "final_comparison", "interval_of_mean", "limit_comparison",
+__all__ = ["beyond_experiment", "beyond_provenance", "beyond_readings", "concentration_check", "final_comparison", "limit_comparison",
            "limit_tracking", "reproduce_command", "result_name", "saved_result"]
 

@@ -191,8 +191,7 @@ def figures_of(figure: str | list[str]) -> list[str]:
     """The experiments named (``"all"``: every paper figure), in order; a ``ValueError`` names an unknown one."""
     requested = [figure] if isinstance(figure, str) else list(figure)
     for name in requested:
-        if name not in (*EXPERIMENTS, "all"):
-            raise ValueError(f"figure must be one of {', '.join(EXPERIMENTS)}, all; got {name!r}")
+        checks.one_of("figure", name, (*EXPERIMENTS, "all"))
     if not requested:
         raise ValueError("figure must name at least one figure")
     return [f for f in EXPERIMENTS if ("all" in requested and f in FIGURES) or f in requested]

@@ -27,6 +27,7 @@ import time
 
 import numpy as np
 
+from ..core import checks
 from ..core.artifacts import DamagedFileError, load_json, load_npz, results_folder, save_json, save_npz
 from ..core.devices import resolve_device
 from ..core.provenance import provenance, utc_now
@@ -260,8 +261,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     import submitit  # the optional extra: pip install softmax_as_linear[cluster]
 
     names = figures_of(figure)
-    if launcher not in LAUNCHERS:
-        raise ValueError(f"launcher must be one of {', '.join(LAUNCHERS)}; got {launcher!r}")
+    checks.one_of("launcher", launcher, LAUNCHERS)
     check_options(preset, max_minutes, seeds, sampler, rng, (1, shards), names, laws, lengths)
     check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)

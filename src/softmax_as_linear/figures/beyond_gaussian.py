@@ -21,7 +21,6 @@ from ..registry import COVARIATE_NAMES
 from . import style
 from .paper import _RISK_AXIS_TICKS, _inside_legend, _room_for_slider, _seed_traces, _values, provenance_note
 
-LAW_COLORS = {"gaussian": style.SEQUENCE[0], "uniform": style.SEQUENCE[2], "rademacher": style.SEQUENCE[3]}
 MODEL_NAMES = {"softmax": "softmax attention", "linear": "linear attention"}
 
 
@@ -41,7 +40,7 @@ def tilted_entry_figure(b, means: dict, title: str = "Tilted mean of one input e
     fig = style.new_figure(title, "tilt b", "k′(b): mean of ξ weighted by exp(bξ)")
     for law, values in means.items():
         fig.add_trace(go.Scatter(x=list(b), y=_values(values), mode="lines", name=COVARIATE_NAMES[law],
-                                 line=dict(color=LAW_COLORS[law], width=2.5)))
+                                 line=dict(color=style.LAW_COLORS[law], width=2.5)))
     return _inside_legend(fig, "top left")
 
 
@@ -51,7 +50,7 @@ def limit_gap_figure(data: dict, title: str = "Finite prompts against the closed
     :math:`\\mathbb{E}[C]` dashed: the curves flatten at it when the rate is :math:`1/L`."""
     fig = style.new_figure(title, "prompt length L", "L × E(ŷ_L − ŷ∞)²", logx=True, logy=True)
     for law, row in data.items():
-        color = LAW_COLORS[law]
+        color = style.LAW_COLORS[law]
         lengths = row["lengths"]
         fig.add_trace(style.band(lengths, row["low"], row["high"], color))
         fig.add_trace(go.Scatter(x=lengths, y=_values(row["scaled"]), mode="lines+markers",
@@ -73,7 +72,7 @@ def block_flow_figure(flows: dict, drift: dict | None = None, noise_var: float =
         times = np.asarray(flow["times"])
         keep = times > 0
         excess = np.asarray(flow["risk"]) - noise_var / 2
-        color = LAW_COLORS[law]
+        color = style.LAW_COLORS[law]
         fig.add_trace(go.Scatter(x=times[keep], y=_values(np.where(excess > 1e-15, excess, np.nan)[keep]), mode="lines",
                                  name=f"{COVARIATE_NAMES[law]}: R∞ − s²/2", line=dict(color=color, width=2.5)))
         fig.add_trace(go.Scatter(x=times[keep], y=_values(np.asarray(flow["V"])[keep, -1, -1]), mode="lines",

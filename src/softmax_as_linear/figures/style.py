@@ -6,10 +6,11 @@ natively. The ``<div>`` sits in a ``<figure>`` named by the figure's title and c
 it shows (:func:`describe`), its text alternative. Figures whose control should work without a
 kernel are built with :func:`slider_figure`; the book lets the keyboard move their slider.
 
-The colours that carry meaning (softmax and linear attention, the references, the token laws)
-stay apart for readers with protanopia, deuteranopia or tritanopia: softmax and linear attention
-are the vermilion and blue of Okabe and Ito's palette, and the four laws differ by at least 20
-CIELAB units under each of the three (``tests/figures/test_style.py`` checks both).
+The colours that carry meaning (softmax and linear attention, the references, the laws) stay apart
+for readers with protanopia, deuteranopia or tritanopia: softmax and linear attention are the
+vermilion and blue of Okabe and Ito's palette, and the laws (the token laws of Chapters 1-3 and the
+covariate laws of Chapter 6, one colour per name in :data:`LAW_COLORS`) differ by at least 20 CIELAB
+units under each of the three (``tests/figures/test_style.py`` checks both).
 """
 from __future__ import annotations
 
@@ -36,9 +37,12 @@ COLORS = {
     "theory": "#332288",
     "flow": "#332288",
 }
-# Token laws first (LAW_COLORS), then further series; every colour has a contrast of at least 3:1 on white.
+# Laws first (LAW_COLORS), then further series; every colour has a contrast of at least 3:1 on white.
 SEQUENCE = ["#0072b2", "#d55e00", "#332288", "#8c564b", "#009e73", "#cc79a7", "#999933", "#4d4d4d"]
-LAW_COLORS = dict(zip(LAW_KINDS, SEQUENCE))  # one colour per token law, in every chapter
+# One colour per law name, in every chapter: the token laws of Chapters 1-3, then the covariate laws of Chapter 6
+# (Gaussian and uniform inputs keep the colours of Gaussian and uniform tokens; Rademacher takes reddish purple,
+# the next colour that stays 20 CIELAB units from the four under deuteranopia, where green does not).
+LAW_COLORS = {**dict(zip(LAW_KINDS, SEQUENCE)), "rademacher": SEQUENCE[5]}
 
 # A self-contained template (no plotly_white base): every stored figure carries its template, so
 # keeping it to the few settings the book uses keeps notebooks and pages small.

@@ -6,6 +6,7 @@ import math
 import ipywidgets as W
 import torch
 
+from ..core import checks
 from ..figures import depth as figures
 from ..figures.geometry import rotation
 from ..theory import depth
@@ -20,8 +21,7 @@ def family_weights(family: str, K: int, u: float, v: float) -> tuple[torch.Tenso
     r"""Plane weights ``(K, 2, 2)`` of one of Chapter 7's families: quarter turns :math:`U_\ell = uR(\theta_\ell)`,
     :math:`V_\ell = vR(90° - \theta_\ell)`; expanding :math:`U_\ell = uI`, :math:`V_\ell = vI`; rotations
     :math:`U_\ell = uR(\theta_\ell)`, :math:`V_\ell = vR(\varphi_\ell)\operatorname{diag}(1, -0.6)`."""
-    if family not in FAMILIES:
-        raise ValueError(f"family must be one of {FAMILIES}, got {family!r}")
+    checks.one_of("family", family, FAMILIES)
     if family == "expanding":
         eye = torch.eye(2, dtype=torch.float64)
         return torch.stack([u * eye] * K), torch.stack([v * eye] * K)

@@ -4,7 +4,8 @@ Both draw :func:`~softmax_as_linear.figures.paper.flow_convergence_figure` for t
 :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow` from Assumption 5.1 (scale :math:`\alpha`)
 up to a horizon :math:`t`. For any :math:`\Sigma` the limit is Remark 5.3's when :math:`\Sigma` is
 invertible and Appendix F.3's (:func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`)
-when it is singular, and the Runge-Kutta step is kept inside the stability limit of the flow
+when it is singular (:math:`\Sigma` from :func:`~softmax_as_linear.theory.regression.covariance_of`), and the
+Runge-Kutta step is :func:`~softmax_as_linear.theory.flow.stable_step`, inside the stability limit of the flow
 linearised at that limit (Exercise "the rate of the flow near its limit" of Chapter 5):
 
 .. math:: h \le \big(\tau^2 (c^2 \lambda_{\max}^3 + \operatorname{tr}\Sigma / c^2)\big)^{-1},
@@ -15,15 +16,14 @@ says which of its controls to change.
 """
 from __future__ import annotations
 
-import math
-
 import ipywidgets as W
 import numpy as np
 import torch
 
+from ..core import checks
 from ..figures import paper
-from ..theory.flow import infinite_prompt_flow
-from ..theory.regression import RegressionTask, block_init, degenerate_limit_parameters, kms_covariance
+from ..theory.flow import infinite_prompt_flow, stable_step
+from ..theory.regression import RegressionTask, block_init, covariance_of, degenerate_limit_parameters
 from . import widgets
 
 MAX_STEPS = 20_000  # Runge-Kutta steps one redraw may take (a few seconds on a CPU)
@@ -40,29 +40,6 @@ def flow_panel(task: RegressionTask, *, title: str = "Infinite-prompt gradient f
                          draw, title=title)
 
 
-def covariance_from(kind: str, rho: float, spectrum: str, d: int = 5) -> torch.Tensor:
-    r""":math:`\Sigma` of the panel's choice: ``"isotropic"`` (:math:`I_d`), ``"kms"`` (:math:`\rho^{|i-j|}`)
-    or ``"eigenvalues"`` (diagonal, from ``spectrum``: ``d`` numbers separated by commas), ``(d, d)`` float64."""
-    if kind == "isotropic":
-        return torch.eye(d, dtype=torch.float64)
-    if kind == "kms":
-        return kms_covariance(d, rho)
-    if kind != "eigenvalues":
-        raise ValueError(f"Σ: choose Σ = I, KMS or eigenvalues, got {kind!r}")
-    try:
-        values = [float(v) for v in spectrum.replace(";", ",").split(",") if v.strip()]
-    except ValueError:
-        raise ValueError(f"eigenvalues: write {d} numbers separated by commas, such as 1, 1, 1, 1, 0.2") from None
-    if len(values) != d:
-        raise ValueError(f"eigenvalues: give {d} eigenvalues (d = {d}), separated by commas; got {len(values)}")
-    if not all(math.isfinite(v) for v in values):
-        raise ValueError("eigenvalues: write finite numbers")
-    if min(values) < 0:
-        raise ValueError(f"eigenvalues: a covariance Σ has no negative eigenvalue; change {min(values):g} "
-                         "to 0 or more (0 gives a singular Σ, Appendix F.3)")
-    return torch.diag(torch.tensor(values, dtype=torch.float64))
-
-
 def covariance_flow(task: RegressionTask, alpha: float, horizon: float, *, label: str = "",
                     max_dt: float | None = None, min_horizon: float = 10.0):
     """The flow of ``task`` from Assumption 5.1 up to ``horizon`` and its figure: ``(figure, flow)``.
@@ -74,17 +51,14 @@ def covariance_flow(task: RegressionTask, alpha: float, horizon: float, *, label
     """
     limit = degenerate_limit_parameters(task, alpha)
     if max_dt is None:
-        eigenvalues = torch.linalg.eigvalsh(task.covariance)
-        c2 = float(limit[1][task.d, task.d]) ** 2
-        largest, total = float(eigenvalues[-1]), float(eigenvalues.sum())
-        stiffness = task.task_var * (c2 * largest**3 + total / c2)
-        max_dt = min(0.1, 1 / stiffness)
+        max_dt = stable_step(task, alpha)
         if horizon / max_dt > MAX_STEPS:
             reach = MAX_STEPS * max_dt
             if reach >= min_horizon:
                 raise ValueError(f"this Σ makes the flow stiff (Runge-Kutta steps of {max_dt:.1g}): "
                                  f"choose a horizon t up to {int(reach // 10 * 10)}")
-            smallest = float(eigenvalues[eigenvalues > 0].min())
+            eigenvalues = torch.linalg.eigvalsh(task.covariance)
+            largest, smallest = float(eigenvalues[-1]), float(eigenvalues[eigenvalues > 0].min())
             raise ValueError(f"this Σ is too stiff for the flow to be integrated here: the step shrinks like "
                              f"λ_max³/λ_min over the positive eigenvalues, here {largest:.3g}³/{smallest:.3g} (steps of "
                              f"{max_dt:.1g}). Change the eigenvalues: a smaller largest one, a larger smallest "
@@ -117,7 +91,8 @@ def covariance_flow_panel(d: int = 5, *, title: str = "Infinite-prompt gradient 
     enable()
 
     def draw(kind, rho, spectrum, alpha, horizon):
-        task = RegressionTask(d, covariance_from(kind, rho, spectrum, d))
+        eigenvalues = checks.number_list("eigenvalues", spectrum) if kind == "eigenvalues" else None
+        task = RegressionTask(d, covariance_of(kind, d, rho, eigenvalues))
         return covariance_flow(task, alpha, horizon, label=kind, min_horizon=controls["horizon"].min)[0]
 
     return widgets.panel(controls, draw, title=title)

@@ -42,7 +42,6 @@ from ..core import checks, devices, seeding
 from ..core.stats import Estimate, SlopeDifference, estimate, loglog_slope, paired_slope_difference
 from ..registry import ACTIVATIONS
 from .measures import OutsideTiltDomain, TokenLaw
-from .regression import RegressionTask
 
 _CHUNK_ELEMENTS = 2**21  # entries of the largest temporary per chunk: 16 MB in float64
 _CHUNK_FLOAT32 = 2048  # at most this many tokens per float32 chunk
@@ -232,14 +231,6 @@ def tensor_draw(tokens: Tensor) -> Draw:
         return tokens[:, start:start + k]
 
     return draw
-
-
-def regression_draw(task: RegressionTask, w: Tensor, generator: torch.Generator | None = None,
-                    dtype=torch.float64) -> Draw:
-    r"""Regression tokens :math:`z_i = (x_i, w^\top x_i + \varepsilon_i)` of prompts with tasks ``w (P, d)``,
-    drawn chunk by chunk by the task's sampler (:meth:`~softmax_as_linear.theory.regression.RegressionTask.token_draw`:
-    its prompt factor and covariate law; a degenerate :math:`\Sigma` included)."""
-    return task.token_draw(w, generator, dtype)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..core import checks
 from ..registry import ACTIVATIONS
 from . import covariates
 from .limit_model import block_infinite_prompt_risk, is_block
-from .regression import RegressionTask, infinite_prompt_risk_unchecked
+from .regression import RegressionTask, degenerate_limit_parameters, infinite_prompt_risk_unchecked
 
 
 def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.ndarray]:
@@ -124,7 +124,7 @@ def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: flo
     """
     from scipy.integrate import solve_ivp
 
-    if not task._isotropic:
+    if not task.is_isotropic:
         raise ValueError("task: the reduced flow needs Sigma = I")
     alpha = checks.positive_float("alpha", alpha)
     times = np.asarray(times, dtype=float)
@@ -187,7 +187,7 @@ def drift_asymptotics(task: RegressionTask, times) -> dict[str, np.ndarray]:
     tests and in Chapter 6). Returns ``{"times", "a", "v", "excess"}`` arrays; ``ValueError`` unless
     :math:`\Sigma = I` and :math:`K > 0`.
     """
-    if not task._isotropic:
+    if not task.is_isotropic:
         raise ValueError("task: the drift asymptotics are derived for Sigma = I")
     K = drift_constant(task)
     if K <= 0:
@@ -199,17 +199,17 @@ def drift_asymptotics(task: RegressionTask, times) -> dict[str, np.ndarray]:
     return {"times": times, "a": a, "v": 1 / a, "excess": K * a**4, "K": K, "norm_A": a * math.sqrt(task.d)}
 
 
-def stable_step(task: RegressionTask, largest: float = 0.1) -> float:
-    r"""A Runge-Kutta step for the infinite-prompt flow of ``task`` from the block start: at most ``largest``,
-    and at most the inverse of the largest rate of the flow linearised at its limit,
-    :math:`\tau^2 (c^2 \lambda_{\max}^3 + \operatorname{tr}\Sigma / c^2)` with :math:`c^2 = \|\Sigma^{-1}\|_F`
-    (the two terms of the Jacobian :math:`J = \tau^2(c^2 \operatorname{diag}(\lambda^3) + c^{-2}\mathbf 1\lambda^\top)`,
-    Chapter 5's exercise on the rate): well inside the region where the scheme is stable."""
+def stable_step(task: RegressionTask, alpha: float, largest: float = 0.1) -> float:
+    r"""A Runge-Kutta step for the infinite-prompt flow of ``task`` from Assumption 5.1 with scale ``alpha``: at most
+    ``largest``, and at most the inverse of the largest rate of the flow linearised at its limit,
+    :math:`\tau^2 (c^2 \lambda_{\max}^3 + \operatorname{tr}\Sigma / c^2)` with :math:`c = v_y^*` the limit's
+    (:func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`: :math:`c^2 = \|\Sigma^{-1}\|_F` for an
+    invertible :math:`\Sigma`, Remark 5.3; Appendix F.3's for a singular one). The two terms are those of the Jacobian
+    :math:`J = \tau^2(c^2 \operatorname{diag}(\lambda^3) + c^{-2}\mathbf 1\lambda^\top)` (Chapter 5's exercise on the
+    rate): the step stays well inside the region where the scheme is stable."""
     largest = checks.positive_float("largest", largest)
     lam = torch.linalg.eigvalsh(task.covariance)
-    if not bool((lam > 0).all()):
-        raise ValueError("task: the covariance must be invertible")
-    c2 = float((lam**-2).sum().sqrt())
+    c2 = float(degenerate_limit_parameters(task, alpha)[1][task.d, task.d]) ** 2
     return min(largest, 1 / (task.task_var * (c2 * float(lam[-1]) ** 3 + float(lam.sum()) / c2)))
 
 

@@ -137,7 +137,7 @@ def block_infinite_prompt_risk(A_x: Tensor, v_y: Tensor, task: RegressionTask, n
     """
     d, law = task.d, task.law
     v_y = v_y.unsqueeze(-1)
-    if task._isotropic and bool((A_x - torch.diag_embed(torch.diagonal(A_x, dim1=-2, dim2=-1)) == 0).all()):
+    if task.is_isotropic and bool((A_x - torch.diag_embed(torch.diagonal(A_x, dim1=-2, dim2=-1)) == 0).all()):
         nodes, weights = (t.to(A_x) for t in covariates.quadrature(law, 24))
         a = torch.diagonal(A_x, dim1=-2, dim2=-1).unsqueeze(-1)  # (..., d, 1)
         residual = v_y.unsqueeze(-1) * covariates.tilted_mean(law, a * nodes) - nodes  # (..., d, m)

@@ -60,6 +60,12 @@ class TokenLaw:
         inner = self.cov - torch.outer(self._shift, self._shift)
         self._inner_chol = torch.linalg.cholesky(inner)
 
+    @property
+    def cholesky(self) -> Tensor:
+        r"""Lower Cholesky factor :math:`C` of :math:`\Gamma = C C^\top`, ``(D, D)`` float64: a token is
+        :math:`z = m + C\xi` with :math:`\xi` of the standard law of ``kind``."""
+        return self._chol
+
     @classmethod
     def standard(cls, kind: str, D: int, scale: float = 1.0) -> "TokenLaw":
         """Centred law with covariance ``scale**2 * I_D``."""

@@ -135,6 +135,11 @@ class RegressionTask:
         self.query_factor = self._cholesky if sampler == "paper" else torch.eye(self.d, dtype=torch.float64)
         self._factor_on = {}  # (device, dtype) -> copy, so that sampling copies nothing to the device
 
+    @property
+    def is_isotropic(self) -> bool:
+        r"""Whether :math:`\Sigma = I_d` exactly (Chapter 4's closed forms and the reductions that rely on them apply)."""
+        return self._isotropic
+
     @classmethod
     def isotropic(cls, d: int = 5, task_var: float | None = None, noise_var: float = 0.1,
                   sampler: str = "paper", law: str = "gaussian") -> "RegressionTask":
@@ -753,8 +758,9 @@ def sgd_noise_floor(task: RegressionTask, L: int, lr: float, batch_size: int, n_
 
 def covariance_of(kind: str, d: int = 5, rho: float = 0.5, eigenvalues=None) -> Tensor:
     r"""An input covariance by name: ``"isotropic"`` (:math:`I_d`), ``"kms"`` (:func:`kms_covariance` with ``rho``)
-    or ``"eigenvalues"`` (the diagonal matrix of ``eigenvalues``, ``d`` positive numbers; by the rotation
-    invariance of the task only the spectrum matters for the risks). ``(d, d)`` float64."""
+    or ``"eigenvalues"`` (the diagonal matrix of ``eigenvalues``, ``d`` numbers at least 0, zeros giving a singular
+    :math:`\Sigma` of Appendix F.3; by the rotation invariance of the task only the spectrum matters for the
+    risks). ``(d, d)`` float64."""
     checks.one_of("kind", kind, ("isotropic", "kms", "eigenvalues"))
     d = checks.positive_int("d", d)
     if kind == "isotropic":
@@ -766,7 +772,8 @@ def covariance_of(kind: str, d: int = 5, rho: float = 0.5, eigenvalues=None) -> 
     except TypeError:
         raise ValueError(f"eigenvalues must be a sequence of {d} numbers, got {eigenvalues!r}") from None
     if values.shape != (d,):
-        raise ValueError(f"eigenvalues: give {d} numbers (d = {d}), got {values.numel()}")
-    if not bool((values > 0).all()):
-        raise ValueError("eigenvalues must be positive")
+        raise ValueError(f"eigenvalues: give {d} eigenvalues (d = {d}), got {values.numel()}")
+    if bool((values < 0).any()):
+        raise ValueError(f"eigenvalues: a covariance Σ has no negative eigenvalue; change {float(values.min()):g} "
+                         "to 0 or more (0 gives a singular Σ, Appendix F.3)")
     return torch.diag(values)

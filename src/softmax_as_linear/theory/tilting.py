@@ -86,7 +86,7 @@ def tilted_log_density(law, points, u) -> Tensor:
     points = checks.vector("points", checks.as_float_tensor("points", points).to(torch.float64), law.D)
     log_mass = law.log_mgf(u)
     if torch.isinf(log_mass).any():
-        raise OutsideTiltDomain(float((u @ law._chol).abs().max()))
+        raise OutsideTiltDomain(float((u @ law.cholesky).abs().max()))
     return (points * u).sum(-1) - log_mass + law.log_density(points)
 
 
@@ -163,15 +163,15 @@ def quadrature_tilted_moments(law, u, *, panels: int = 48, order: int = 12) -> T
         raise ValueError(f"panels must be even (so that 0 is a panel edge), got {panels}")
     order = checks.int_at_least("order", order, 2)
     u = checks.vector("u", checks.as_float_tensor("u", u).to(torch.float64), law.D)
-    b = u @ law._chol
+    b = u @ law.cholesky
     if torch.isinf(law.log_mgf(u)).any():
         raise OutsideTiltDomain(float(b.abs().max()))
     nodes, weights = _gauss_legendre(_radius(law, b), panels, order)
     grids = torch.meshgrid(*([nodes] * law.D), indexing="ij")
     xi = torch.stack([g.reshape(-1) for g in grids], dim=-1)                       # (P, D)
     log_w = sum(torch.log(g.reshape(-1)) for g in torch.meshgrid(*([weights] * law.D), indexing="ij"))
-    points = law.mean + xi @ law._chol.T                                           # (P, D)
-    log_det = torch.log(torch.diagonal(law._chol)).sum()
+    points = law.mean + xi @ law.cholesky.T                                        # (P, D)
+    log_det = torch.log(torch.diagonal(law.cholesky)).sum()
     log_base = log_w + law.log_density(points) + log_det                           # dmu on the grid
     log_tilted = log_base + u @ points.T                                           # (..., P)
     log_mass = torch.logsumexp(log_tilted, dim=-1)

@@ -43,6 +43,7 @@ import math
 import torch
 from torch import Tensor
 
+from ...core import checks
 from ...registry import COVARIATE_LAWS as LAWS
 
 HEADER_TAG = 0x80000000
@@ -131,8 +132,7 @@ def draw(keys, step: int, n_prompts: int, L: int, *, d: int, factor: Tensor, que
     Returns tokens ``(S, n, L, D)``, queries ``(S, n, D)`` (last entry 0) and targets ``(S, n)``, in ``dtype``
     (drawn in float32, then converted). ``L`` may be odd: the last pair's second token is dropped.
     """
-    if law not in LAWS:
-        raise ValueError(f"law must be one of {LAWS}, got {law!r}")
+    checks.one_of("law", law, LAWS)
     D = d + 1
     device = torch.device(device)
     key = torch.as_tensor(list(keys), dtype=torch.int64, device=device)[:, None, None]  # (S, 1, 1)
@@ -192,6 +192,4 @@ def _label(a: Tensor, xi: Tensor, noise: float, eps: Tensor) -> Tensor:
 def task_factors(task) -> tuple[Tensor, Tensor]:
     """The prompt factor ``F`` and the query factor ``Fq`` ``(d, d)`` float64 of a
     :class:`~softmax_as_linear.theory.regression.RegressionTask` (prompt inputs ``F xi``, query inputs ``Fq xi``)."""
-    F = task._prompt_factor
-    Fq = task._cholesky if task.sampler == "paper" else torch.eye(task.d, dtype=torch.float64)
-    return F, Fq
+    return task.prompt_factor, task.query_factor
