@@ -85,6 +85,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     infinite-prompt limit is not linear.
   - :mod:`~softmax_as_linear.experiments.beyond_reading`: Chapter 6's sweeps read run by run with the
     trajectory reader.
+  - :mod:`~softmax_as_linear.experiments.live_measures`: the data the live panels of Chapters 1 and 2 draw
+    (prompts against their token law, Lemma 2.1 in the plane).
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.

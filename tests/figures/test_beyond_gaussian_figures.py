@@ -39,7 +39,7 @@ def test_law_figures():
     assert len(figures.limit_gap_figure(gaps).data) == 3
 
 
-def test_final_figure_and_missing_note(tmp_path):
+def test_final_figure_and_missing_note():
     final = {"lengths": [10, 100], "seeds": [327, 0, 1], "law": "rademacher", "final_prompts": 100, "noise_floor": 0.05,
              "bayes": [0.09, 0.052], "optimal_linear": [0.2, 0.07], "optimal_linear_gaussian": [0.24, 0.08],
              "risk": {"softmax": [[0.3, 0.09]] * 3}, "linear_exact": [[0.21, 0.072]] * 3}
@@ -47,4 +47,4 @@ def test_final_figure_and_missing_note(tmp_path):
     assert any("best linear attention, Gaussian inputs" == t.name for t in fig.data)
     note = figures.missing_note("uniform", "paper")
     assert experiment.result_name("uniform", "paper") in note and experiment.reproduce_command("uniform") in note
-    assert figures.show_saved("uniform", "paper", folder=tmp_path) is None
+    assert figures.show_saved("uniform", None, "paper") is None

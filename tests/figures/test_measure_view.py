@@ -64,21 +64,29 @@ def test_measure_view_figures():
     assert fig.layout.title.text.startswith("4 prompts of L = 100 tokens")
 
 
-def test_live_measure_view_figure():
-    law, gaussian = TokenLaw.standard("laplace", 2), TokenLaw.standard("gaussian", 2)
-    eye = torch.eye(2, **F64)
-    fig = measure_view.measure_view_figure(law, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 20)
-    assert len(fig.data) == 4 and len(fig.data[2].x) == 32
+def test_live_measure_view_figure_draws_its_data():
+    curve, reference = _circle(), 0.5 * _circle()
+    outputs, limit = torch.randn(32, 2, generator=torch.Generator().manual_seed(0), **F64), torch.tensor([0.3, -0.2], **F64)
+    fig = measure_view.measure_view_figure(curve, reference, outputs, limit, kind="laplace", reference_kind="gaussian",
+                                           length=20)
+    assert fig.layout.title.text == "Laplace tokens, L = 20"
+    reference_trace, curve_trace, cloud, star = fig.data
+    np.testing.assert_allclose(reference_trace.x, reference[:, 0].numpy(), atol=1e-4)
+    np.testing.assert_allclose(curve_trace.y, curve[:, 1].numpy(), atol=1e-4)
+    np.testing.assert_allclose(np.stack([cloud.x, cloud.y], 1), outputs.numpy(), atol=1e-4)
+    np.testing.assert_allclose([star.x[0], star.y[0]], limit.numpy(), atol=1e-4)
     # with the Gaussian law chosen, its curve is the reference: drawn and named once
-    fig = measure_view.measure_view_figure(gaussian, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 20)
-    curves = [trace.name for trace in fig.data if trace.name and "T[μ] on the circle" in trace.name]
-    assert len(fig.data) == 3 and len(curves) == 1
-    with pytest.raises(ValueError, match="L"):
-        measure_view.measure_view_figure(law, gaussian, _circle(), _circle()[1], 0.3 * eye, eye, 0)
+    fig = measure_view.measure_view_figure(curve, reference, outputs, limit, kind="gaussian", reference_kind="gaussian",
+                                           length=20)
+    curves = [trace for trace in fig.data if trace.name and "T[μ] on the circle" in trace.name]
+    assert len(curves) == 1
+    np.testing.assert_allclose(curves[0].x, curve[:, 0].numpy(), atol=1e-4)
+    with pytest.raises(ValueError, match="length"):
+        measure_view.measure_view_figure(curve, reference, outputs, limit, kind="gaussian", reference_kind="gaussian",
+                                         length=0)
 
 
 def test_lemma_figures():
-    law = TokenLaw.standard("gaussian", 2)
     points, mean, cov = torch.randn(10, 2, **F64), torch.zeros(2, **F64), torch.eye(2, **F64)
     fig = measure_view.tilted_measure_figure(points, mean, cov, [0, 90], [points, points], [mean, mean],
                                                 active=1, x_range=(-3, 3), y_range=(-3, 3))
@@ -102,8 +110,16 @@ def test_lemma_figures():
                                                radius=1.5, length=100, active=0, x_range=(-3, 3), y_range=(-3, 3))
     assert len(fig.data) == 2 * 4 and fig.data[2].name == "2 prompts, L = 100"
     assert fig.layout.title.text.startswith("Outputs at five queries")
-    fig = measure_view.lemma_figure(law, torch.tensor([0.5, 0.2], **F64), 0.5 * cov, cov, _circle())
-    assert len(fig.data) == 1 + 4 + 2 + 4 and "‖z‖ = 1.5" in fig.data[7].name
+    tilted, weighted, quadrature, lemma = (torch.tensor(p, **F64) for p in ([0.2, 0.1], [0.21, 0.09], [0.2, 0.11], [1, 2]))
+    fig = measure_view.lemma_figure(mean, cov, tilted, points, weighted, quadrature, _circle(), 0.5 * _circle(),
+                                    points[:4], lemma, radius=1.5, length=2_000)
+    samples, *contours, weighted_trace, quadrature_trace, softmax, linear, outputs, star = fig.data
+    np.testing.assert_allclose(np.stack([samples.x, samples.y], 1), points.numpy(), atol=1e-4)
+    np.testing.assert_allclose(np.mean(contours[1].x[:-1]), 0.2, atol=1e-3)   # the contour of nu_z, about its mean
+    assert (weighted_trace.x[0], quadrature_trace.y[0]) == (0.21, 0.11)
+    np.testing.assert_allclose(linear.x, 0.5 * _circle()[:, 0].numpy(), atol=1e-4)
+    assert softmax.name == "softmax limit on ‖z‖ = 1.5" and outputs.name == "4 prompts, L = 2,000"
+    assert (star.x[0], star.y[0]) == (1.0, 2.0)
 
 
 def _band_and_line(traces, estimate, lengths):
@@ -180,8 +196,6 @@ def test_concentration_figures_draw_each_curve_its_interval_and_its_slope(curves
      "closed_gap"),
     (lambda: measure_view.one_dimensional_scale_figure(torch.zeros(3, 1), [0.1, 0.2], [{}], active=0,
                                                           y_range=(-1, 1)), "curves"),
-    (lambda: measure_view.lemma_figure(TokenLaw.standard("gaussian", 3), torch.zeros(3), torch.eye(3),
-                                          torch.eye(3), _circle()), "law"),
 ])
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):

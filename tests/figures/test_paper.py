@@ -1,10 +1,9 @@
 """Figures of the regression chapters: they draw what the data says (values, seed bands, diverged runs, sliders),
-and the paper-scale artifacts are loaded when present and announced as missing otherwise."""
+and a paper-scale artifact is shown when given and announced as missing otherwise."""
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from softmax_as_linear.core.artifacts import save_json
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
 from softmax_as_linear.experiments import paper_figures
@@ -75,10 +74,18 @@ def test_run_figure_marks_a_diverged_run():
     init = {n: 30 * w.detach() for n, w in base.items()}
     result = train(TrainConfig(**{**TINY, "lengths": (10,)}, init="given", lr=0.05), init_weights=init)
     assert result.diverged.all()
-    fig = paper.run_figure(result, n_bayes_samples=200)
-    names = [t.name for t in fig.data]
-    assert any("DIVERGED at step" in n for n in names)
-    assert any(t.marker.symbol == "x" for t in fig.data if t.mode == "markers")
+    references = {"noise_floor": 0.05, "optimal_linear": [0.3], "bayes": [0.2]}
+    fig = paper.run_figure(result, references)
+    assert _trace(fig, "label-noise floor").y == (0.05, 0.05)
+    assert _trace(fig, "best linear attention, L = 10").y == (0.3, 0.3)
+    assert _trace(fig, "Bayes (ridge), L = 10").y == (0.2, 0.2)
+    line = _trace(fig, "softmax attention, L = 10: DIVERGED at step")
+    np.testing.assert_allclose(line.x, result.steps)
+    at = int(result.diverged_at[0, 0, result.config.activations.index("softmax")])
+    cross = _trace(fig, "softmax diverged")
+    assert cross.marker.symbol == "x" and cross.x == (at,)
+    with pytest.raises(ValueError, match="references"):
+        paper.run_figure(result, {**references, "bayes": [0.2, 0.1]})
 
 
 def test_missing_note_gives_the_command():
@@ -90,18 +97,17 @@ def test_missing_note_gives_the_command():
     assert "reproduce fig6 fig7 fig8 --preset lecture --sampler published" in published
 
 
-def test_show_saved_shows_the_note_or_the_figure(tmp_path, sweep):
+def test_show_saved_shows_the_note_or_the_figure(sweep):
     from IPython.core.interactiveshell import InteractiveShell
     from IPython.utils.capture import capture_output
 
     InteractiveShell.instance()
     with capture_output() as missing:
-        assert paper.show_saved("fig4", folder=tmp_path) is False
+        assert paper.show_saved("fig4", None) is False
     assert "reproduce fig2 fig3 fig4 --preset paper" in missing.outputs[0].data["text/markdown"]
     data = paper_figures.risk_trajectories(sweep, n_bayes_samples=100)
-    save_json(tmp_path / "fig4_paper.json", {**data, "complete": False})
     with capture_output() as present:
-        assert paper.show_saved("fig4", folder=tmp_path) is True
+        assert paper.show_saved("fig4", {**data, "complete": False}) is True
     assert "application/vnd.plotly.v1+json" in present.outputs[0].data
     assert "partial: training stopped at step 20" in present.outputs[0].data["text/plain"]
 
@@ -122,15 +128,15 @@ def test_flow_figures_show_the_flow_and_its_limit():
 
     task = regression.RegressionTask.isotropic(3)
     flow = infinite_prompt_flow(*regression.block_init(task, 0.5), task, [0.0, 1.0, 40.0], max_dt=0.1)
-    fig = paper.flow_convergence_figure({"isotropic": (flow, task)})
+    limit = regression.limit_parameters(task)
+    fig = paper.flow_convergence_figure({"isotropic": (flow, limit, task.noise_floor())})
     excess, distance = fig.data
     assert excess.y[0] == pytest.approx(flow["risk"][0] - task.noise_var / 2)
     assert distance.y[-1] is None or distance.y[-1] < 1e-10  # converged to (U*, V*)
-    heat = paper.flow_matrices_figure(flow, task)
+    heat = paper.flow_matrices_figure(flow, limit)
     labels = [s.label for s in heat.layout.sliders[0].steps]
     assert labels == ["0", "1", "U*, V*"]  # at t = 40 the flow has reached the limit: no repeated picture
-    U_star, _ = regression.limit_parameters(task)
-    assert heat.data[-1].z[0][0] == pytest.approx(float(U_star[0, 0]), abs=1e-4)
+    assert heat.data[-1].z[0][0] == pytest.approx(float(limit[0][0, 0]), abs=1e-4)
     assert heat.data[-1].z[0][task.D] is None  # the column between U and V
 
 
@@ -141,16 +147,16 @@ def test_flow_matrices_figure_keeps_only_steps_that_move():
 
     task = regression.RegressionTask.isotropic(3)
     flow = infinite_prompt_flow(*regression.block_init(task, 0.5), task, np.linspace(0, 60, 121), max_dt=0.1)
-    heat = paper.flow_matrices_figure(flow, task, min_change=0.05)
+    heat = paper.flow_matrices_figure(flow, regression.limit_parameters(task), min_change=0.05)
     scale = heat.data[0].zmax  # the colour scale shared by every step
     pictures = [np.asarray(t.z, dtype=float) for t in heat.data]
     assert 3 <= len(pictures) < 121
     for before, after in zip(pictures, pictures[1:]):
         assert np.nanmax(np.abs(after - before)) >= 0.05 * scale - 1e-4  # z is rounded to 4 decimals
     with pytest.raises(ValueError, match="every"):
-        paper.flow_matrices_figure(flow, task, every=0)
+        paper.flow_matrices_figure(flow, regression.limit_parameters(task), every=0)
     with pytest.raises(ValueError, match="min_change"):
-        paper.flow_matrices_figure(flow, task, min_change=1.5)
+        paper.flow_matrices_figure(flow, regression.limit_parameters(task), min_change=1.5)
 
 
 def test_seed_figure_marks_diverged_seeds():

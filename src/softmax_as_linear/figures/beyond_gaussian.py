@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..experiments.beyond_gaussian import reproduce_command, result_name, saved_result
+from ..experiments.beyond_gaussian import reproduce_command, result_name
 from ..registry import COVARIATE_NAMES
 from . import style
 from .paper import _RISK_AXIS_TICKS, _inside_legend, _room_for_slider, _seed_traces, _values, provenance_note
@@ -170,12 +170,12 @@ def missing_note(law: str, preset: str = "paper") -> str:
             "see the script's help for a CPU run).")
 
 
-def show_saved(law: str, preset: str = "paper", folder=None) -> dict | None:
-    """Show the tracking and final-risk figures of the saved result of ``law`` with a line saying where its data
-    came from, or the note of :func:`missing_note`. Returns the data, or None. Nothing is computed here."""
+def show_saved(law: str, data: dict | None, preset: str = "paper") -> dict | None:
+    """Show the tracking and final-risk figures of ``data``, the saved result of ``law`` at ``preset`` scale
+    (:func:`~softmax_as_linear.experiments.beyond_gaussian.saved_result`), with a line saying where its data came
+    from; or, when ``data`` is None, the note of :func:`missing_note`. Returns ``data``."""
     from IPython.display import Markdown, display
 
-    data = saved_result(law, preset, folder)
     if data is None:
         display(Markdown(missing_note(law, preset)))
         return None

@@ -5,20 +5,17 @@ Chapters 0 to 3 compute their data with the library's estimators; these builders
 :math:`T[\\mu](z)` its infinite-prompt limit. Plane points are ``(n, 2)`` tensors or arrays, drawn with
 :func:`~softmax_as_linear.figures.geometry.xy` (rounded to four decimals so that stored figures stay small). Sliders
 switch between precomputed panels, so they work in the rendered book without a kernel. The two live panels'
-builders, :func:`measure_view_figure` and :func:`lemma_figure`, compute their data from the setting a widget
-chooses.
+builders, :func:`measure_view_figure` and :func:`lemma_figure`, draw the data
+:mod:`~softmax_as_linear.experiments.live_measures` computes from the setting a widget chooses.
 """
 from __future__ import annotations
 
 import numpy as np
 import plotly.graph_objects as go
-import torch
 from plotly.subplots import make_subplots
 
 from ..core import checks
 from ..registry import LAW_NAMES
-from ..theory.attention import gaussian_attention, gaussian_linear_attention, softmax_attention, tilted_gaussian
-from ..theory.tilting import importance_moments, infinite_prompt_softmax, quadrature_tilted_moments
 from . import style
 from .geometry import ellipse, xy
 
@@ -169,27 +166,23 @@ def normalisation_figure(lengths, unnormalised, linear_rms, softmax_rms, n_promp
     return fig
 
 
-def measure_view_figure(law, reference_law, queries, query, U, V, L: int) -> go.Figure:
-    """The live panel of Chapter 1: 32 prompts of ``L`` tokens of ``law`` (seed 7) and the limit
-    :math:`T[\\mu](z)` at ``query``, on the image of the circle ``queries`` ``(n, 2)`` under :math:`T[\\mu]`, drawn
-    with the image under the Gaussian ``reference_law`` (dashed; left out when ``law`` is of the same kind, since
-    the two coincide). ``U``, ``V`` ``(2, 2)``.
+def measure_view_figure(curve, reference, outputs, limit, *, kind: str, reference_kind: str, length: int) -> go.Figure:
+    """The live panel of Chapter 1 (data: :func:`~softmax_as_linear.experiments.live_measures.prompt_against_law`):
+    the outputs ``(n, 2)`` of prompts of ``length`` tokens of the law ``kind`` and their limit :math:`T[\\mu](z)`
+    ``(2,)``, on the image ``curve`` ``(m, 2)`` of a circle of queries under :math:`T[\\mu]`, drawn with its image
+    ``reference`` under the Gaussian law ``reference_kind`` (dashed; left out when the two laws are of the same kind,
+    since the two images coincide).
     """
-    L = checks.positive_int("L", L)
-    curve = infinite_prompt_softmax(law, queries, U, V)
-    reference = infinite_prompt_softmax(reference_law, queries, U, V)
-    limit = infinite_prompt_softmax(law, query, U, V)
-    tokens = law.sample((32, L), torch.Generator().manual_seed(7))
-    outputs = softmax_attention(tokens, query, U, V)
-    fig = style.new_figure(f"{LAW_NAMES[law.kind]} tokens, L = {L:,}", "first coordinate", "second coordinate",
+    length = checks.positive_int("length", length)
+    fig = style.new_figure(f"{LAW_NAMES[kind]} tokens, L = {length:,}", "first coordinate", "second coordinate",
                            yaxis=dict(scaleanchor="x"))
-    if law.kind != reference_law.kind:
+    if kind != reference_kind:
         fig.add_trace(go.Scatter(x=xy(reference)[0], y=xy(reference)[1], mode="lines",
                                  name="T[μ] on the circle, Gaussian law", line=dict(color="#999", dash="dash")))
     fig.add_trace(go.Scatter(x=xy(curve)[0], y=xy(curve)[1], mode="lines",
-                             name=f"T[μ] on the circle, {LAW_NAMES[law.kind]}",
-                             line=dict(color=style.LAW_COLORS[law.kind])))
-    fig.add_traces(_cloud_traces(outputs, limit, law.kind, showlegend=False))
+                             name=f"T[μ] on the circle, {LAW_NAMES[kind]}",
+                             line=dict(color=style.LAW_COLORS[kind])))
+    fig.add_traces(_cloud_traces(outputs, limit, kind, showlegend=False))
     return fig
 
 
@@ -337,48 +330,39 @@ def one_dimensional_scale_figure(z_line, u_values, curves: list, *, active: int,
                                xtitle="query z", ytitle="T[μ](z)", yaxis=dict(range=list(y_range)))
 
 
-def lemma_figure(law, query, U, V, queries) -> go.Figure:
-    """The live panel of Lemma 2.1 for a Gaussian ``law`` :math:`N(m, \\Gamma)` in the plane; ``query`` ``(2,)``,
-    ``U``, ``V`` ``(2, 2)``, ``queries`` ``(n, 2)`` a circle of queries.
+def lemma_figure(mean, cov, tilted_mean, samples, weighted_mean, quadrature_mean, softmax_curve, linear_curve, outputs,
+                 lemma, *, radius: float, length: int) -> go.Figure:
+    """The live panel of Lemma 2.1 for a Gaussian :math:`\\mu = N(m, \\Gamma)` in the plane (data:
+    :func:`~softmax_as_linear.experiments.live_measures.lemma_in_the_plane`).
 
-    Left: 800 of 4,000 tokens of :math:`\\mu` (seed 1), the contours of :math:`\\mu` and of the tilted
-    :math:`\\nu_z = N(m + \\Gamma U z, \\Gamma)`, the importance-weighted mean of the 4,000 tokens and the
-    quadrature mean of :math:`\\nu_z`. Right: the softmax and linear limits on the circle, 16 prompts of 2,000
-    tokens (seed 2) and the lemma's :math:`T[\\mu](z) = Vm + V\\Gamma U z`.
+    Left: ``samples`` ``(k, 2)`` of :math:`\\mu`, the contours of :math:`\\mu` (``mean`` ``(2,)``, ``cov``
+    ``(2, 2)``) and of the tilted :math:`\\nu_z = N(m + \\Gamma U z, \\Gamma)` (``tilted_mean`` ``(2,)``), the
+    importance-weighted mean of the tokens and the quadrature mean of :math:`\\nu_z` (each ``(2,)``). Right: the
+    softmax and linear limits on the circle ``‖z‖ = radius`` (``(n, 2)`` each), the ``outputs`` ``(p, 2)`` of prompts
+    of ``length`` tokens and the lemma's :math:`T[\\mu](z) = Vm + V\\Gamma U z` ``(2,)``.
     """
-    if law.D != 2:
-        raise ValueError(f"law must be a law in the plane (D = 2), got D = {law.D}")
-    n_prompts, length = 16, 2_000
-    radius = float(queries.norm(dim=-1).max())
-    center = tilted_gaussian(law.mean, law.cov, query, U)[0]
-    samples = law.sample((4_000,), torch.Generator().manual_seed(1))
-    weighted = importance_moments(samples, U @ query)[0]
-    quadrature = quadrature_tilted_moments(law, U @ query).mean
-    finite = softmax_attention(law.sample((n_prompts, length), torch.Generator().manual_seed(2)), query, U, V)
+    n_prompts = len(outputs)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens: μ and the tilted ν_z", "outputs"))
     fig.update_layout(template=style.TEMPLATE, height=460)
-    fig.add_trace(go.Scatter(x=xy(samples[:800])[0], y=xy(samples[:800])[1], mode="markers", name="samples of μ",
+    fig.add_trace(go.Scatter(x=xy(samples)[0], y=xy(samples)[1], mode="markers", name="samples of μ",
                              marker=dict(color="#bbbbbb", size=3)), 1, 1)
     for k in (1, 2):
-        fig.add_trace(_ellipse_traces(law.mean, law.cov, (k,), "μ", dict(color="#444"))[0], 1, 1)
-        fig.add_trace(_ellipse_traces(center, law.cov, (k,), "ν_z = N(m + ΓUz, Γ)",
+        fig.add_trace(_ellipse_traces(mean, cov, (k,), "μ", dict(color="#444"))[0], 1, 1)
+        fig.add_trace(_ellipse_traces(tilted_mean, cov, (k,), "ν_z = N(m + ΓUz, Γ)",
                                       dict(color=style.COLORS["softmax"], dash="dash"))[0], 1, 1)
-    fig.add_trace(go.Scatter(x=[float(weighted[0])], y=[float(weighted[1])], mode="markers", name="weighted mean",
-                             marker=dict(symbol="x", size=12, color="black")), 1, 1)
-    fig.add_trace(go.Scatter(x=[float(quadrature[0])], y=[float(quadrature[1])], mode="markers", name="quadrature",
-                             marker=dict(symbol="circle-open", size=16, color="black")), 1, 1)
-    softmax_curve = gaussian_attention(law.mean, law.cov, queries, U, V)
-    linear_curve = gaussian_linear_attention(law.mean, law.cov, queries, U, V)
+    fig.add_trace(go.Scatter(x=[float(weighted_mean[0])], y=[float(weighted_mean[1])], mode="markers",
+                             name="weighted mean", marker=dict(symbol="x", size=12, color="black")), 1, 1)
+    fig.add_trace(go.Scatter(x=[float(quadrature_mean[0])], y=[float(quadrature_mean[1])], mode="markers",
+                             name="quadrature", marker=dict(symbol="circle-open", size=16, color="black")), 1, 1)
     fig.add_trace(go.Scatter(x=xy(softmax_curve)[0], y=xy(softmax_curve)[1], mode="lines",
                              name=f"softmax limit on ‖z‖ = {radius:g}",
                              line=dict(color=style.COLORS["softmax"])), 1, 2)
     fig.add_trace(go.Scatter(x=xy(linear_curve)[0], y=xy(linear_curve)[1], mode="lines",
                              name=f"linear limit on ‖z‖ = {radius:g}",
                              line=dict(color=style.COLORS["linear"], dash="dash")), 1, 2)
-    fig.add_trace(go.Scatter(x=xy(finite)[0], y=xy(finite)[1], mode="markers",
+    fig.add_trace(go.Scatter(x=xy(outputs)[0], y=xy(outputs)[1], mode="markers",
                              name=f"{n_prompts} prompts, L = {length:,}",
                              marker=dict(color=style.COLORS["softmax"], size=5, opacity=0.6)), 1, 2)
-    lemma = gaussian_attention(law.mean, law.cov, query, U, V)
     fig.add_trace(go.Scatter(x=[float(lemma[0])], y=[float(lemma[1])], mode="markers", name="T[μ](z), lemma",
                              marker=dict(symbol="star", size=16, color=style.COLORS["softmax"],
                                          line=dict(color="black", width=1))), 1, 2)

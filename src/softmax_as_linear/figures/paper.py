@@ -22,9 +22,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..experiments.paper_figures import baselines, reproduce_command, result_name, saved_figure
+from ..experiments.paper_figures import reproduce_command, result_name
 from ..registry import PAPER_SEED, TRAINING_FIGURES
-from ..theory.regression import limit_parameters
 from . import style
 
 RISK_AXIS = "risk R = MSE/2 (held-out prompts)"
@@ -262,23 +261,26 @@ def flow_figure(data: dict, title: str = "Finite-L training against the infinite
     return _room_for_slider(_inside_legend(fig))
 
 
-def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) -> go.Figure:
+def run_figure(result, references: dict, seed: int | None = None) -> go.Figure:
     """Held-out risk along training of every run of one seed of a sweep (the live panels' figure).
 
-    References for each ``L``: best linear attention and the Bayes risk (dashed, dotted), the noise
-    floor. A diverged run's line stops where it diverged, is named as diverged and marked with a cross;
-    a stopped sweep says so in the title.
+    ``references`` (:func:`~softmax_as_linear.experiments.paper_figures.baselines` at the sweep's lengths): for each
+    ``L``, best linear attention and the Bayes risk (dashed, solid), and the noise floor (dotted). A diverged
+    run's line stops where it diverged, is named as diverged and marked with a cross; a stopped sweep says so in
+    the title.
     """
     cfg = result.config
     seed = cfg.seeds[0] if seed is None else seed
     s = result.index(cfg.activations[0], cfg.lengths[0], seed)[0]
-    task = cfg.task()
     steps = np.asarray(result.steps)
     stopped = "" if result.complete else f", stopped at step {int(steps[-1]):,}"
     fig = style.new_figure(f"{cfg.covariance} inputs, seed {seed}{stopped}", "training step k", RISK_AXIS, logy=True)
     fig.update_yaxes(**_RISK_AXIS_TICKS)
     span = (0, max(int(steps[-1]), 1))
-    references = baselines(cfg.lengths, task, n_bayes_samples)
+    for key in ("optimal_linear", "bayes"):
+        if len(references[key]) != len(cfg.lengths):
+            raise ValueError(f"references[{key!r}] must hold one risk per length of the sweep ({len(cfg.lengths)}), "
+                             f"got {len(references[key])}")
     fig.add_trace(_level(references["noise_floor"], "label-noise floor s²/2", style.COLORS["noise"], "dot", span))
     for l, L in enumerate(cfg.lengths):
         fig.add_trace(_level(references["optimal_linear"][l], f"best linear attention, L = {L}",
@@ -291,9 +293,9 @@ def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) ->
             fig.add_trace(go.Scatter(x=steps, y=_values(risk), mode="lines", name=label,
                                      line=dict(color=style.COLORS[activation], width=2,
                                                dash="solid" if l == 0 else "dashdot")))
-            if at >= 0:
+            if at >= 0:   # the cross sits on the last finite record, or at the label noise s² when none is
                 alive = risk[np.isfinite(risk)]
-                fig.add_trace(go.Scatter(x=[at], y=[float(alive[-1]) if alive.size else task.noise_var],
+                fig.add_trace(go.Scatter(x=[at], y=[float(alive[-1]) if alive.size else 2 * references["noise_floor"]],
                                          mode="markers", name=f"{activation} diverged", showlegend=False,
                                          marker=dict(symbol="x", size=14, color=style.COLORS[activation])))
     return _inside_legend(fig)
@@ -302,18 +304,19 @@ def run_figure(result, seed: int | None = None, n_bayes_samples: int = 4_000) ->
 def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient flow from Assumption 5.1") -> go.Figure:
     """Convergence of infinite-prompt gradient flows to the limit of Remark 5.3 (log scale).
 
-    ``flows`` maps a label to ``(flow, task)`` or ``(flow, task, (U*, V*))``, with ``flow`` the dict of
-    :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow` and ``(U*, V*)`` its limit when it is not
-    Remark 5.3's (a degenerate :math:`\\Sigma`: :func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`).
+    ``flows`` maps a label to ``(flow, (U*, V*), noise_floor)``: ``flow`` the dict of
+    :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`, ``(U*, V*)`` ``(D, D)`` each its limit (Remark
+    5.3's, :func:`~softmax_as_linear.theory.regression.limit_parameters`, or for a degenerate :math:`\\Sigma`
+    :func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`) and ``noise_floor`` :math:`s^2/2`.
     For each, the excess risk :math:`R_\\infty(t) - s^2/2` (solid) and
     :math:`\\|U(t) - U^*\\|_F^2 + \\|V(t) - V^*\\|_F^2` (dashed).
     """
     fig = style.new_figure(title, "gradient-flow time t", "excess risk, squared distance", logy=True)
-    for index, (label, (flow, task, *limit)) in enumerate(flows.items()):
+    for index, (label, (flow, limit, noise_floor)) in enumerate(flows.items()):
         color = style.SEQUENCE[index % len(style.SEQUENCE)]
-        U_star, V_star = (np.asarray(m) for m in (limit[0] if limit else limit_parameters(task)))
+        U_star, V_star = (np.asarray(m) for m in limit)
         distance = ((flow["U"] - U_star) ** 2).sum((-1, -2)) + ((flow["V"] - V_star) ** 2).sum((-1, -2))
-        excess = np.asarray(flow["risk"]) - task.noise_var / 2
+        excess = np.asarray(flow["risk"]) - noise_floor
         floor = 1e-16  # below float64 resolution of these quantities: drawn as a gap
         fig.add_trace(go.Scatter(x=flow["times"], y=_values(np.where(excess > floor, excess, np.nan)), mode="lines",
                                  name=f"R∞ − s²/2, {label}", line=dict(color=color, width=2.5)))
@@ -322,10 +325,11 @@ def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient 
     return _inside_legend(fig)
 
 
-def flow_matrices_figure(flow: dict, task, every: int = 1, min_change: float = 0.05,
+def flow_matrices_figure(flow: dict, limit, every: int = 1, min_change: float = 0.05,
                          title: str = "U(t) | V(t) along the flow") -> go.Figure:
-    """Heat maps of :math:`U(t)` (left) and :math:`V(t)` (right) with a slider over the flow's times,
-    then the limit :math:`(U^*, V^*)` of Remark 5.3 as the last slider step.
+    """Heat maps of :math:`U(t)` (left) and :math:`V(t)` (right) with a slider over the flow's times, then
+    ``limit`` :math:`(U^*, V^*)` ``(D, D)`` each (Remark 5.3's:
+    :func:`~softmax_as_linear.theory.regression.limit_parameters`) as the last slider step.
 
     Of every ``every``-th recorded time, a step is kept only when some entry moved by at least
     ``min_change`` times the colour scale since the last kept step, and differs that much from the
@@ -336,8 +340,8 @@ def flow_matrices_figure(flow: dict, task, every: int = 1, min_change: float = 0
     if not 0 <= min_change < 1:
         raise ValueError(f"min_change must lie in [0, 1), got {min_change}")
 
-    U_star, V_star = (m.numpy() for m in limit_parameters(task))
-    D = task.D
+    U_star, V_star = (np.asarray(m) for m in limit)
+    D = U_star.shape[0]
     gap = np.full((D, 1), np.nan)
     scale = float(max(np.abs(flow["U"]).max(), np.abs(flow["V"]).max(), np.abs(U_star).max(), np.abs(V_star).max()))
 
@@ -407,15 +411,16 @@ def missing_note(name: str, preset: str = "paper", sampler: str = "paper") -> st
             f"```\n{reproduce_command(name, preset, sampler)}\n```")
 
 
-def show_saved(name: str, preset: str = "paper", folder=None, sampler: str = "paper") -> bool:
-    """Show figure ``name`` from its saved artifact (``sampler``: the KMS inputs of Figures 6-8), with a
-    line saying where its data came from, or a note with the command that generates it.
+def show_saved(name: str, data: dict | None, preset: str = "paper", sampler: str = "paper") -> bool:
+    """Show figure ``name`` from ``data``, its saved artifact at ``preset`` scale
+    (:func:`~softmax_as_linear.experiments.result_files.saved_figure`; ``sampler``: the KMS inputs of Figures
+    6-8), with a line saying where its data came from; or, when ``data`` is None (no artifact), a note with the
+    command that generates it.
 
-    Returns True when the artifact existed. Nothing is ever computed here.
+    Returns True when there was an artifact to show.
     """
     from IPython.display import Markdown, display
 
-    data = saved_figure(name, preset, folder, sampler=sampler)
     if data is None:
         display(Markdown(missing_note(name, preset, sampler)))
         return False

@@ -67,7 +67,7 @@ def covariance_flow(task: RegressionTask, alpha: float, horizon: float, *, label
     flow = infinite_prompt_flow(*block_init(task, alpha), task, times, max_dt=max_dt)
     if not np.isfinite(flow["risk"]).all():
         raise ValueError("the integration of the flow became unstable: choose a smaller α or horizon t")
-    figure = paper.flow_convergence_figure({label or "flow": (flow, task, limit)})
+    figure = paper.flow_convergence_figure({label or "flow": (flow, limit, task.noise_floor())})
     return figure, flow
 
 

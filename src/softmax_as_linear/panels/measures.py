@@ -12,6 +12,7 @@ import math
 import ipywidgets as W
 import torch
 
+from ..experiments import live_measures
 from ..figures import measure_view
 from ..figures.geometry import rotation
 from ..registry import LAW_KINDS, LAW_NAMES
@@ -28,7 +29,8 @@ def measure_panel(laws: dict[str, TokenLaw], U: torch.Tensor, V: torch.Tensor, c
         angle = math.radians(direction)
         z = torch.tensor([radius * math.cos(angle), radius * math.sin(angle)], dtype=torch.float64)
         try:
-            return measure_view.measure_view_figure(laws[law], laws["gaussian"], circle, z, scale * U, V, L)
+            return measure_view.measure_view_figure(**live_measures.prompt_against_law(laws[law], laws["gaussian"], circle,
+                                                                                       z, scale * U, V, L))
         except OutsideTiltDomain as error:
             raise ValueError(f"{LAW_NAMES[law]} tokens: e^(z'ᵀUz) has no finite mean under μ for this query z "
                              f"(a coordinate of Uz, in the law's scale, is {error.largest:.2g}, at least √2), so "
@@ -54,7 +56,8 @@ def lemma_panel(circle: torch.Tensor, *, title: str = "Lemma 2.1, live") -> widg
         covariance = R @ torch.diag(torch.tensor([eig1, eig2], dtype=torch.float64)) @ R.T
         law = TokenLaw("gaussian", torch.tensor([m1, m2], dtype=torch.float64), covariance)
         z = torch.tensor([z1, z2], dtype=torch.float64)
-        return measure_view.lemma_figure(law, z, u_scale * rotation(u_angle), rotation(v_angle), circle)
+        return measure_view.lemma_figure(**live_measures.lemma_in_the_plane(law, z, u_scale * rotation(u_angle),
+                                                                            rotation(v_angle), circle))
 
     def slider(description, value, low, high, step):
         return W.FloatSlider(value=value, min=low, max=high, step=step, description=description,

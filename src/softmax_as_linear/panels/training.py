@@ -26,11 +26,13 @@ import ipywidgets as W
 from ..core.seeding import SEED_LIMIT
 from ..engine.sweep import TrainConfig, TrainResult
 from ..engine.train import train
+from ..experiments.paper_figures import baselines
 from ..experiments.presets import PANEL, sweep_config
 from ..figures import paper as figures
 from . import widgets
 
 INIT_LABELS = {"PyTorch default": "pytorch", "PyTorch × scale (near zero)": "scaled", "Assumption 5.1 (α)": "block"}
+PANEL_BAYES_SAMPLES = 4_000   # Monte Carlo samples of the Bayes risk drawn at each L (the result files use 20,000)
 ACTIVATION_CHOICES = {"both (paired)": ("softmax", "linear"), "softmax": ("softmax",), "linear": ("linear",)}
 
 
@@ -303,7 +305,8 @@ def regression_config(L: int, covariance: str, rho: float, init: str, alpha: flo
 def panel_figure(result: TrainResult):
     """:func:`figures.run_figure` laid out for the panel: the legend below the axes and each divergence
     as a dotted vertical line labelled above the axes, so that neither covers a curve."""
-    fig = figures.run_figure(result)
+    cfg = result.config
+    fig = figures.run_figure(result, baselines(cfg.lengths, cfg.task(), n_bayes_samples=PANEL_BAYES_SAMPLES))
     markers = [t for t in fig.data if t.mode == "markers" and (t.name or "").endswith(" diverged")]
     fig.data = [t for t in fig.data if t not in markers]
     for index, marker in enumerate(markers):
