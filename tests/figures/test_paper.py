@@ -117,11 +117,11 @@ def test_flow_figure_overlays_the_flow_under_every_panel():
 
 
 def test_flow_figures_show_the_flow_and_its_limit():
-    from softmax_as_linear.theory import regression
+    from softmax_as_linear.theory import flow_limits, regression
     from softmax_as_linear.theory.flow import infinite_prompt_flow
 
     task = regression.RegressionTask.isotropic(3)
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.5), task, [0.0, 1.0, 40.0], max_dt=0.1)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.5), task, [0.0, 1.0, 40.0], max_dt=0.1)
     fig = paper.flow_convergence_figure({"isotropic": (flow, task)})
     excess, distance = fig.data
     assert excess.y[0] == pytest.approx(flow["risk"][0] - task.noise_var / 2)
@@ -129,18 +129,18 @@ def test_flow_figures_show_the_flow_and_its_limit():
     heat = paper.flow_matrices_figure(flow, task)
     labels = [s.label for s in heat.layout.sliders[0].steps]
     assert labels == ["0", "1", "U*, V*"]  # at t = 40 the flow has reached the limit: no repeated picture
-    U_star, _ = regression.limit_parameters(task)
+    U_star, _ = flow_limits.limit_parameters(task)
     assert heat.data[-1].z[0][0] == pytest.approx(float(U_star[0, 0]), abs=1e-4)
     assert heat.data[-1].z[0][task.D] is None  # the column between U and V
 
 
 @pytest.mark.slow
 def test_flow_matrices_figure_keeps_only_steps_that_move():
-    from softmax_as_linear.theory import regression
+    from softmax_as_linear.theory import flow_limits, regression
     from softmax_as_linear.theory.flow import infinite_prompt_flow
 
     task = regression.RegressionTask.isotropic(3)
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.5), task, np.linspace(0, 60, 121), max_dt=0.1)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.5), task, np.linspace(0, 60, 121), max_dt=0.1)
     heat = paper.flow_matrices_figure(flow, task, min_change=0.05)
     scale = heat.data[0].zmax  # the colour scale shared by every step
     pictures = [np.asarray(t.z, dtype=float) for t in heat.data]

@@ -24,7 +24,7 @@ import plotly.graph_objects as go
 
 from ..experiments.paper_figures import baselines, reproduce_command, result_name, saved_figure
 from ..registry import PAPER_SEED, TRAINING_FIGURES
-from ..theory.regression import limit_parameters
+from ..theory.flow_limits import limit_parameters
 from . import style
 
 RISK_AXIS = "risk R = MSE/2 (held-out prompts)"
@@ -304,7 +304,7 @@ def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient 
 
     ``flows`` maps a label to ``(flow, task)`` or ``(flow, task, (U*, V*))``, with ``flow`` the dict of
     :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow` and ``(U*, V*)`` its limit when it is not
-    Remark 5.3's (a degenerate :math:`\\Sigma`: :func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`).
+    Remark 5.3's (a degenerate :math:`\\Sigma`: :func:`~softmax_as_linear.theory.flow_limits.degenerate_limit_parameters`).
     For each, the excess risk :math:`R_\\infty(t) - s^2/2` (solid) and
     :math:`\\|U(t) - U^*\\|_F^2 + \\|V(t) - V^*\\|_F^2` (dashed).
     """

@@ -23,7 +23,8 @@ from ..core import checks
 from ..registry import ACTIVATIONS
 from . import covariates
 from .limit_model import block_infinite_prompt_risk, is_block
-from .regression import RegressionTask, infinite_prompt_risk_unchecked
+from .regression import RegressionTask
+from .risks import infinite_prompt_risk_unchecked
 
 
 def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.ndarray]:
@@ -31,7 +32,7 @@ def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.
 
     Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients,
     in float64. ``risk`` maps ``(..., D, D)`` parameters to ``(...)`` risks, differentiably (for instance
-    :func:`~softmax_as_linear.theory.regression.linear_attention_risk` at a fixed ``L``, whose flow
+    :func:`~softmax_as_linear.theory.risks.linear_attention_risk` at a fixed ``L``, whose flow
     Theorem 4.3's proof compares with the infinite-prompt one).
 
     Args:
@@ -81,7 +82,7 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
     :func:`gradient_flow` of the infinite-prompt risk.
 
     Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients, in
-    float64, on the closed form :func:`~softmax_as_linear.theory.regression.infinite_prompt_risk` (Gaussian
+    float64, on the closed form :func:`~softmax_as_linear.theory.risks.infinite_prompt_risk` (Gaussian
     covariates, or normalised linear attention, ``activation="linear"``, for every law). For softmax attention
     with a non-Gaussian covariate law the risk is
     :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk`, exact in the block structure of
@@ -119,7 +120,7 @@ def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: flo
     .. math:: \dot a = -\tfrac1d\,\partial_a R_\infty(aI, v_y), \qquad \dot v_y = -\partial_{v_y} R_\infty(aI, v_y),
 
     with :math:`R_\infty` of :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk` (any covariate
-    law). The same trajectory as :func:`infinite_prompt_flow` from :func:`~softmax_as_linear.theory.regression.block_init`.
+    law). The same trajectory as :func:`infinite_prompt_flow` from :func:`~softmax_as_linear.theory.flow_limits.block_init`.
     Returns ``{"times", "a", "v", "risk"}`` arrays.
     """
     from scipy.integrate import solve_ivp
