@@ -1,7 +1,10 @@
-"""Helpers shared by the tests: random matrices and Monte Carlo checks."""
+"""Helpers shared by the tests: random matrices, Monte Carlo checks and small regression tasks."""
 import math
 
 import torch
+
+from softmax_as_linear.registry import SAMPLERS
+from softmax_as_linear.theory import regression
 
 
 def random_spd(D: int, generator: torch.Generator, scale: float = 1.0) -> torch.Tensor:
@@ -23,3 +26,30 @@ def rank_four_covariance(d: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
     """A degenerate input covariance (Appendix F.3): the projector ``I - u u^T`` of rank ``d - 1``, and ``u``."""
     u = torch.ones(d, dtype=torch.float64) / math.sqrt(d)
     return torch.eye(d, dtype=torch.float64) - torch.outer(u, u), u
+
+
+#: Small regression tasks (d = 3) by name: isotropic, KMS and a random covariance, with label noise.
+REGRESSION_TASKS = {
+    "isotropic": lambda: regression.RegressionTask.isotropic(d=3, task_var=0.5, noise_var=0.2),
+    "kms": lambda: regression.RegressionTask.kms(d=3, rho=0.6, task_var=0.4, noise_var=0.1),
+    "random": lambda: regression.RegressionTask(3, random_spd(3, torch.Generator().manual_seed(99)), 0.7, 0.3),
+}
+
+#: The KMS and random tasks under each sampler, by ``(name, sampler)``.
+SAMPLER_TASKS = {
+    (name, sampler): (lambda name=name, sampler=sampler: regression.RegressionTask(
+        3, REGRESSION_TASKS[name]().covariance, REGRESSION_TASKS[name]().task_var, REGRESSION_TASKS[name]().noise_var, sampler))
+    for name in ("kms", "random") for sampler in SAMPLERS
+}
+
+
+def random_uv(seed, D=4, scale=0.5):
+    """Random parameters ``(U, V)``, each ``(D, D)`` float64, from ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+    return (scale * torch.randn(D, D, generator=g, dtype=torch.float64),
+            scale * torch.randn(D, D, generator=g, dtype=torch.float64))
+
+
+def mc_mean(values):
+    """Mean of i.i.d. ``values`` and its standard error."""
+    return float(values.mean()), float(values.std() / math.sqrt(values.numel()))

@@ -23,8 +23,13 @@ Its folders are its layers; a module imports only from its own layer and the one
     infinite-prompt limit (Propositions 3.1 and 3.4).
   - :mod:`~softmax_as_linear.theory.covariates`: laws of the standardised input entries of in-context
     regression (Gaussian, uniform, Rademacher): draws, cumulants, moments, quadrature.
-  - :mod:`~softmax_as_linear.theory.regression`: in-context linear regression, its one sampler, its closed-form
-    risks and reference solutions.
+  - :mod:`~softmax_as_linear.theory.regression`: in-context linear regression, the task and its prompt sampler.
+  - :mod:`~softmax_as_linear.theory.risks`: its risks, of linear and softmax attention in closed form and of the
+    optimal predictors.
+  - :mod:`~softmax_as_linear.theory.flow_limits`: where its gradient flow starts and where it ends (Assumption 5.1,
+    Remark 5.3, Appendix F.3).
+  - :mod:`~softmax_as_linear.theory.sgd_noise`: per-prompt gradients of linear attention and the excess risk SGD's
+    noise leaves.
   - :mod:`~softmax_as_linear.theory.limit_model`: the infinite-prompt softmax model of in-context regression
     for any covariate law (Chapter 6).
   - :mod:`~softmax_as_linear.theory.models`: the paper's four-matrix attention model and its (U, V) view.
@@ -126,14 +131,14 @@ __all__ = [
 # Even torch loads on first use, so that the command line's --help and --version answer at once.
 _LAZY_NAMES = {
     "AttentionModel": "theory.models", "RegressionTask": "theory.regression", "TokenLaw": "theory.measures",
-    "TrainConfig": "engine.sweep", "TrainResult": "engine.sweep", "bayes_risk": "theory.regression",
-    "block_init": "theory.regression", "degenerate_limit_parameters": "theory.regression",
+    "TrainConfig": "engine.sweep", "TrainResult": "engine.sweep", "bayes_risk": "theory.risks",
+    "block_init": "theory.flow_limits", "degenerate_limit_parameters": "theory.flow_limits",
     "gaussian_attention": "theory.attention",
     "gaussian_linear_attention": "theory.attention", "infinite_prompt_linear": "theory.tilting",
-    "infinite_prompt_risk": "theory.regression", "infinite_prompt_softmax": "theory.tilting",
-    "kms_covariance": "theory.regression", "limit_parameters": "theory.regression",
-    "linear_attention": "theory.attention", "linear_attention_risk": "theory.regression",
-    "optimal_linear_risk": "theory.regression", "softmax_attention": "theory.attention",
+    "infinite_prompt_risk": "theory.risks", "infinite_prompt_softmax": "theory.tilting",
+    "kms_covariance": "theory.regression", "limit_parameters": "theory.flow_limits",
+    "linear_attention": "theory.attention", "linear_attention_risk": "theory.risks",
+    "optimal_linear_risk": "theory.risks", "softmax_attention": "theory.attention",
     "tilted_gaussian": "theory.attention", "train": "engine.train",
 }
 _SUBPACKAGES = ("core", "theory", "engine", "experiments", "figures", "panels")

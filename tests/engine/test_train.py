@@ -11,7 +11,7 @@ from softmax_as_linear.engine.batched import SoftmaxPrediction, SoftmaxSweep, Sw
 from softmax_as_linear.engine.data import SweepData
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
-from softmax_as_linear.theory import models, regression
+from softmax_as_linear.theory import models, risks
 
 SMALL = dict(lengths=(5, 12, 30), steps=40, record_every=10, eval_prompts=64, batch_size=32)
 # Every test that takes ``device`` also runs on a GPU when one is present.
@@ -220,10 +220,10 @@ def test_linear_attention_closes_the_gap_to_the_best_linear_risk():
     cfg = cfg.replace(lr=0.1, steps=1000, record_every=500)
     result = train(cfg, device="cpu")
     task = cfg.task()
-    best = regression.optimal_linear_risk(L, task)
+    best = risks.optimal_linear_risk(L, task)
     U, V = (torch.from_numpy(m[:, 0, 0]) for m in result.uv())  # (S, T, D, D)
     for s in range(len(cfg.seeds)):
-        start, end = (float(regression.linear_attention_risk(U[s, t], V[s, t], L, task)) for t in (0, -1))
+        start, end = (float(risks.linear_attention_risk(U[s, t], V[s, t], L, task)) for t in (0, -1))
         assert end >= best * (1 - 1e-9), s
         assert end - best <= 0.05 * (start - best), (s, start, end, best)
 

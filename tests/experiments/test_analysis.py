@@ -6,7 +6,7 @@ import torch
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
 from softmax_as_linear.experiments import analysis
-from softmax_as_linear.theory import models, regression
+from softmax_as_linear.theory import flow_limits, models, regression, risks
 from softmax_as_linear.theory.flow import infinite_prompt_flow
 
 BLOCK = dict(parametrisation="uv", init="block", alpha=0.3, lr=1e-2, record_every=20, eval_prompts=32)
@@ -16,7 +16,7 @@ def test_flow_gap_is_zero_for_the_flow_itself():
     # A "run" whose recorded parameters are the flow has distance 0 and the flow's risk.
     result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=40, batch_size=8, **BLOCK))
     task = result.config.task()
-    U0, V0 = regression.block_init(task, 0.3)
+    U0, V0 = flow_limits.block_init(task, 0.3)
     path = infinite_prompt_flow(U0, V0, task, result.times, max_dt=0.1)
     result.params["U"][0, 0, 0] = path["U"]
     result.params["V"][0, 0, 0] = path["V"]
@@ -30,7 +30,7 @@ def test_flow_gap_measures_offsets_planted_on_the_flow_up_to_the_horizon():
     # records up to the horizon only, the balance is ||U||^2 - ||v||^2 of the records, and the times are 2 lr k.
     result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=40, batch_size=8, **BLOCK))
     task = result.config.task()
-    path = infinite_prompt_flow(*regression.block_init(task, 0.3), task, result.times, max_dt=0.1)
+    path = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, result.times, max_dt=0.1)
     U, V = path["U"].copy(), path["V"].copy()                      # records at steps 0, 20, 40
     U[1, 0, 1] += 0.1                                              # delta = 0.01 at the middle record
     V[2, -1, -1] += 0.3                                            # delta = 0.09 at the last
@@ -65,7 +65,7 @@ def test_seed_outcomes_counts_diverged_stalled_and_trained():
     assert out["diverged"]["linear"] == [1] and out["stalled"]["linear"] == [1] and out["trained"]["linear"] == [1]
     final = np.array(out["final"]["linear"])[:, 0]
     assert np.isnan(final[0]) and final[1] > final[2]
-    assert out["optimal_linear"] == [pytest.approx(regression.optimal_linear_risk(10, cfg.task()))]
+    assert out["optimal_linear"] == [pytest.approx(risks.optimal_linear_risk(10, cfg.task()))]
 
 
 def test_seed_outcomes_rejects_bad_arguments():
@@ -105,7 +105,7 @@ def test_linear_excess_is_zero_at_the_optimum_and_positive_elsewhere():
     cfg = TrainConfig(d=3, lengths=(8,), activations=("linear",), seeds=(0,), steps=20, batch_size=8, lr=0.01,
                       parametrisation="uv", init="block", alpha=0.3, record_every=10, eval_prompts=8, dtype="float64")
     result = train(cfg, device="cpu")
-    U, V = regression.limit_parameters(cfg.task(), 8)
+    U, V = flow_limits.limit_parameters(cfg.task(), 8)
     result.params["U"][0, 0, 0, -1], result.params["V"][0, 0, 0, -1] = U.numpy(), V.numpy()
     excess = analysis.linear_excess(result)
     assert excess.shape == (1, 1, 3) and abs(excess[0, 0, -1]) < 1e-12 and excess[0, 0, 0] > 0.01

@@ -13,7 +13,7 @@ from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
 from softmax_as_linear.experiments import paper_figures
 from softmax_as_linear.registry import TRAINING_FIGURES
-from softmax_as_linear.theory import regression
+from softmax_as_linear.theory import regression, risks
 
 TINY = dict(lengths=(5, 20), steps=20, record_every=10, eval_prompts=32, batch_size=16)
 
@@ -27,9 +27,9 @@ def test_baselines_use_the_bayes_stream_of_the_reference_seed():
     task = regression.RegressionTask.isotropic(3)
     refs = paper_figures.baselines([5, 20], task, n_bayes_samples=200)
     assert refs["noise_floor"] == task.noise_var / 2
-    assert refs["optimal_linear"] == [regression.optimal_linear_risk(L, task) for L in (5, 20)]
+    assert refs["optimal_linear"] == [risks.optimal_linear_risk(L, task) for L in (5, 20)]
     assert paper_figures.bayes_seed(20) == seeding.stream_seed(seeding.REFERENCE_SEED, "bayes", 20)
-    assert refs["bayes"][1] == regression.bayes_risk(20, task, n_samples=200, seed=paper_figures.bayes_seed(20))[0]
+    assert refs["bayes"][1] == risks.bayes_risk(20, task, n_samples=200, seed=paper_figures.bayes_seed(20))[0]
 
 
 def test_figure_data_dispatches_on_the_registry(sweep):
@@ -75,7 +75,7 @@ def test_figure_data_carry_per_seed_curves_exact_risks_and_references(kms_sweep)
     assert fig2["sampler"] == kms_sweep.config.sampler and fig2["final_prompts"] == 2_000
     assert np.asarray(fig2["linear_exact_per_seed"]).shape == (2, 2)
     task = kms_sweep.config.task()
-    assert fig2["optimal_linear"] == [regression.optimal_linear_risk(L, task) for L in KMS_TINY["lengths"]]
+    assert fig2["optimal_linear"] == [risks.optimal_linear_risk(L, task) for L in KMS_TINY["lengths"]]
     # a trained linear run's exact risk is never below the best linear risk at its L
     assert np.all(np.asarray(fig2["linear_exact_per_seed"]) >= np.asarray(fig2["optimal_linear"]) * (1 - 1e-9))
     gaps = paper_figures.parameter_gaps(kms_sweep, lengths=[4, 12])

@@ -9,7 +9,7 @@ from softmax_as_linear.core import seeding
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
 from softmax_as_linear.experiments import paper_figures, uncertainty
-from softmax_as_linear.theory import regression
+from softmax_as_linear.theory import flow_limits, risks
 
 
 def _files(measured: bool):
@@ -88,7 +88,7 @@ def test_record_change_is_paired_on_fresh_prompts_with_a_known_answer(linear_swe
     # the record at step 40 becomes the optimum at L, whose exact risk is known, as is that of the record at step 20
     for s in range(2):
         for l, L in enumerate(result.config.lengths):
-            U, V = regression.limit_parameters(task, L)
+            U, V = flow_limits.limit_parameters(task, L)
             result.params["U"][s, l, 0, 2], result.params["V"][s, l, 0, 2] = U.numpy(), V.numpy()
     out = uncertainty.record_change(result, 20, 40, n_prompts=20_000, dtype=torch.float64)
     assert out["from_step"] == 20 and out["to_step"] == 40 and out["lengths"] == [6, 20]
@@ -96,7 +96,7 @@ def test_record_change_is_paired_on_fresh_prompts_with_a_known_answer(linear_swe
     for s in range(2):
         for l, L in enumerate(result.config.lengths):
             U1, V1 = (torch.as_tensor(result.params[k][s, l, 0, 1]) for k in ("U", "V"))
-            exact = float(regression.linear_attention_risk(U1, V1, L, task)) - regression.optimal_linear_risk(L, task)
+            exact = float(risks.linear_attention_risk(U1, V1, L, task)) - risks.optimal_linear_risk(L, task)
             assert abs(fall[s, l] - exact) < 4 * se[s, l], (fall[s, l], exact, se[s, l])
     # a record compared with an identical one: exactly no change, and no error
     for name in ("U", "V"):

@@ -4,7 +4,7 @@ import torch
 
 from softmax_as_linear.experiments import beyond_gaussian as experiment
 from softmax_as_linear.figures import beyond_gaussian as figures
-from softmax_as_linear.theory import covariates, regression
+from softmax_as_linear.theory import covariates, flow_limits, regression
 from softmax_as_linear.theory.flow import drift_asymptotics, infinite_prompt_flow
 
 
@@ -31,7 +31,7 @@ def test_law_figures():
                                                    for law in ("gaussian", "uniform", "rademacher")})
     assert [t.name for t in fig.data] == ["Gaussian", "uniform", "Rademacher"]
     task = regression.RegressionTask.isotropic(3, law="uniform")
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, [0, 1, 2], max_dt=0.5)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [0, 1, 2], max_dt=0.5)
     fig = figures.block_flow_figure({"uniform": flow}, drift_asymptotics(task, [1, 2]))
     assert len(fig.data) == 3
     gaps = {"uniform": {"lengths": [10, 100], "scaled": [1.0, 1.1], "low": [0.9, 1.0], "high": [1.1, 1.2],

@@ -123,12 +123,12 @@ def test_flow_figure_overlays_the_flow_under_every_panel():
 
 
 def test_flow_figures_show_the_flow_and_its_limit():
-    from softmax_as_linear.theory import regression
+    from softmax_as_linear.theory import flow_limits, regression
     from softmax_as_linear.theory.flow import infinite_prompt_flow
 
     task = regression.RegressionTask.isotropic(3)
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.5), task, [0.0, 1.0, 40.0], max_dt=0.1)
-    limit = regression.limit_parameters(task)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.5), task, [0.0, 1.0, 40.0], max_dt=0.1)
+    limit = flow_limits.limit_parameters(task)
     fig = paper.flow_convergence_figure({"isotropic": (flow, limit, task.noise_floor())})
     excess, distance = fig.data
     assert excess.y[0] == pytest.approx(flow["risk"][0] - task.noise_var / 2)
@@ -142,21 +142,21 @@ def test_flow_figures_show_the_flow_and_its_limit():
 
 @pytest.mark.slow
 def test_flow_matrices_figure_keeps_only_steps_that_move():
-    from softmax_as_linear.theory import regression
+    from softmax_as_linear.theory import flow_limits, regression
     from softmax_as_linear.theory.flow import infinite_prompt_flow
 
     task = regression.RegressionTask.isotropic(3)
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.5), task, np.linspace(0, 60, 121), max_dt=0.1)
-    heat = paper.flow_matrices_figure(flow, regression.limit_parameters(task), min_change=0.05)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.5), task, np.linspace(0, 60, 121), max_dt=0.1)
+    heat = paper.flow_matrices_figure(flow, flow_limits.limit_parameters(task), min_change=0.05)
     scale = heat.data[0].zmax  # the colour scale shared by every step
     pictures = [np.asarray(t.z, dtype=float) for t in heat.data]
     assert 3 <= len(pictures) < 121
     for before, after in zip(pictures, pictures[1:]):
         assert np.nanmax(np.abs(after - before)) >= 0.05 * scale - 1e-4  # z is rounded to 4 decimals
     with pytest.raises(ValueError, match="every"):
-        paper.flow_matrices_figure(flow, regression.limit_parameters(task), every=0)
+        paper.flow_matrices_figure(flow, flow_limits.limit_parameters(task), every=0)
     with pytest.raises(ValueError, match="min_change"):
-        paper.flow_matrices_figure(flow, regression.limit_parameters(task), min_change=1.5)
+        paper.flow_matrices_figure(flow, flow_limits.limit_parameters(task), min_change=1.5)
 
 
 def test_seed_figure_marks_diverged_seeds():

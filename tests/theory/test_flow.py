@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from softmax_as_linear.theory import flow as flow_module
-from softmax_as_linear.theory import regression
+from softmax_as_linear.theory import flow_limits, regression, risks
 from softmax_as_linear.theory.flow import balance, infinite_prompt_flow
 
 
@@ -20,20 +20,20 @@ def test_the_limit_of_remark_5_3_is_a_balanced_stationary_point_at_the_noise_flo
     # There the gradient of R_inf vanishes (to rounding), the risk is its minimum s^2 / 2, and the balance
     # ||U||^2 - ||V||^2, which the flow conserves, is that of the block start (0): the one minimiser it reaches.
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    U_star, V_star = regression.limit_parameters(task)
-    gU, gV = _gradient(lambda U, V: regression.infinite_prompt_risk(U, V, task), U_star, V_star)
+    U_star, V_star = flow_limits.limit_parameters(task)
+    gU, gV = _gradient(lambda U, V: risks.infinite_prompt_risk(U, V, task), U_star, V_star)
     assert float(gU.abs().max()) < 1e-12 and float(gV.abs().max()) < 1e-12
-    assert float(regression.infinite_prompt_risk(U_star, V_star, task)) == pytest.approx(task.noise_var / 2, abs=1e-14)
-    assert float(balance(U_star, V_star)) == pytest.approx(float(balance(*regression.block_init(task, 0.5))), abs=1e-12)
+    assert float(risks.infinite_prompt_risk(U_star, V_star, task)) == pytest.approx(task.noise_var / 2, abs=1e-14)
+    assert float(balance(U_star, V_star)) == pytest.approx(float(balance(*flow_limits.block_init(task, 0.5))), abs=1e-12)
     # A point of the same minimising set with another balance, and a point off it, are not that limit.
-    gU, _ = _gradient(lambda U, V: regression.infinite_prompt_risk(U, V, task), 2 * U_star, V_star)
+    gU, _ = _gradient(lambda U, V: risks.infinite_prompt_risk(U, V, task), 2 * U_star, V_star)
     assert float(gU.abs().max()) > 0.1
     assert float(balance(U_star / 2, 2 * V_star)) < -1
 
 
 def test_infinite_prompt_flow_lowers_the_risk_and_integrates_to_its_order():
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    U0, V0 = regression.block_init(task, 0.5)
+    U0, V0 = flow_limits.block_init(task, 0.5)
     flow = infinite_prompt_flow(U0, V0, task, [0.0, 1.0, 2.0, 3.0], max_dt=0.1)
     assert np.all(np.diff(flow["risk"]) < 0)
     # Runge-Kutta's fourth order: halving the step changes the state by about 1/16 of the step's own error.
@@ -46,17 +46,17 @@ def test_the_finite_prompt_flow_tracks_the_infinite_prompt_flow_to_first_order_i
     # bound of the flow on R_inf, and since R_L = R_inf + g(U, V) / (2L), their distance is first order in
     # 1/L: L times it tends to a constant (here within 2 % from L = 200 to L = 800).
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    U0, V0 = regression.block_init(task, 0.3)
+    U0, V0 = flow_limits.block_init(task, 0.3)
     times = [0.0, 1.0, 2.0, 4.0]
 
     def limit_risk(U, V):
-        return regression.infinite_prompt_risk(U, V, task)
+        return risks.infinite_prompt_risk(U, V, task)
 
     limit = flow_module.gradient_flow(limit_risk, U0, V0, times, max_dt=0.1)
     scaled = {}
     for L in (200, 800):
         def finite_risk(U, V, L=L):
-            return regression.linear_attention_risk(U, V, L, task)
+            return risks.linear_attention_risk(U, V, L, task)
 
         finite = flow_module.gradient_flow(finite_risk, U0, V0, times, max_dt=0.1)
         bound = flow_module.gronwall_bound(finite_risk, limit_risk, finite, limit, every=1)
@@ -67,7 +67,7 @@ def test_the_finite_prompt_flow_tracks_the_infinite_prompt_flow_to_first_order_i
 
 def test_block_structure_is_preserved_by_the_flow():
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, [2.0, 20.0], max_dt=0.1)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [2.0, 20.0], max_dt=0.1)
     U, V = flow["U"], flow["V"]
     assert np.abs(U[:, 3, :]).max() == 0 and np.abs(U[:, :, 3]).max() == 0
     assert np.abs(V[:, :3, :]).max() == 0 and np.abs(V[:, 3, :3]).max() == 0
@@ -76,7 +76,7 @@ def test_block_structure_is_preserved_by_the_flow():
 
 def test_balance_is_conserved_by_the_infinite_prompt_flow():
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, [0.0, 2.0, 20.0], max_dt=0.05)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [0.0, 2.0, 20.0], max_dt=0.05)
     b = balance(flow["U"], flow["V"])
     assert b.shape == (3,)
     np.testing.assert_allclose(b, b[0], atol=1e-6)
@@ -105,9 +105,9 @@ def test_gradient_flow_of_a_quadratic_is_an_exponential():
 def test_infinite_prompt_flow_is_gradient_flow_of_the_closed_form():
     from softmax_as_linear.theory.flow import gradient_flow
     task = regression.RegressionTask.kms(3, 0.5)
-    U0, V0 = regression.block_init(task, 0.3)
+    U0, V0 = flow_limits.block_init(task, 0.3)
     a = infinite_prompt_flow(U0, V0, task, [0.0, 2.0], max_dt=0.1)
-    b = gradient_flow(lambda U, V: regression.infinite_prompt_risk(U, V, task), U0, V0, [0.0, 2.0], max_dt=0.1)
+    b = gradient_flow(lambda U, V: risks.infinite_prompt_risk(U, V, task), U0, V0, [0.0, 2.0], max_dt=0.1)
     np.testing.assert_allclose(a["U"], b["U"], atol=1e-14)
 
 
@@ -150,7 +150,7 @@ def test_label_noise_leaves_the_block_flow_and_remark_5_3_unchanged():
     """In the block structure the noise enters R_inf only through s^2/2: the flows coincide."""
     for make in (regression.RegressionTask.isotropic, regression.RegressionTask.kms):
         noisy, clean = make(5, noise_var=0.1), make(5, noise_var=0.0)
-        U0, V0 = regression.block_init(noisy, 0.3)
+        U0, V0 = flow_limits.block_init(noisy, 0.3)
         times = np.linspace(0, 5, 3)
         a = infinite_prompt_flow(U0, V0, noisy, times, max_dt=0.1)
         b = infinite_prompt_flow(U0, V0, clean, times, max_dt=0.1)
@@ -160,12 +160,12 @@ def test_label_noise_leaves_the_block_flow_and_remark_5_3_unchanged():
 
 def test_rademacher_flow_converges_to_an_exact_minimiser_other_than_remark_5_3():
     task = regression.RegressionTask.isotropic(5, law="rademacher")
-    flow = infinite_prompt_flow(*regression.block_init(task, 0.3), task, [0, 60], max_dt=0.25)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [0, 60], max_dt=0.25)
     A, v = flow["U"][-1, :5, :5], flow["V"][-1, -1, -1]
     a = A[0, 0]
     assert np.allclose(A, a * np.eye(5), atol=1e-12)  # A_x stays a multiple of I
     assert abs(v * np.tanh(a) - 1) < 1e-9 and flow["risk"][-1] - 0.05 < 1e-12
-    U_star, V_star = regression.limit_parameters(task)  # linear attention's limit: another point
+    U_star, V_star = flow_limits.limit_parameters(task)  # linear attention's limit: another point
     assert abs(V_star[-1, -1].item() - v) > 0.1
 
 
@@ -188,7 +188,7 @@ def test_uniform_flow_has_no_limit_and_follows_its_drift_asymptotics():
 
 def test_non_gaussian_flow_needs_the_block_structure():
     task = regression.RegressionTask.isotropic(3, law="uniform")
-    U0, V0 = regression.block_init(task, 0.3)
+    U0, V0 = flow_limits.block_init(task, 0.3)
     U0[3, 0] = 0.1
     with pytest.raises(ValueError, match="U0"):
         infinite_prompt_flow(U0, V0, task, [1.0])
@@ -202,7 +202,7 @@ def test_non_gaussian_flow_needs_the_block_structure():
 def test_reduced_isotropic_flow_is_the_flow(law):
     task = regression.RegressionTask.isotropic(5, law=law)
     times = [2.0, 10.0, 30.0]
-    full = infinite_prompt_flow(*regression.block_init(task, 0.3), task, times, max_dt=0.1)
+    full = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, times, max_dt=0.1)
     reduced = flow_module.isotropic_block_flow(task, 0.3, times)
     assert np.allclose(reduced["a"], full["U"][:, 0, 0], atol=1e-6) and np.allclose(reduced["v"], full["V"][:, -1, -1], atol=1e-6)
     assert np.allclose(reduced["risk"], full["risk"], atol=1e-9)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from softmax_as_linear.theory import covariates, limit_model, regression
+from softmax_as_linear.theory import covariates, flow_limits, limit_model, regression, risks
 from softmax_as_linear.theory.concentration import stream_moments
 
 LAWS = ("uniform", "rademacher")
@@ -91,14 +91,14 @@ def test_risk_estimate_matches_the_closed_forms_and_its_error(law):
     task = _task(law, "kms")
     U, V = _uv(9)
     mean, se = limit_model.infinite_prompt_risk_estimate(U, V, task, 1 << 17, seed=3, activation="linear")
-    closed = float(regression.infinite_prompt_risk(U, V, task, activation="linear"))
+    closed = float(risks.infinite_prompt_risk(U, V, task, activation="linear"))
     assert abs(float(mean) - closed) < 4 * float(se)
     if law == "gaussian":
         mean, se = limit_model.infinite_prompt_risk_estimate(U, V, task, 1 << 17, seed=3)
-        assert abs(float(mean) - float(regression.infinite_prompt_risk(U, V, task))) < 4 * float(se)
+        assert abs(float(mean) - float(risks.infinite_prompt_risk(U, V, task))) < 4 * float(se)
     else:
         with pytest.raises(ValueError, match="task"):
-            regression.infinite_prompt_risk(U, V, task)
+            risks.infinite_prompt_risk(U, V, task)
     batched, _ = limit_model.infinite_prompt_risk_estimate(torch.stack([U, 2 * U]), torch.stack([V, V]), task, 1024)
     assert batched.shape == (2,)
 
@@ -108,7 +108,7 @@ def test_risk_estimate_matches_the_closed_forms_and_its_error(law):
 def test_block_risk_by_quadrature_matches_monte_carlo(law, covariance):
     task = _task(law, covariance)
     g = torch.Generator().manual_seed(10)
-    U, V = regression.block_init(task, 0.3)
+    U, V = flow_limits.block_init(task, 0.3)
     U[:3, :3] = 0.4 * torch.randn(3, 3, generator=g, dtype=torch.float64)
     V[-1, -1] = 1.4
     exact = float(limit_model.block_infinite_prompt_risk(U[:3, :3], V[-1, -1], task, n_nodes=8))

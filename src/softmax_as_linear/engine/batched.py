@@ -25,9 +25,9 @@ import torch
 from torch import Tensor
 
 from ..core import checks, seeding
+from ..theory.flow_limits import block_init
 from ..theory.limit_model import prediction_from_scores
 from ..theory.models import AttentionModel, uv_from_weights
-from ..theory.regression import block_init
 from .gpu import fused_softmax
 from .sweep import TrainConfig
 

@@ -6,7 +6,7 @@ matrix :math:`V_\ell` zero but for its last row :math:`v_\ell` (as in the one-la
 the query's label coordinate after the last layer). A model column is an ``(activation, K)`` pair; all columns hold
 ``K_max`` layers and the layers past a column's ``K`` stay zero (a zero layer is the identity of a residual network),
 so a ``K = 1`` column is the one-layer model exactly. Every layer starts from the block initialisation of Assumption
-5.1 with scale ``alpha`` (:func:`~softmax_as_linear.theory.regression.block_init`), so columns of one seed share their
+5.1 with scale ``alpha`` (:func:`~softmax_as_linear.theory.flow_limits.block_init`), so columns of one seed share their
 first layers and, drawing the same batches, are paired.
 
 The stepper implements the engine's step interface (:class:`~softmax_as_linear.engine.stepper.Stepper`), with
@@ -25,7 +25,8 @@ from torch import Tensor
 from ..core import checks, seeding
 from ..registry import ACTIVATIONS, OPTIMIZERS
 from ..theory.depth import deep_forward_unchecked
-from ..theory.regression import RegressionTask, block_init
+from ..theory.flow_limits import block_init
+from ..theory.regression import RegressionTask
 
 
 @dataclass(frozen=True)

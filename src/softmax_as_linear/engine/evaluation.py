@@ -5,7 +5,7 @@ small: its sampling error is a few per cent of the risk and the same at every ``
 parameters of each run are therefore scored again here on ``n_prompts`` fresh prompts per seed and
 ``L`` (stream ``"evaluation"`` of :mod:`~softmax_as_linear.core.seeding`), the same prompts for the softmax
 and the linear run of that seed and ``L``, so that their difference is paired. Linear attention also gets
-its exact risk :math:`R_L(U, V)` (:func:`~softmax_as_linear.theory.regression.linear_attention_risk`), free of sampling
+its exact risk :math:`R_L(U, V)` (:func:`~softmax_as_linear.theory.risks.linear_attention_risk`), free of sampling
 noise. Standard error of a mean of ``n`` per-prompt losses: sample standard deviation over :math:`\sqrt n`.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..core import checks, seeding
 from ..core.devices import resolve_device
 from ..theory.limit_model import infinite_prompt_prediction
 from ..theory.models import predict_unchecked
-from ..theory.regression import linear_attention_risk
+from ..theory.risks import linear_attention_risk
 from .moments import Moments
 from .sweep import TrainResult
 

@@ -26,7 +26,8 @@ from ..core import checks, stats
 from ..engine.sweep import TrainResult
 from ..registry import ACTIVATIONS
 from ..theory.flow import balance, infinite_prompt_flow
-from ..theory.regression import RegressionTask, infinite_prompt_risk, linear_attention_risk, optimal_linear_risk
+from ..theory.regression import RegressionTask
+from ..theory.risks import infinite_prompt_risk, linear_attention_risk, optimal_linear_risk
 
 
 def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None = None, max_dt: float = 0.1) -> dict:
@@ -89,7 +90,7 @@ def seed_outcomes(result: TrainResult, tolerance: float = 0.1, tail: float = 0.1
     diverge *stalled* when its final held-out risk (mean over the last ``tail`` of the records)
     exceeds the best final risk among the seeds at the same ``L`` and activation by more than a
     fraction ``tolerance``; otherwise it *trained*. For reference, the best risk of normalised
-    linear attention at each ``L`` (:func:`~softmax_as_linear.theory.regression.optimal_linear_risk`) is returned too.
+    linear attention at each ``L`` (:func:`~softmax_as_linear.theory.risks.optimal_linear_risk`) is returned too.
 
     Returns ``{"lengths", "seeds", "final": {activation: (S, nL)}, "diverged", "stalled", "trained":
     {activation: (nL,) counts}, "optimal_linear": (nL,)}`` as lists (``final`` is NaN for diverged runs).
@@ -134,7 +135,7 @@ def squared_distance(U, V, U_ref, V_ref) -> np.ndarray:
 
 def linear_excess(result: TrainResult) -> np.ndarray:
     r"""``(S, nL, T)`` exact excess risk :math:`R_L(U, V) - R^*_{\mathrm{lin}}(L) \ge 0` of every linear run at every
-    record (:func:`~softmax_as_linear.theory.regression.linear_attention_risk`, a closed form: no sampling error);
+    record (:func:`~softmax_as_linear.theory.risks.linear_attention_risk`, a closed form: no sampling error);
     NaN after a divergence."""
     cfg = result.config
     if "linear" not in cfg.activations:

@@ -34,7 +34,8 @@ from ..engine.sweep import TrainResult
 from ..engine.train import train
 from ..registry import COVARIATE_LAWS, PRESETS
 from ..theory.limit_model import gap_constant, infinite_prompt_prediction
-from ..theory.regression import RegressionTask, bayes_risk, optimal_linear_risk
+from ..theory.regression import RegressionTask
+from ..theory.risks import bayes_risk, optimal_linear_risk
 from ..theory.stability import regression_gaps
 from .presets import BEYOND_FINAL_PROMPTS, BEYOND_LIMIT_SAMPLES, beyond_config
 from .result_files import beyond_command, beyond_file, saved_beyond

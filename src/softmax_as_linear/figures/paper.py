@@ -306,8 +306,8 @@ def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient 
 
     ``flows`` maps a label to ``(flow, (U*, V*), noise_floor)``: ``flow`` the dict of
     :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`, ``(U*, V*)`` ``(D, D)`` each its limit (Remark
-    5.3's, :func:`~softmax_as_linear.theory.regression.limit_parameters`, or for a degenerate :math:`\\Sigma`
-    :func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`) and ``noise_floor`` :math:`s^2/2`.
+    5.3's, :func:`~softmax_as_linear.theory.flow_limits.limit_parameters`, or for a degenerate :math:`\\Sigma`
+    :func:`~softmax_as_linear.theory.flow_limits.degenerate_limit_parameters`) and ``noise_floor`` :math:`s^2/2`.
     For each, the excess risk :math:`R_\\infty(t) - s^2/2` (solid) and
     :math:`\\|U(t) - U^*\\|_F^2 + \\|V(t) - V^*\\|_F^2` (dashed).
     """
@@ -329,7 +329,7 @@ def flow_matrices_figure(flow: dict, limit, every: int = 1, min_change: float = 
                          title: str = "U(t) | V(t) along the flow") -> go.Figure:
     """Heat maps of :math:`U(t)` (left) and :math:`V(t)` (right) with a slider over the flow's times, then
     ``limit`` :math:`(U^*, V^*)` ``(D, D)`` each (Remark 5.3's:
-    :func:`~softmax_as_linear.theory.regression.limit_parameters`) as the last slider step.
+    :func:`~softmax_as_linear.theory.flow_limits.limit_parameters`) as the last slider step.
 
     Of every ``every``-th recorded time, a step is kept only when some entry moved by at least
     ``min_change`` times the colour scale since the last kept step, and differs that much from the

@@ -3,7 +3,7 @@ r"""The infinite-prompt gradient flow, live: Chapter 4's for :math:`\Sigma = I` 
 Both draw :func:`~softmax_as_linear.figures.paper.flow_convergence_figure` for the flow of
 :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow` from Assumption 5.1 (scale :math:`\alpha`)
 up to a horizon :math:`t`. For any :math:`\Sigma` the limit is Remark 5.3's when :math:`\Sigma` is
-invertible and Appendix F.3's (:func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`)
+invertible and Appendix F.3's (:func:`~softmax_as_linear.theory.flow_limits.degenerate_limit_parameters`)
 when it is singular (:math:`\Sigma` from :func:`~softmax_as_linear.theory.regression.covariance_of`), and the
 Runge-Kutta step is :func:`~softmax_as_linear.theory.flow.stable_step`, inside the stability limit of the flow
 linearised at that limit (Exercise "the rate of the flow near its limit" of Chapter 5):
@@ -23,7 +23,8 @@ import torch
 from ..core import checks
 from ..figures import paper
 from ..theory.flow import infinite_prompt_flow, stable_step
-from ..theory.regression import RegressionTask, block_init, covariance_of, degenerate_limit_parameters
+from ..theory.flow_limits import block_init, degenerate_limit_parameters
+from ..theory.regression import RegressionTask, covariance_of
 from . import widgets
 
 MAX_STEPS = 20_000  # Runge-Kutta steps one redraw may take (a few seconds on a CPU)

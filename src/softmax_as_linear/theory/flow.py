@@ -22,8 +22,10 @@ import torch
 from ..core import checks
 from ..registry import ACTIVATIONS
 from . import covariates
+from .flow_limits import degenerate_limit_parameters
 from .limit_model import block_infinite_prompt_risk, is_block
-from .regression import RegressionTask, degenerate_limit_parameters, infinite_prompt_risk_unchecked
+from .regression import RegressionTask
+from .risks import infinite_prompt_risk_unchecked
 
 
 def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.ndarray]:
@@ -31,7 +33,7 @@ def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.
 
     Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients,
     in float64. ``risk`` maps ``(..., D, D)`` parameters to ``(...)`` risks, differentiably (for instance
-    :func:`~softmax_as_linear.theory.regression.linear_attention_risk` at a fixed ``L``, whose flow
+    :func:`~softmax_as_linear.theory.risks.linear_attention_risk` at a fixed ``L``, whose flow
     Theorem 4.3's proof compares with the infinite-prompt one).
 
     Args:
@@ -81,7 +83,7 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
     :func:`gradient_flow` of the infinite-prompt risk.
 
     Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients, in
-    float64, on the closed form :func:`~softmax_as_linear.theory.regression.infinite_prompt_risk` (Gaussian
+    float64, on the closed form :func:`~softmax_as_linear.theory.risks.infinite_prompt_risk` (Gaussian
     covariates, or normalised linear attention, ``activation="linear"``, for every law). For softmax attention
     with a non-Gaussian covariate law the risk is
     :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk`, exact in the block structure of
@@ -119,7 +121,7 @@ def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: flo
     .. math:: \dot a = -\tfrac1d\,\partial_a R_\infty(aI, v_y), \qquad \dot v_y = -\partial_{v_y} R_\infty(aI, v_y),
 
     with :math:`R_\infty` of :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk` (any covariate
-    law). The same trajectory as :func:`infinite_prompt_flow` from :func:`~softmax_as_linear.theory.regression.block_init`.
+    law). The same trajectory as :func:`infinite_prompt_flow` from :func:`~softmax_as_linear.theory.flow_limits.block_init`.
     Returns ``{"times", "a", "v", "risk"}`` arrays.
     """
     from scipy.integrate import solve_ivp
@@ -203,7 +205,7 @@ def stable_step(task: RegressionTask, alpha: float, largest: float = 0.1) -> flo
     r"""A Runge-Kutta step for the infinite-prompt flow of ``task`` from Assumption 5.1 with scale ``alpha``: at most
     ``largest``, and at most the inverse of the largest rate of the flow linearised at its limit,
     :math:`\tau^2 (c^2 \lambda_{\max}^3 + \operatorname{tr}\Sigma / c^2)` with :math:`c = v_y^*` the limit's
-    (:func:`~softmax_as_linear.theory.regression.degenerate_limit_parameters`: :math:`c^2 = \|\Sigma^{-1}\|_F` for an
+    (:func:`~softmax_as_linear.theory.flow_limits.degenerate_limit_parameters`: :math:`c^2 = \|\Sigma^{-1}\|_F` for an
     invertible :math:`\Sigma`, Remark 5.3; Appendix F.3's for a singular one). The two terms are those of the Jacobian
     :math:`J = \tau^2(c^2 \operatorname{diag}(\lambda^3) + c^{-2}\mathbf 1\lambda^\top)` (Chapter 5's exercise on the
     rate): the step stays well inside the region where the scheme is stable."""

@@ -37,7 +37,8 @@ from torch import Tensor
 from ..core import checks
 from ..registry import ACTIVATIONS
 from . import covariates
-from .regression import RegressionTask, _block
+from .regression import RegressionTask
+from .risks import parameter_blocks
 
 
 def _factor(task: RegressionTask, like: Tensor) -> Tensor:
@@ -153,7 +154,7 @@ def block_infinite_prompt_risk(A_x: Tensor, v_y: Tensor, task: RegressionTask, n
 
 def is_block(U: Tensor, V: Tensor, d: int) -> bool:
     """Whether ``(U, V)`` have the block structure of Assumption 5.1 where it acts: :math:`a_y = 0`, :math:`v_x = 0`."""
-    _, a_y, v_x, _ = _block(U, V, d)
+    _, a_y, v_x, _ = parameter_blocks(U, V, d)
     return bool((a_y == 0).all()) and bool((v_x == 0).all())
 
 
