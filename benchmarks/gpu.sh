@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Everything the course measures on a CUDA GPU, in one go:
+#   paths      only the test that runs every path of the engine against the reference trainer, fallbacks made
+#              errors (tests/engine/test_paths.py; part of tests): the short check before the sweeps;
 #   tests      the GPU tests: the CUDA-graph step against the op-by-op step, every path of the engine (tensor
 #              formulas, fused softmax, prompt kernel, each with and without the CUDA graph) against the reference
 #              trainer in strict mode (tests/engine/test_paths.py), the fused softmax kernel, the prompt
@@ -32,7 +34,10 @@
 #   DEADLINE=S          the whole script should end within S seconds: tests, benchmark and profile stop early
 #                       enough to leave RESERVE seconds (default 270) to the sweeps, and each sweep's training
 #                       stops early enough to leave MARGIN seconds (default 60) for its final evaluation
-#   COMMIT=<hash>       the commit recorded in the result files where DEST's tree is not a git checkout
+#   COMMIT=<hash>       the commit recorded in the result files where DEST's tree is not a git checkout (the tree
+#                       must then be that commit's: the files cannot check it, and say uncommitted_changes: null)
+#   ALLOW_DIRTY=1       pass --allow-dirty to the sweeps (files written from a library with uncommitted changes,
+#                       saying so); unset, a library with uncommitted changes writes nothing
 #   OUT=...             when set (the device runner sets it), DEST's figure files, logs and final risks, with
 #                       this script's whole log (gpu.log), are packed into $OUT/results.tar.gz after every part
 #                       (a few hundred kB; the sweeps and checkpoints, tens of MB, stay in DEST, where a second
@@ -53,6 +58,7 @@ minutes=${SWEEP_MINUTES:-6}
 margin=${MARGIN:-60}
 reserve=${RESERVE:-270}
 parts=" ${PARTS:-tests bench profile isotropic kms published compare} "
+dirty=${ALLOW_DIRTY:+--allow-dirty}
 start_all=$(date +%s)
 deadline=$(( start_all + ${DEADLINE:-86400} ))
 cd "$(dirname "$0")/.."
@@ -130,6 +136,13 @@ if [[ $parts == *" tests "* ]]; then
     fi
 fi
 
+if [[ $parts == *" paths "* && $parts != *" tests "* ]]; then
+    echo "== every path of the engine against the reference trainer, fallbacks made errors"
+    if ! run_part 150 tests.log $python -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py; then
+        echo "a path of the engine differs from the reference trainer or does not run (see tests.log)"
+    fi
+fi
+
 if [[ $parts == *" bench "* ]]; then
     echo "== training benchmark"
     if [ "$device" = cuda ]; then
@@ -167,7 +180,7 @@ sweep() {  # sweep NAME SAMPLER FIGURES...
     log="$dest/sweep_${name}_${preset}.log"
     timeout "$(awk "BEGIN { print int(60 * $budget + $margin + 60) }")" $python -m softmax_as_linear reproduce "$@" \
         --preset "$preset" --device "$device" --seeds "$seeds" --sampler "$sampler" --rng "$rng" --out "$dest" \
-        --max-minutes "$budget" --allow-dirty 2>&1 | tr '\r' '\n' > "$log"
+        --max-minutes "$budget" $dirty 2>&1 | tr '\r' '\n' > "$log"
     local code=$?
     grep "step/s" "$log" | tail -n 1
     grep -v "step/s" "$log" | grep -v "^\s*$" | tail -n 9
@@ -187,7 +200,7 @@ elif [[ $parts == *" beyond "* ]]; then  # Chapter 6: both laws in one call, bou
     start=$(date +%s)
     log="$dest/beyond_${preset}.log"
     timeout "$(awk "BEGIN { print int(60 * $budget + 2 * $margin + 60) }")" $python -m softmax_as_linear reproduce beyond \
-        --preset "$preset" --device "$device" --seeds "$seeds" --out "$dest" --max-minutes "$budget" --allow-dirty 2>&1 \
+        --preset "$preset" --device "$device" --seeds "$seeds" --out "$dest" --max-minutes "$budget" $dirty 2>&1 \
         | tr '\r' '\n' | grep -v "it/s\]$" > "$log"
     code=${PIPESTATUS[0]}
     tail -n 6 "$log"
