@@ -248,3 +248,12 @@ def test_paired_slope_difference_intervals_against_the_covariance_and_an_indepen
     unpaired = np.sqrt((w**2 * (a.var(1, ddof=1) / a.mean(1) ** 2 + b.var(1, ddof=1) / b.mean(1) ** 2)
                         / a.shape[1]).sum())
     assert unpaired > 1.3 * half / scipy_stats.norm.isf(0.05)
+
+
+def test_chance_of_at_least_is_the_binomial_upper_tail():
+    assert stats.chance_of_at_least(0, 240, 0.0027) == 1.0
+    assert abs(stats.chance_of_at_least(1, 240, 0.0027) - (1 - (1 - 0.0027) ** 240)) < 1e-12
+    assert abs(stats.chance_of_at_least(2, 3, 0.5) - 0.5) < 1e-12              # P(2) + P(3) = 3/8 + 1/8
+    for bad in (dict(count=5, n=3, p=0.1), dict(count=1, n=0, p=0.1), dict(count=1, n=3, p=1.5)):
+        with pytest.raises(ValueError):
+            stats.chance_of_at_least(**bad)

@@ -78,6 +78,18 @@ def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[fl
     return float(interval.low), float(interval.high)
 
 
+def chance_of_at_least(count: int, n: int, p: float) -> float:
+    r""":math:`P(X \ge \text{count})` for :math:`X \sim \mathrm{Binomial}(n, p)`: how likely ``count`` or more of ``n``
+    independent tests, each a false alarm with probability at most ``p``, fire by chance alone (for instance runs flagged
+    as still moving when none is, :func:`~softmax_as_linear.experiments.trajectory.moving_false_alarm`)."""
+    n, count = int(n), int(count)
+    if n < 1 or not 0 <= count <= n:
+        raise ValueError(f"count must lie in [0, n] with n >= 1, got count={count!r}, n={n!r}")
+    if not 0 <= p <= 1:
+        raise ValueError(f"p must lie in [0, 1], got {p!r}")
+    return float(_scipy_stats.binom.sf(count - 1, n, p))
+
+
 def estimate(rows, level: float = 0.95) -> Estimate:
     """:class:`Estimate` of the rows of ``rows`` ``(n_lengths, n_samples)``, one :func:`mean_interval` per row."""
     mean, low, high = np.array([mean_interval(r, level) for r in rows]).T
