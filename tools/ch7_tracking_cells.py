@@ -9,6 +9,8 @@ Every anchor is matched exactly; a notebook whose anchors moved is refused (noth
 """
 from __future__ import annotations
 
+import pathlib
+import subprocess
 import sys
 
 import nbformat
@@ -18,16 +20,11 @@ NOTEBOOK = sys.argv[1] if len(sys.argv) > 1 else "notebooks/07_depth.ipynb"
 OLD_RATE = ("after it, which keeps the $1/L$ rate of $E_L$ and lets its constant grow at most geometrically in $K$. "
             "We did not compute those constants for these weights; the measured\n"
             "growth above is the course's own observation for this family, not a bound.")
-NEW_RATE = ("after it, which keeps the $1/L$ rate of $E_L$ and lets its constant grow at most geometrically in $K$, "
+NEW_RATE = ("after it, which keeps the $1/L$ rate of $E_L$ and lets its constant grow at most geometrically in $K$,\n"
             "provided the constants do not depend on $L$. The subsection below computes such chains for these weights; "
             "the measured\ngrowth above is the course's own observation for this family, not a bound.")
 SPLIT_AT = "\n\n## 7.6 Leaving the light-tailed regime through depth"
 EXERCISES = "## Exercises"
-
-CASTIN = "[castin2024smooth]: https://softmax-as-linear.github.io/course/book/bibliography.html#cite-castin2024smooth"
-BOYER = "[boyer2025softmax]: https://softmax-as-linear.github.io/course/book/bibliography.html#cite-boyer2025softmax"
-CH6_TRACKING = ("[ch6-theorem-tracking]: https://softmax-as-linear.github.io/course/notebooks/"
-                "06_beyond_gaussian.html#ch6-theorem-tracking")
 
 LIPSCHITZ_MD = r"""### A layer-by-layer Lipschitz chain, computed
 
@@ -49,7 +46,7 @@ choices of $\Lambda_\ell$ (`depth_lipschitz`):
 - **A Lipschitz constant on a ball.** On clouds and points in the ball of radius $R$, the softmax weights satisfy
   $p_j \le e^{2R^2\|U\|}/L$ and the weighted covariance $\|\mathrm{Cov}_p\| \le R^2$, which gives
   $\Lambda(R) = 1 + \|V\|\big(R^2\|U\| + (1 + 2R^2\|U\|)\,e^{R^2\|U\|}\big)$ (`compact_layer_constant`; the course's
-  derivation). [Castin et al. (2024)][castin2024smooth] bound the Lipschitz constant of mean-field self-attention on
+  derivation). {cite:t}`castin2024smooth` bound the Lipschitz constant of mean-field self-attention on
   measures supported in a ball by constants of this kind: independent of the number of tokens, growing with the
   radius, with a lower bound of the same kind; their constants are theirs, not this one. Gaussian tokens have no
   bounded support, so the ball must hold the prompts: $R_\ell$ is the largest norm of a layer-$(\ell - 1)$ token over
@@ -62,9 +59,7 @@ choices of $\Lambda_\ell$ (`depth_lipschitz`):
   the tail index {eq}`ch7-eq-tail` of Section 7.6 is below $1/2$.
 
 The eight quarter-turn layers above, at $L = 128$ and $L = 512$, 48 prompts each (the one-layer gaps on 48 fresh
-prompts of each layer's input law):
-
-""" + CASTIN
+prompts of each layer's input law):"""
 
 LIPSCHITZ_CODE = r"""from softmax_as_linear.theory import depth_lipschitz
 
@@ -121,7 +116,7 @@ linearised constants are finite exactly then), not how large the constant is."""
 TRACKING_MD = r"""## 7.9 Training at depth: the finite prompt stays near the infinite one
 
 Section 6.6 measured, for one layer, the tracking on which the proof of Theorem 4.3 rests (Lemma E.1 of
-[Boyer & Boursier (2025)][boyer2025softmax]; [Chapter 6's statement][ch6-theorem-tracking]): on a finite horizon, training at prompt
+{cite:t}`boyer2025softmax`; {prf:ref}`ch6-theorem-tracking`): on a finite horizon, training at prompt
 length $L$ stays close to training the infinite-prompt model from the same start. With depth, the infinite-prompt
 model is the recursion of {prf:ref}`ch7-prop-closure`, and on the regression tokens of Chapter 4 (given $w$,
 $N(0, \Gamma_w)$) it is one model for softmax and linear layers alike (Section 7.2). It reads $(w, x_q)$ and no
@@ -149,9 +144,7 @@ whole trajectory we read, at every record $t$:
 
 and, as in Section 6.6, the supremum of each over the trajectory, its exponent in $L$ per seed, and the mean of the
 seeds' exponents with a Student-t interval from their spread. About 15 seconds on a quiet 2-core CPU (one thread:
-the steps are products of $4 \times 4$ matrices).
-
-""" + "\n".join([BOYER, CH6_TRACKING])
+the steps are products of $4 \times 4$ matrices)."""
 
 TRACKING_CODE = r"""from softmax_as_linear.experiments import depth_tracking
 
@@ -248,7 +241,12 @@ def main():
                                     "from softmax_as_linear.figures import depth_tracking as tracking_figures\n")
     cell = nb.cells[split[0]]
     before, after = cell.source.split(SPLIT_AT)
-    cell.source = before.replace(OLD_RATE, NEW_RATE) + ("\n\n" + CASTIN if CASTIN in after and CASTIN not in before else "")
+    cell.source = before.replace(OLD_RATE, NEW_RATE)
+    # a link definition of the split cell goes with each part that uses it
+    for line in after.splitlines():
+        key = line.split("]:", 1)[0] + "]" if line.startswith("[") and "]:" in line else None
+        if key and key in cell.source and line not in cell.source:
+            cell.source += ("\n" if cell.source.endswith("\n") else "\n\n") + line
     # the link definitions of the split cell stay with the part that uses them
     opened = _md(SPLIT_AT.strip() + after)
     lipschitz = [_md(LIPSCHITZ_MD), _code(LIPSCHITZ_CODE), _code(LIPSCHITZ_CLAIMS), _md(LIPSCHITZ_AFTER)]
@@ -257,6 +255,8 @@ def main():
     e = exercises[0]
     nb.cells = nb.cells[:split[0] + 1] + lipschitz + [opened] + nb.cells[split[0] + 1:e] + tracking + nb.cells[e:]
     nbformat.write(nb, NOTEBOOK)
+    # citations and references to other chapters are written as roles; this turns them into the chapters' links
+    subprocess.run([sys.executable, str(pathlib.Path(__file__).parent / "live_references.py"), NOTEBOOK], check=True)
     print(f"{NOTEBOOK}: inserted {len(lipschitz)} cells at the end of Section 7.5 and {len(tracking)} before the exercises")
 
 
