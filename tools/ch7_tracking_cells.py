@@ -203,11 +203,12 @@ TRACKING_AFTER = r"""What the numbers say:
   weights $L\,E_L$ still grows with $L$ up to $64$: the prompts are too short for the $1/L$ regime, whose constant at
   these weights, $8$ or more, is as large as the shortest prompts. Whether the exponent reaches $-1$ at longer prompts
   is open here (the `"gpu"` preset goes to $L = 1024$).
-- **Depth slows the tracking.** Paired by seed, the exponents of the parameter distance and of the risk gap are
-  flatter with two layers than with one (printed above); the parameter distance is the most affected. A plausible
-  reading, not tested here: the infinite-prompt two-layer model has more directions it does not see, along which
-  finite prompts move the weights freely; the drift part of the output gap, blind to them, has a steeper exponent
-  than the parameter distance ($-0.66$ against $-0.37$, with overlapping intervals).
+- **Depth slows the tracking, at these lengths.** Paired by seed, the exponents of the parameter distance and of the
+  risk gap are flatter with two layers than with one over $L = 8$ to $64$ (printed above). These are slopes over a
+  factor $8$ in $L$, not asymptotic rates, and they may change with the range of $L$. A plausible reading, not tested
+  here: the infinite-prompt two-layer model has more directions it does not see, along which finite prompts move the
+  weights freely; the drift part of the output gap, blind to them, has a steeper exponent than the parameter
+  distance ($-0.66$ against $-0.37$, with overlapping intervals).
 
 So Lemma E.1's picture carries over to two layers in the form the course can test (the distance to the
 infinite-prompt run falls with $L$ on a finite horizon), but at these lengths the infinite-prompt deep network is a
