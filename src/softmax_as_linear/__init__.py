@@ -38,6 +38,10 @@ Its folders are its layers; a module imports only from its own layer and the one
     trajectory (Section 4).
   - :mod:`~softmax_as_linear.theory.depth`: K residual attention layers on a prompt and their exact
     infinite-prompt recursion on Gaussian token laws (Chapter 7).
+  - :mod:`~softmax_as_linear.theory.deep_limit`: the infinite-prompt K-layer network on in-context regression
+    (the recursion of each task's token law).
+  - :mod:`~softmax_as_linear.theory.depth_lipschitz`: a layer-by-layer Lipschitz chain on the finite-prompt error
+    of K layers, against the measured one.
 - ``engine``: training.
 
   - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
@@ -54,6 +58,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.
   - :mod:`~softmax_as_linear.engine.deep`: a stepper that trains deep residual attention (Chapter 7) on
     in-context regression, runs of shape (seeds, lengths, models).
+  - :mod:`~softmax_as_linear.engine.deep_limit`: a stepper that trains the infinite-prompt K-layer network,
+    paired with a deep sweep.
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
   - ``engine.gpu``: the GPU's optimisations, which a reader of the loop can leave aside.
@@ -90,6 +96,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     infinite-prompt limit is not linear.
   - :mod:`~softmax_as_linear.experiments.beyond_reading`: Chapter 6's sweeps read run by run with the
     trajectory reader.
+  - :mod:`~softmax_as_linear.experiments.depth_tracking`: Chapter 7's tracking experiment, finite-prompt deep
+    training against the trained infinite-prompt deep network.
   - :mod:`~softmax_as_linear.experiments.live_measures`: the data the live panels of Chapters 1 and 2 draw
     (prompts against their token law, Lemma 2.1 in the plane).
 - ``figures``: plotly figures.
@@ -100,6 +108,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
   - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
   - :mod:`~softmax_as_linear.figures.depth`: the figures of Chapter 7 (deep attention and its Gaussian recursion).
+  - :mod:`~softmax_as_linear.figures.depth_tracking`: the figure of Chapter 7's tracking experiment.
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
