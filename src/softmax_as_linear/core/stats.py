@@ -27,6 +27,7 @@ class Estimate:
     level: float
 
     def as_dict(self) -> dict:
+        """The estimate as plain lists and numbers (for a JSON file)."""
         return {"mean": self.mean.tolist(), "low": self.low.tolist(), "high": self.high.tolist(), "level": self.level}
 
 

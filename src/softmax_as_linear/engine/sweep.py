@@ -156,18 +156,22 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:
+        """Every field, as a dictionary (what result files and checkpoints store)."""
         return dataclasses.asdict(self)
 
     @property
     def D(self) -> int:
+        """Token dimension ``d + 1``."""
         return self.d + 1
 
     def task(self) -> RegressionTask:
+        """The in-context regression task the sweep trains on."""
         if self.covariance == "isotropic":
             return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.law)
         return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.law)
 
     def record_steps(self) -> list[int]:
+        """The steps at which risks and parameters are recorded: every ``record_every`` steps, and the last."""
         return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
 
 
@@ -222,6 +226,7 @@ class TrainResult:
         return self.diverged_at >= 0
 
     def index(self, activation: str, L: int, seed: int | None = None) -> tuple[int, int, int]:
+        """The ``(seed, length, activation)`` indices of one run (seed: the first one when ``None``)."""
         cfg = self.config
         if L not in cfg.lengths:
             raise ValueError(f"L={L} is not among the sweep's lengths {cfg.lengths}")

@@ -36,7 +36,7 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
     SGD at learning rate ``lr`` on the MSE follows, for small ``lr``, the gradient flow of the
     finite-prompt risk :math:`R_L` at time :math:`t = 2\,\mathrm{lr}\,k`; Theorem 4.3 says that this
     flow approaches the flow :math:`(U_\infty(t), V_\infty(t))` of :math:`R_\infty` as ``L`` grows.
-    This integrates the latter (:func:`infinite_prompt_flow`) from the
+    This integrates the latter (:func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`) from the
     sweep's common initialisation and compares, at every record,
 
     .. math:: \delta_L(t) = \|U_L(t) - U_\infty(t)\|_F^2 + \|V_L(t) - V_\infty(t)\|_F^2 .
@@ -86,7 +86,7 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
 def seed_outcomes(result: TrainResult, tolerance: float = 0.1, tail: float = 0.1) -> dict:
     r"""How every seed ended: diverged, stalled, or trained.
 
-    A run *diverged* when the trainer stopped it (:attr:`TrainResult.diverged`). A run that did not
+    A run *diverged* when the trainer stopped it (:attr:`~softmax_as_linear.engine.sweep.TrainResult.diverged`). A run that did not
     diverge *stalled* when its final held-out risk (mean over the last ``tail`` of the records)
     exceeds the best final risk among the seeds at the same ``L`` and activation by more than a
     fraction ``tolerance``; otherwise it *trained*. For reference, the best risk of normalised

@@ -93,7 +93,7 @@ def sweep_of(name: str, sampler: str = "paper") -> tuple[str, str]:
 
 def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tuple[int, ...]:
     """The seeds of a reproduction: the preset's (figures: 327; Chapter 6: its preset's), or the first ``seeds`` of
-    :func:`sweep_seeds`."""
+    :func:`~softmax_as_linear.experiments.presets.sweep_seeds`."""
     if seeds is not None:
         return sweep_seeds(seeds)
     return beyond_config(preset).seeds if beyond else sweep_config(preset).seeds

@@ -148,7 +148,7 @@ def _level(y: float, name: str, color: str, dash: str, x_range) -> go.Scatter:
 
 
 def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 2 (isotropic) or 6 (anisotropic) from :func:`experiments.final_risks` data.
+    """The course's version of the paper's Figure 2 (isotropic) or 6 (anisotropic) from :func:`~softmax_as_linear.experiments.paper_figures.final_risks` data.
 
     Final held-out risk of each activation against ``L`` (log-log), with the three references: the
     L-Bayes-optimal ridge risk, the best normalised linear attention at that ``L`` and the noise floor
@@ -185,7 +185,7 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
 
 
 def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 3 / 7 from :func:`experiments.parameter_gaps` data: the squared distance between the
+    """The course's version of the paper's Figure 3 / 7 from :func:`~softmax_as_linear.experiments.paper_figures.parameter_gaps` data: the squared distance between the
     paired softmax and linear parameters along training, one line per ``L`` (log scale; step 0, where
     both start from the same weights, is left out)."""
     steps = np.asarray(data["steps"])
@@ -203,7 +203,7 @@ def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
 
 
 def risk_trajectory_figure(data: dict, title: str | None = None, active: int | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 4 / 8 from :func:`experiments.risk_trajectories` data, with a slider over ``L``.
+    """The course's version of the paper's Figure 4 / 8 from :func:`~softmax_as_linear.experiments.paper_figures.risk_trajectories` data, with a slider over ``L``.
 
     Each panel shows the held-out risk of both activations along training at one ``L`` and that
     ``L``'s references (Bayes, best linear attention, noise floor). Works without a kernel.
@@ -239,7 +239,7 @@ def risk_trajectory_figure(data: dict, title: str | None = None, active: int | N
 
 
 def flow_figure(data: dict, title: str = "Finite-L training against the infinite-prompt gradient flow") -> go.Figure:
-    """Theorem 4.3 from :func:`dynamics.flow_gap` data, with a slider over ``L``.
+    """Theorem 4.3 from :func:`~softmax_as_linear.experiments.analysis.flow_gap` data, with a slider over ``L``.
 
     Each panel shows, along gradient-flow time :math:`t`, the infinite-prompt risk
     :math:`R_\\infty(\\theta(t))` of the flow and of the runs trained at that ``L`` (all from the same
@@ -369,7 +369,7 @@ def flow_matrices_figure(flow: dict, limit, every: int = 1, min_change: float = 
 
 def seed_figure(outcomes: dict, title: str = "Final risk of every seed") -> go.Figure:
     """Final held-out risk of every seed, for several sweeps (e.g. learning rates), from
-    :func:`dynamics.seed_outcomes` dicts; ``outcomes`` maps a label to one of them (first ``L`` only).
+    :func:`~softmax_as_linear.experiments.analysis.seed_outcomes` dicts; ``outcomes`` maps a label to one of them (first ``L`` only).
     A diverged run is drawn as a cross at the top of the axis."""
     fig = style.new_figure(title, "seed", RISK_AXIS, logy=True)
     values = [v for o in outcomes.values() for a in o["final"] for row in o["final"][a] for v in row[:1]]
@@ -440,7 +440,7 @@ def _last_step(data: dict) -> int:
 
 
 def concentration_along_training_figure(data: dict, title: str | None = None) -> go.Figure:
-    """Section 4's stability of concentration from :func:`experiments.concentration_along_training` data.
+    """Section 4's stability of concentration from :func:`~softmax_as_linear.experiments.concentration_figures.concentration_along_training` data.
 
     Along the training time :math:`t`, the mean squared output gap (slider: or gradient gap) between
     finite-``L`` softmax attention and its infinite-prompt limit at the trained parameters, one line

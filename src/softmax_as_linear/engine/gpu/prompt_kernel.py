@@ -212,6 +212,7 @@ class KernelPrediction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, U, v, kernel, alive, keys, step):
+        """The kernel's predictions ``(S, nL, nA, B)`` and targets ``(S, B)``; keeps the sums for the backward pass."""
         out, query, target = kernel.grad_sums(U.detach().contiguous(), v.detach().contiguous(), alive, keys, step)
         ctx.save_for_backward(out, query)
         ctx.D = kernel.D
@@ -219,6 +220,7 @@ class KernelPrediction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, _):
+        """dL/dU and dL/dv from the kept sums and ``grad``, the gradient of the predictions."""
         out, query = ctx.saved_tensors
         D = ctx.D
         grad_U = torch.einsum("slab,slaib,sjb->slaij", grad, out[:, :, :, 1:1 + D], query)
