@@ -248,3 +248,24 @@ def test_paired_slope_difference_intervals_against_the_covariance_and_an_indepen
     unpaired = np.sqrt((w**2 * (a.var(1, ddof=1) / a.mean(1) ** 2 + b.var(1, ddof=1) / b.mean(1) ** 2)
                         / a.shape[1]).sum())
     assert unpaired > 1.3 * half / scipy_stats.norm.isf(0.05)
+
+
+def test_seed_summary_against_numpy_on_the_seeds_that_did_not_diverge():
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(size=(7, 4))
+    values[[1, 4], 0] = np.nan        # two diverged runs at the first length
+    values[:, 3] = np.nan             # every run diverged at the last
+    summary = stats.seed_summary(values, (0.1, 0.9))
+    for j in range(3):
+        kept = values[~np.isnan(values[:, j]), j]
+        assert summary["count"][j] == kept.size
+        assert summary["mean"][j] == pytest.approx(kept.mean(), rel=1e-14)
+        assert summary["median"][j] == pytest.approx(np.median(kept), rel=1e-14)
+        assert (summary["low"][j], summary["high"][j]) == pytest.approx(tuple(np.quantile(kept, (0.1, 0.9))), rel=1e-14)
+    assert summary["count"][3] == 0 and all(np.isnan(summary[k][3]) for k in ("mean", "median", "low", "high"))
+    whole = stats.seed_summary(values, (0.0, 1.0))   # (0, 1): the range of the seeds
+    assert whole["low"][2] == values[:, 2].min() and whole["high"][2] == values[:, 2].max()
+    with pytest.raises(ValueError, match="quantiles"):
+        stats.seed_summary(values, (0.9, 0.1))
+    with pytest.raises(ValueError, match="per_seed"):
+        stats.seed_summary(np.zeros((0, 3)))

@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from ..core import checks
+from ..core.stats import seed_summary
 from ..experiments.paper_figures import reproduce_command, result_name
 from ..registry import PAPER_SEED, TRAINING_FIGURES
 from . import style
@@ -69,35 +71,19 @@ RISK_TICKS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.0
 _RISK_AXIS_TICKS = dict(tickvals=RISK_TICKS, ticktext=[f"{v:g}" for v in RISK_TICKS])
 
 
-def seed_summary(per_seed, quantiles=BAND_QUANTILES) -> dict:
-    """Median and band over seeds (axis 0) of per-seed values, ignoring NaN (diverged runs).
-
-    ``per_seed`` ``(S, ...)`` -> dict of ``median``, ``low``, ``high`` (each ``(...)``, NaN where every
-    seed is NaN) and ``count`` (seeds that are not NaN).
-    """
-    values = np.asarray(per_seed, dtype=float)
-    count = np.sum(~np.isnan(values), axis=0)
-    safe = np.where(count > 0, 0.0, np.nan)  # all-NaN columns stay NaN without a warning
-    filled = np.where(np.isnan(values) & (count == 0), 0.0, values)
-    return {"median": np.nanmedian(filled, axis=0) + safe, "low": np.nanquantile(filled, quantiles[0], axis=0) + safe,
-            "high": np.nanquantile(filled, quantiles[1], axis=0) + safe, "count": count}
-
-
 def _seed_traces(x, per_seed, seeds, color: str, name: str, *, markers: bool = False, width: float = 2.5,
                  legend: bool = True, group: str | None = None) -> list:
     """Median over seeds with a band and the paper's seed 327 highlighted (from three seeds), or the mean
     of one or two seeds. The band is the 10-90 % range of the seeds from ten seeds on, their whole range
-    (lowest to highest) below that."""
+    (lowest to highest) below that (:func:`~softmax_as_linear.core.stats.seed_summary`)."""
     values = np.asarray(per_seed, dtype=float)
     mode = "lines+markers" if markers else "lines"
     x = np.asarray(x)
-    if values.shape[0] < BAND_MIN_SEEDS:
-        count = np.sum(~np.isnan(values), axis=0)
-        mean = np.where(count > 0, np.nansum(values, axis=0) / np.maximum(count, 1), np.nan)
-        return [go.Scatter(x=x, y=_values(mean), mode=mode, name=name, legendgroup=group, showlegend=legend,
-                           line=dict(color=color, width=width), marker=dict(size=8))]
     few = values.shape[0] < QUANTILE_BAND_SEEDS
     summary = seed_summary(values, (0.0, 1.0) if few else BAND_QUANTILES)
+    if values.shape[0] < BAND_MIN_SEEDS:
+        return [go.Scatter(x=x, y=_values(summary["mean"]), mode=mode, name=name, legendgroup=group,
+                           showlegend=legend, line=dict(color=color, width=width), marker=dict(size=8))]
     ok = np.isfinite(summary["low"]) & np.isfinite(summary["high"])
     q_low, q_high = (int(round(100 * q)) for q in BAND_QUANTILES)
     band = f"range of {values.shape[0]} seeds" if few else f"{q_low}-{q_high} % of {values.shape[0]} seeds"
@@ -397,9 +383,7 @@ BUILDERS = {"final": final_risk_figure, "gap": parameter_gap_figure, "trajectory
 
 def figure_from_data(name: str, data: dict, title: str | None = None) -> go.Figure:
     """The figure of paper figure ``name`` (``"fig2"`` ... ``"fig8"``) from its data dict."""
-    if name not in TRAINING_FIGURES:
-        raise ValueError(f"name must be one of {', '.join(TRAINING_FIGURES)}; got {name!r}")
-    return BUILDERS[TRAINING_FIGURES[name][1]](data, title)
+    return BUILDERS[TRAINING_FIGURES[checks.one_of("name", name, TRAINING_FIGURES)][1]](data, title)
 
 
 def missing_note(name: str, preset: str = "paper", sampler: str = "paper") -> str:
