@@ -81,7 +81,7 @@ def test_run_figure_marks_a_diverged_run():
     assert _trace(fig, "Bayes (ridge), L = 10").y == (0.2, 0.2)
     line = _trace(fig, "softmax attention, L = 10: DIVERGED at step")
     np.testing.assert_allclose(line.x, result.steps)
-    at = int(result.diverged_at[0, 0, result.config.activations.index("softmax")])
+    at = int(result.diverged_at[0, 0, result.config.models.index("softmax")])
     cross = _trace(fig, "softmax diverged")
     assert cross.marker.symbol == "x" and cross.x == (at,)
     with pytest.raises(ValueError, match="references"):

@@ -192,15 +192,15 @@ class SweepModel:
                             else "cpu" if device.type == "cpu" else "tensor")
         self.forward_path = checks.one_of("forward_path", forward_path, ("cpu", "tensor", "fused_softmax"))
         self.task = cfg.task()
-        self.shape = (len(cfg.seeds), len(cfg.lengths), len(cfg.activations))
+        self.shape = (len(cfg.seeds), len(cfg.lengths), len(cfg.models))
         self.params = self._initial_params(init_weights)
         lengths = torch.tensor(cfg.lengths, device=device)
         self.length_divisor = lengths.to(self.dtype)[:, None, None]
-        self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
-        self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
+        self.soft = cfg.models.index("softmax") if "softmax" in cfg.models else None
+        self.lin = cfg.models.index("linear") if "linear" in cfg.models else None
         # infinite-prompt models: (index, activation of the limit)
-        self.limits = [(cfg.activations.index(m), m.removesuffix("_limit")) for m in ("softmax_limit", "linear_limit")
-                       if m in cfg.activations]
+        self.limits = [(cfg.models.index(m), m.removesuffix("_limit")) for m in ("softmax_limit", "linear_limit")
+                       if m in cfg.models]
         waste = 1.25 if device.type == "cpu" else math.inf
         # (slice of length indices, longest length): slices, because indexing by a list would copy it to the device
         self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
@@ -238,7 +238,7 @@ class SweepModel:
                 per_seed = {"U": U, "V": V}
             else:
                 per_seed = weights
-        S_, nL, nA = S, len(cfg.lengths), len(cfg.activations)
+        S_, nL, nA = S, len(cfg.lengths), len(cfg.models)
         return {n: w[:, None, None].expand(S_, nL, nA, *w.shape[1:]).to(self.device, self.dtype).clone()
                 .requires_grad_(True) for n, w in per_seed.items()}
 
@@ -271,7 +271,7 @@ class SweepModel:
         tokens_t, moments = self.prepare(tokens) if prepared is None else prepared
         U, v = self.uv()
         u = torch.einsum("slaij,sbj->slabi", U, query)  # U z_q for every run and prompt
-        columns = [None] * len(self.cfg.activations)
+        columns = [None] * len(self.cfg.models)
         if self.soft is not None:
             columns[self.soft] = SoftmaxSweep.apply(u[:, :, self.soft], v[:, :, self.soft], tokens_t, self.plan)
         if self.lin is not None:  # v^T M_L u, as products whose sums do not depend on the number of seeds

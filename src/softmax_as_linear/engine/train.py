@@ -54,7 +54,7 @@ def resolved(config: TrainConfig, device) -> TrainConfig:
     if config.rng != "auto":
         return config
     kernel = prompt_kernel.available(resolve_device(device), getattr(torch, config.dtype))
-    limit = set(config.activations) & set(LIMIT_MODELS)
+    limit = set(config.models) & set(LIMIT_MODELS)
     return config.replace(rng="philox" if kernel and not limit else "torch")
 
 
@@ -74,7 +74,7 @@ def make_stepper(cfg: TrainConfig, device: torch.device, init_weights: dict | No
     fused = fused_softmax.available(torch.empty(0, dtype=dtype, device=device))
     why = {"prompt_kernel": not kernel and "it needs rng 'philox', float32 and CUDA with Triton",
            "fused_softmax": (not fused and "it needs float32 and CUDA with Triton"
-                             or "softmax" not in cfg.activations and "the sweep has no softmax run"),
+                             or "softmax" not in cfg.models and "the sweep has no softmax run"),
            "cpu": device.type != "cpu" and "the device is not a CPU"}.get(path)
     if why:
         raise ValueError(f"path {path!r} cannot run here: {why}")

@@ -87,7 +87,7 @@ def final_risks(result: TrainResult, tail: float = 0.1, n_bayes_samples: int = 2
     out = {"figure": "final risk", "risk": label, "lengths": list(cfg.lengths),
            "seeds": list(cfg.seeds), "steps": int(result.steps[-1]), "complete": result.complete,
            "covariance": cfg.covariance, "sampler": cfg.sampler}
-    for a, name in enumerate(cfg.activations):
+    for a, name in enumerate(cfg.models):
         out[name] = _seed_mean(per_seed[:, :, a]).tolist()
         out[f"{name}_per_seed"] = per_seed[:, :, a].tolist()
         out[f"{name}_diverged"] = result.diverged[:, :, a].sum(0).tolist()
@@ -130,7 +130,7 @@ def risk_trajectories(result: TrainResult, lengths=None, n_bayes_samples: int = 
            "lengths": chosen, "seeds": list(cfg.seeds), "steps": result.steps.tolist(), "complete": result.complete,
            "covariance": cfg.covariance, "sampler": cfg.sampler, "eval_prompts": cfg.eval_prompts}
     index = [cfg.lengths.index(L) for L in chosen]
-    for a, name in enumerate(cfg.activations):
+    for a, name in enumerate(cfg.models):
         out[name] = [_seed_mean(result.eval_risk[:, i, a]).tolist() for i in index]
         out[f"{name}_per_seed"] = _compact(result.eval_risk[:, index, a])
         out[f"{name}_se_per_seed"] = _compact(result.eval_se[:, index, a])

@@ -124,5 +124,5 @@ def beyond_config(preset: str, law: str = "uniform", **overrides) -> TrainConfig
     ``law``, and the four models of :data:`BEYOND_MODELS`. ``overrides`` replace fields."""
     checks.one_of("preset", preset, PRESETS)
     base = dict(d=5, noise_var=0.1, covariance="isotropic", batch_size=128, optimizer="sgd",
-                parametrisation="four_matrix", init="pytorch", activations=BEYOND_MODELS)
+                parametrisation="four_matrix", init="pytorch", models=BEYOND_MODELS)
     return TrainConfig(**{**base, **_BEYOND[preset], "law": law, **overrides})

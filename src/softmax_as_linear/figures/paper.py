@@ -257,7 +257,7 @@ def run_figure(result, references: dict, seed: int | None = None) -> go.Figure:
     """
     cfg = result.config
     seed = cfg.seeds[0] if seed is None else seed
-    s = result.index(cfg.activations[0], cfg.lengths[0], seed)[0]
+    s = result.index(cfg.models[0], cfg.lengths[0], seed)[0]
     steps = np.asarray(result.steps)
     stopped = "" if result.complete else f", stopped at step {int(steps[-1]):,}"
     fig = style.new_figure(f"{cfg.covariance} inputs, seed {seed}{stopped}", "training step k", RISK_AXIS, logy=True)
@@ -272,7 +272,7 @@ def run_figure(result, references: dict, seed: int | None = None) -> go.Figure:
         fig.add_trace(_level(references["optimal_linear"][l], f"best linear attention, L = {L}",
                              style.COLORS["optimal_linear"], "dash", span))
         fig.add_trace(_level(references["bayes"][l], f"Bayes (ridge), L = {L}", style.COLORS["bayes"], "solid", span))
-        for a, activation in enumerate(cfg.activations):
+        for a, activation in enumerate(cfg.models):
             risk = result.eval_risk[s, l, a]
             at = int(result.diverged_at[s, l, a])
             label = f"{ACTIVATION_NAMES[activation]}, L = {L}" + (f": DIVERGED at step {at:,}" if at >= 0 else "")

@@ -219,7 +219,7 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
             return
         progress.max, progress.value = config.steps, 0
         set_running(True)
-        set_status(f"training {len(config.seeds) * len(config.lengths) * len(config.activations)} run(s) ...")
+        set_status(f"training {len(config.seeds) * len(config.lengths) * len(config.models)} run(s) ...")
         output.outputs = ()
 
         def on_record(step: int):
@@ -298,7 +298,7 @@ def regression_config(L: int, covariance: str, rho: float, init: str, alpha: flo
     if init not in ("pytorch", "scaled", "block"):
         raise ValueError(f"init must be 'pytorch', 'scaled' or 'block'; got {init!r}")
     # the lecture preset (the paper's d, noise, batch size and optimiser) at one L
-    common = dict(rho=rho, lengths=(int(L),), activations=tuple(activations), seeds=(int(seed),), steps=int(steps),
+    common = dict(rho=rho, lengths=(int(L),), models=tuple(activations), seeds=(int(seed),), steps=int(steps),
                   lr=lr, record_every=record_every(int(steps)), eval_prompts=512)
     if init == "block":
         return sweep_config(PANEL["preset"], covariance, **common, parametrisation="uv", init="block", alpha=alpha)
