@@ -51,8 +51,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.tensor_step`: the step on batches drawn as tensors (the CPU path, and the
     tensor formulas on a GPU).
   - :mod:`~softmax_as_linear.engine.records`: what the loop records at its record steps.
-  - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`TrainConfig`,
-    :class:`TrainResult`) and their files.
+  - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`~softmax_as_linear.engine.sweep.TrainConfig`,
+    :class:`~softmax_as_linear.engine.sweep.TrainResult`) and their files.
   - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
   - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep, as tensors.
   - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.

@@ -187,6 +187,7 @@ def _common_options(command: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The parser of ``python -m softmax_as_linear`` and its subcommands."""
     parser = argparse.ArgumentParser(
         prog="python -m softmax_as_linear", formatter_class=_Formatter,
         description="Reproduce the figures of Boyer & Boursier, Softmax as Linear Attention in the "
@@ -378,6 +379,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 
 def main(argv=None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     return _run(args, parser)

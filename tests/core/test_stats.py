@@ -257,3 +257,24 @@ def test_chance_of_at_least_is_the_binomial_upper_tail():
     for bad in (dict(count=5, n=3, p=0.1), dict(count=1, n=0, p=0.1), dict(count=1, n=3, p=1.5)):
         with pytest.raises(ValueError):
             stats.chance_of_at_least(**bad)
+
+
+def test_seed_summary_against_numpy_on_the_seeds_that_did_not_diverge():
+    rng = np.random.default_rng(3)
+    values = rng.lognormal(size=(7, 4))
+    values[[1, 4], 0] = np.nan        # two diverged runs at the first length
+    values[:, 3] = np.nan             # every run diverged at the last
+    summary = stats.seed_summary(values, (0.1, 0.9))
+    for j in range(3):
+        kept = values[~np.isnan(values[:, j]), j]
+        assert summary["count"][j] == kept.size
+        assert summary["mean"][j] == pytest.approx(kept.mean(), rel=1e-14)
+        assert summary["median"][j] == pytest.approx(np.median(kept), rel=1e-14)
+        assert (summary["low"][j], summary["high"][j]) == pytest.approx(tuple(np.quantile(kept, (0.1, 0.9))), rel=1e-14)
+    assert summary["count"][3] == 0 and all(np.isnan(summary[k][3]) for k in ("mean", "median", "low", "high"))
+    whole = stats.seed_summary(values, (0.0, 1.0))   # (0, 1): the range of the seeds
+    assert whole["low"][2] == values[:, 2].min() and whole["high"][2] == values[:, 2].max()
+    with pytest.raises(ValueError, match="quantiles"):
+        stats.seed_summary(values, (0.9, 0.1))
+    with pytest.raises(ValueError, match="per_seed"):
+        stats.seed_summary(np.zeros((0, 3)))

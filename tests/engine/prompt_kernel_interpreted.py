@@ -167,7 +167,7 @@ CASES = {
     "rademacher law": dict(cfg=dict(seeds=(2,), lengths=(1, 25), covariance="kms"), law="rademacher"),
     "degenerate covariance": dict(cfg=dict(seeds=(5,), lengths=(4, 19)), law="gaussian", task=_degenerate_task()),
     "sharp attention": dict(cfg=dict(seeds=(327,), lengths=(6, 40)), law="gaussian", scale=300.0),
-    "one activation": dict(cfg=dict(seeds=(1,), lengths=(9, 11, 30), activations=("linear",)), law="uniform"),
+    "one activation": dict(cfg=dict(seeds=(1,), lengths=(9, 11, 30), models=("linear",)), law="uniform"),
 }
 
 
@@ -197,7 +197,7 @@ def test_kernel_prompts_and_sums_match_the_reference_and_the_tensor_formulas(cas
     D = cfg.D
     for s in range(len(cfg.seeds)):
         for l, Ln in enumerate(cfg.lengths):
-            for a, activation in enumerate(cfg.activations):
+            for a, activation in enumerate(cfg.models):
                 pred, gu, gv = _per_prompt_reference(tokens[s], q_ref[s], U[s, l, a], v[s, l, a], Ln, activation)
                 tol = dict(rtol=1e-4, atol=1e-5 * max(1.0, spec.get("scale", 1.0) / 10))
                 torch.testing.assert_close(out[s, l, a, 0].double(), pred, **tol)
@@ -217,7 +217,7 @@ def _engine_predictions(sweep, tokens, query, U, v):
 
 def test_sharp_attention_needs_and_takes_the_second_pass():
     """Scores far above the first block's maximum: without the second pass exp would overflow."""
-    cfg = TrainConfig(seeds=(327,), lengths=(40,), batch_size=2, activations=("softmax",))
+    cfg = TrainConfig(seeds=(327,), lengths=(40,), batch_size=2, models=("softmax",))
     sweep, U, v, kernel = _setup(cfg, scale=2000.0)
     out, query, target = kernel.grad_sums(U, v, torch.ones(sweep.shape, dtype=torch.bool), kernel.keys("train"),
                                           torch.tensor(3))

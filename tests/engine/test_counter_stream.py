@@ -112,7 +112,7 @@ def test_bad_law_is_named():
     with pytest.raises(ValueError, match="law"):
         TrainConfig(law="cauchy")
     with pytest.raises(ValueError, match="rng 'philox' does not hand out the task vectors"):
-        TrainConfig(activations=("softmax", "softmax_limit"), rng="philox")
+        TrainConfig(models=("softmax", "softmax_limit"), rng="philox")
     with pytest.raises(ValueError, match="rng"):
         TrainConfig(rng="mersenne")
 
@@ -120,7 +120,7 @@ def test_bad_law_is_named():
 def test_auto_stream_is_resolved_for_the_device():
     assert resolved(TrainConfig(), "cpu").rng == "torch"  # torch's generators are the fast draw on a CPU
     assert resolved(TrainConfig(law="rademacher"), "cpu").rng == "torch"  # torch's generators draw every law
-    assert resolved(TrainConfig(activations=("softmax", "softmax_limit")), "cpu").rng == "torch"
+    assert resolved(TrainConfig(models=("softmax", "softmax_limit")), "cpu").rng == "torch"
     assert resolved(TrainConfig(rng="philox"), "cpu").rng == "philox"
 
 

@@ -23,12 +23,12 @@ def test_final_evaluation_matches_the_exact_linear_risk(tiny_sweep):
     ev = final_evaluation(tiny_sweep, n_prompts=30_000, device="cpu", dtype=torch.float64)
     S, nL, nA = tiny_sweep.eval_risk.shape[:3]
     assert ev["risk"].shape == (S, nL, nA) and ev["linear_exact"].shape == (S, nL)
-    lin = tiny_sweep.config.activations.index("linear")
+    lin = tiny_sweep.config.models.index("linear")
     z = (ev["risk"][..., lin] - ev["linear_exact"]) / ev["risk_se"][..., lin]
     assert np.all(np.abs(z) < 5), z
     assert np.all(ev["risk_se"] < 0.02 * ev["risk"])
     # the same prompts for both activations: the paired difference is the difference of the two means
-    soft = tiny_sweep.config.activations.index("softmax")
+    soft = tiny_sweep.config.models.index("softmax")
     assert np.allclose(ev["paired_difference"], ev["risk"][..., soft] - ev["risk"][..., lin], rtol=1e-9, atol=1e-12)
     assert np.all(ev["paired_difference_se"] < ev["risk_se"][..., soft])
     # reproducible: one generator per (seed, L), stream "evaluation"
@@ -44,7 +44,7 @@ def test_final_evaluation_bad_input(tiny_sweep):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_final_evaluation_cuda(tiny_sweep):
     ev = final_evaluation(tiny_sweep, n_prompts=100_000, device="cuda")
-    lin = tiny_sweep.config.activations.index("linear")
+    lin = tiny_sweep.config.models.index("linear")
     z = (ev["risk"][..., lin] - ev["linear_exact"]) / ev["risk_se"][..., lin]
     assert np.all(np.abs(z) < 5), z
 
@@ -53,7 +53,7 @@ def test_final_evaluation_scores_the_infinite_prompt_models():
     from softmax_as_linear.theory.limit_model import infinite_prompt_risk_estimate
     from softmax_as_linear.theory.risks import infinite_prompt_risk
 
-    cfg = TrainConfig(law="rademacher", lengths=(6,), activations=("softmax", "linear", "softmax_limit", "linear_limit"),
+    cfg = TrainConfig(law="rademacher", lengths=(6,), models=("softmax", "linear", "softmax_limit", "linear_limit"),
                       seeds=(1,), steps=20, lr=0.05, batch_size=32, record_every=10, eval_prompts=32, dtype="float64")
     result = train(cfg)
     evaluation = final_evaluation(result, n_prompts=40_000, dtype=torch.float64)

@@ -56,7 +56,7 @@ def _reference(rng: str, device: str) -> dict:
         cfg = CFG.replace(rng=rng)
         batches = {seed: list(reference.sweep_batches(cfg, seed, cfg.steps, device)) for seed in cfg.seeds}
         _REFERENCES[rng, device] = {(seed, L, a): reference.train_one_run(cfg, L, a, seed, batches=batches[seed])
-                                    for seed in cfg.seeds for L in cfg.lengths for a in cfg.activations}
+                                    for seed in cfg.seeds for L in cfg.lengths for a in cfg.models}
     return _REFERENCES[rng, device]
 
 
@@ -70,7 +70,7 @@ def test_every_path_trains_every_run_as_the_reference_does(monkeypatch, device, 
     references = _reference(rng, device if rng == "torch" else "cpu")
     for s, seed in enumerate(cfg.seeds):
         for l, L in enumerate(cfg.lengths):
-            for a, activation in enumerate(cfg.activations):
+            for a, activation in enumerate(cfg.models):
                 history = references[seed, L, activation]
                 for k, step in enumerate(result.steps):
                     for name, expected in history[step].items():

@@ -76,7 +76,7 @@ def test_cuda_kernel_matches_the_reference(covariance, sampler, law, scale):
     torch.testing.assert_close(target, y_ref, rtol=1e-5, atol=3e-5)
     for s in range(2):
         for l, L in enumerate(cfg.lengths):
-            for a, activation in enumerate(cfg.activations):
+            for a, activation in enumerate(cfg.models):
                 pred, gu, gv = _per_prompt(tokens[s], q_ref[s], U[s, l, a], v[s, l, a], L, activation)
                 tol = dict(rtol=2e-3, atol=2e-4 * max(1.0, scale / 10))
                 torch.testing.assert_close(out[s, l, a, 0].double(), pred, **tol)

@@ -20,7 +20,7 @@ TINY = TrainConfig(lengths=(3, 5), seeds=(1, 2), steps=2, record_every=1, eval_p
 
 def _result(cfg: TrainConfig = TINY) -> TrainResult:
     g = torch.Generator().manual_seed(0)
-    S, nL, nA, T, D = len(cfg.seeds), len(cfg.lengths), len(cfg.activations), len(cfg.record_steps()), cfg.D
+    S, nL, nA, T, D = len(cfg.seeds), len(cfg.lengths), len(cfg.models), len(cfg.record_steps()), cfg.D
     shapes = {"W_Q": (D, D), "W_K": (D, D), "W_V": (D, D), "W_O": (1, D)}
     params = {n: torch.randn(S, nL, nA, T, *shape, generator=g, dtype=torch.float64).numpy() for n, shape in shapes.items()}
     risk = torch.rand(S, nL, nA, T, generator=g, dtype=torch.float64).numpy()
@@ -69,11 +69,46 @@ def test_checkpoint_round_trip_and_configuration_check(tmp_path):
         load_checkpoint(path, TINY.replace(lr=0.5), "cpu")
 
 
+def _as_written_before(config: TrainConfig) -> dict:
+    """The configuration as files before the rename of ``activations`` to ``models`` and before ``rng`` and ``law``
+    stored it."""
+    fields = config.as_dict()
+    fields["activations"] = fields.pop("models")
+    del fields["rng"], fields["law"]
+    return fields
+
+
+def test_files_written_with_the_old_field_names_still_load(tmp_path):
+    import json
+
+    from softmax_as_linear.core.artifacts import load_npz, save_npz
+    from softmax_as_linear.experiments.reproduce import final_key, same_final_key
+
+    config = TINY.replace(rng="torch", models=("linear", "softmax"))
+    result = _result(config)
+    arrays = load_npz(save_sweep(tmp_path / "new.npz", result))
+    arrays["config_json"] = np.array(json.dumps(_as_written_before(config)))
+    old = load_sweep(save_npz(tmp_path / "old.npz", **arrays))
+    assert old.config == config and old.config.models == ("linear", "softmax")
+    np.testing.assert_array_equal(old.eval_risk, result.eval_risk)
+
+    path = save_checkpoint(tmp_path / "old.pt", {"config": _as_written_before(config), "step": 1})
+    assert load_checkpoint(path, config, "cpu")["step"] == 1
+    with pytest.raises(ValueError, match="different configuration"):
+        load_checkpoint(path, config.replace(models=("linear",)), "cpu")
+
+    # a cached final evaluation written before the rename is still this sweep's
+    key = final_key(result, 100)
+    before = json.dumps({"config": _as_written_before(config), "steps": 2, "n_prompts": 100})
+    assert same_final_key(before, key) and same_final_key(key, key)
+    assert not same_final_key(before, final_key(result, 200)) and not same_final_key("", key)
+
+
 def test_parameter_gap_needs_both_activations():
     result = _result()
     assert result.parameter_gap().shape == (2, 2, 3)
     with pytest.raises(ValueError, match="both activations"):
-        _result(TINY.replace(activations=("linear",))).parameter_gap()
+        _result(TINY.replace(models=("linear",))).parameter_gap()
 
 
 def test_index_names_the_bad_argument():
@@ -86,7 +121,7 @@ def test_index_names_the_bad_argument():
 
 
 @pytest.mark.parametrize("field, value", [
-    ("lengths", (10, 5)), ("lengths", ()), ("lengths", (0, 5)), ("activations", ("softmax", "relu")),
+    ("lengths", (10, 5)), ("lengths", ()), ("lengths", (0, 5)), ("models", ("softmax", "relu")),
     ("seeds", (1, 1)), ("seeds", (10_000,)), ("seeds", (1.7,)), ("seeds", (2, 0.5)), ("seeds", ("3",)), ("seeds", 3), ("steps", -1), ("batch_size", 0), ("lr", 0.0), ("optimizer", "rmsprop"),
     ("parametrisation", "three"), ("init", "xavier"), ("covariance", "toeplitz"), ("rho", 1.0), ("rho", "half"),
     ("noise_var", -0.1), ("dtype", "float16"), ("record_every", 0),

@@ -26,7 +26,7 @@ def test_batched_predictions_equal_per_run_models(device):
     pred = sweep.predict(tokens, query)
     for s in range(2):
         for l, L in enumerate(cfg.lengths):
-            for a, activation in enumerate(cfg.activations):
+            for a, activation in enumerate(cfg.models):
                 w = {n: p[s, l, a] for n, p in sweep.params.items()}
                 U, V = models.uv_from_weights(w["W_Q"], w["W_K"], w["W_V"], w["W_O"])
                 expected = models.predict(tokens[s, :, :L], query[s], U, V, activation)
@@ -52,7 +52,7 @@ def test_cpu_forward_pass_equals_the_tensor_formulas(activations, parametrisatio
     predictions and gradients, to float64 rounding and to float32 rounding."""
     lengths = (3, 5, 7, 20, 24, 50, 61)  # buckets of one and of several lengths (masked positions)
     for dtype, tolerance in (("float64", 1e-12), ("float32", 2e-5)):
-        cfg = TrainConfig(lengths=lengths, seeds=(1, 2), activations=activations, parametrisation=parametrisation,
+        cfg = TrainConfig(lengths=lengths, seeds=(1, 2), models=activations, parametrisation=parametrisation,
                           batch_size=16, dtype=dtype, init="block" if parametrisation == "uv" else "pytorch")
         sweep = SweepModel(cfg, torch.device("cpu"), None)
         assert any(mask is not None for *_, mask in sweep.plan.buckets) and len(sweep.plan.buckets) > 1
@@ -126,7 +126,7 @@ def test_paired_runs_share_initialisation_and_batches(device):
         assert np.array_equal(first[:, :, 0], first[:, :, 1]), name  # softmax vs linear at step 0
         assert np.array_equal(first[:, 0], first[:, -1]), name  # every L starts from the same weights
     # Each activation trained alone sees the same batches as in the pair: identical trajectories.
-    alone = {a: train(TrainConfig(**SMALL, activations=(a,)), device=device) for a in ("softmax", "linear")}
+    alone = {a: train(TrainConfig(**SMALL, models=(a,)), device=device) for a in ("softmax", "linear")}
     for a, name in enumerate(("softmax", "linear")):
         np.testing.assert_allclose(alone[name].eval_risk[:, :, 0], both.eval_risk[:, :, a], rtol=1e-6)
     assert not np.allclose(both.eval_risk[:, :, 0, -1], both.eval_risk[:, :, 1, -1])
@@ -216,7 +216,7 @@ def test_linear_attention_closes_the_gap_to_the_best_linear_risk():
     from softmax_as_linear.experiments.presets import sweep_config
 
     L = 20
-    cfg = sweep_config("lecture", lengths=(L,), activations=("linear",), seeds=(1, 2, 3), eval_prompts=64)
+    cfg = sweep_config("lecture", lengths=(L,), models=("linear",), seeds=(1, 2, 3), eval_prompts=64)
     cfg = cfg.replace(lr=0.1, steps=1000, record_every=500)
     result = train(cfg, device="cpu")
     task = cfg.task()
@@ -316,7 +316,7 @@ def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
     from softmax_as_linear.core import seeding
     from softmax_as_linear.theory.limit_model import infinite_prompt_prediction
 
-    cfg = TrainConfig(law="uniform", lengths=(4, 9), activations=("softmax", "softmax_limit", "linear_limit"),
+    cfg = TrainConfig(law="uniform", lengths=(4, 9), models=("softmax", "softmax_limit", "linear_limit"),
                       seeds=(3,), steps=6, lr=0.05, batch_size=16, record_every=3, eval_prompts=8, dtype="float64")
     result = train(cfg)
     for name, value in result.params.items():
@@ -341,8 +341,8 @@ def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
     tokens, query = SweepData(cfg, sweep.task, torch.device("cpu"), torch.float64).batch()[:2]
     with pytest.raises(ValueError, match="w must be given"):
         sweep.predict(tokens, query)
-    with pytest.raises(ValueError, match="activations"):
-        TrainConfig(activations=("softmax", "tanh_limit"))
+    with pytest.raises(ValueError, match="models"):
+        TrainConfig(models=("softmax", "tanh_limit"))
     with pytest.raises(ValueError, match="law"):
         TrainConfig(law="cauchy")
 

@@ -14,7 +14,7 @@ BLOCK = dict(parametrisation="uv", init="block", alpha=0.3, lr=1e-2, record_ever
 
 def test_flow_gap_is_zero_for_the_flow_itself():
     # A "run" whose recorded parameters are the flow has distance 0 and the flow's risk.
-    result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=40, batch_size=8, **BLOCK))
+    result = train(TrainConfig(lengths=(10,), models=("linear",), steps=40, batch_size=8, **BLOCK))
     task = result.config.task()
     U0, V0 = flow_limits.block_init(task, 0.3)
     path = infinite_prompt_flow(U0, V0, task, result.times, max_dt=0.1)
@@ -28,7 +28,7 @@ def test_flow_gap_is_zero_for_the_flow_itself():
 def test_flow_gap_measures_offsets_planted_on_the_flow_up_to_the_horizon():
     # Records of the flow moved by known amounts: delta_L(t) is the planted squared distance, its sup counts the
     # records up to the horizon only, the balance is ||U||^2 - ||v||^2 of the records, and the times are 2 lr k.
-    result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=40, batch_size=8, **BLOCK))
+    result = train(TrainConfig(lengths=(10,), models=("linear",), steps=40, batch_size=8, **BLOCK))
     task = result.config.task()
     path = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, result.times, max_dt=0.1)
     U, V = path["U"].copy(), path["V"].copy()                      # records at steps 0, 20, 40
@@ -58,7 +58,7 @@ def test_seed_outcomes_counts_diverged_stalled_and_trained():
     # gradient vanishes, so it stalls at the risk of the zero predictor; seed 3 trains.
     base = models.AttentionModel(6, seed=0).weights()
     init = {n: torch.stack([30 * w.detach(), 0 * w.detach(), w.detach()]) for n, w in base.items()}
-    cfg = TrainConfig(lengths=(10,), activations=("linear",), seeds=(1, 2, 3), steps=300, record_every=50,
+    cfg = TrainConfig(lengths=(10,), models=("linear",), seeds=(1, 2, 3), steps=300, record_every=50,
                       eval_prompts=256, batch_size=64, init="given", lr=0.05)
     result = train(cfg, init_weights=init)
     out = analysis.seed_outcomes(result, tolerance=0.2)
@@ -78,7 +78,7 @@ def test_seed_outcomes_rejects_bad_arguments():
 
 def test_flow_conserves_the_balance_and_the_horizon_restricts_the_maximum():
     # The block start has ||U||_F^2 = ||v||^2 = alpha^2; the infinite-prompt flow keeps the difference at 0.
-    result = train(TrainConfig(lengths=(10,), activations=("linear",), steps=100, batch_size=32, **BLOCK))
+    result = train(TrainConfig(lengths=(10,), models=("linear",), steps=100, batch_size=32, **BLOCK))
     gap = analysis.flow_gap(result, horizon=0.4)
     # (the run starts from its float32 copy of the block initialisation, hence a balance of order 1e-8)
     assert np.ptp(gap["flow_balance"]) < 1e-12 and abs(gap["flow_balance"][0]) < 1e-7
@@ -102,7 +102,7 @@ def test_first_time_below_and_squared_distance():
 
 
 def test_linear_excess_is_zero_at_the_optimum_and_positive_elsewhere():
-    cfg = TrainConfig(d=3, lengths=(8,), activations=("linear",), seeds=(0,), steps=20, batch_size=8, lr=0.01,
+    cfg = TrainConfig(d=3, lengths=(8,), models=("linear",), seeds=(0,), steps=20, batch_size=8, lr=0.01,
                       parametrisation="uv", init="block", alpha=0.3, record_every=10, eval_prompts=8, dtype="float64")
     result = train(cfg, device="cpu")
     U, V = flow_limits.limit_parameters(cfg.task(), 8)

@@ -79,7 +79,7 @@ def test_names_and_bad_input():
     with pytest.raises(ValueError, match="preset"):
         beyond_gaussian.beyond_experiment("uniform", "huge")
     assert presets.beyond_config("paper", "uniform").lengths[-1] >= 1000
-    assert presets.beyond_config("lecture", "rademacher").activations == presets.BEYOND_MODELS
+    assert presets.beyond_config("lecture", "rademacher").models == presets.BEYOND_MODELS
 
 
 def test_script_is_reproduce_beyond_at_the_paper_preset(monkeypatch, capsys):

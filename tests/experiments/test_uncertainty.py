@@ -77,7 +77,7 @@ def test_the_unpaired_bound_covers_any_correlation():
 @pytest.fixture
 def linear_sweep():
     """Linear attention, block start, two seeds; records at steps 0, 20, 40, 60, 80."""
-    cfg = TrainConfig(d=3, lengths=(6, 20), activations=("linear",), seeds=(1, 2), steps=80, batch_size=16, lr=0.05,
+    cfg = TrainConfig(d=3, lengths=(6, 20), models=("linear",), seeds=(1, 2), steps=80, batch_size=16, lr=0.05,
                       parametrisation="uv", init="block", alpha=0.3, record_every=20, eval_prompts=64, dtype="float64")
     return train(cfg, device="cpu")
 
@@ -160,13 +160,13 @@ def test_paired_changes_of_a_chapter_6_sweep_score_each_limit_model_by_its_own_f
                          - batch.target).double() ** 2 for k in (0, -1)]
         return float((losses[0] - losses[1]).mean())
 
-    for a, model in enumerate(cfg.activations):
+    for a, model in enumerate(cfg.models):
         if model.endswith("_limit"):
             expected = fall(lambda U, V: infinite_prompt_prediction(U, V, task, batch.w, batch.query,
                                                                     model.removesuffix("_limit")))
         else:
             expected = fall(lambda U, V: predict_unchecked(batch.tokens, batch.query, U, V, model))
         assert change[model][0][0] == pytest.approx(expected, rel=1e-5, abs=1e-9), model
-    a = cfg.activations.index("softmax_limit")
+    a = cfg.models.index("softmax_limit")
     as_linear = fall(lambda U, V: predict_unchecked(batch.tokens, batch.query, U, V, "linear"))
     assert change["softmax_limit"][0][0] != pytest.approx(as_linear, rel=1e-3), a

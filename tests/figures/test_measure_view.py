@@ -142,11 +142,14 @@ def test_concentration_figures_draw_each_curve_its_interval_and_its_slope(curves
     # from the wrong bounds or a slope line through the wrong point changes the data checked here.
     (s1, first), (s2, second) = curves.items()
     lengths = np.array(GAP_LENGTHS, dtype=float)
-    fig = measure_view.output_gap_figure(curves)
+    fitted = {s1: -0.987, s2: -0.5}
+    fig = measure_view.output_gap_figure(curves, fitted)
     assert len(fig.data) == 2 * 2 + 1
     for traces, sigma, curve in ((fig.data[0:2], s1, first), (fig.data[2:4], s2, second)):
         _band_and_line(traces, curve.output, lengths)
-        assert traces[1].name == f"σ = {sigma} (slope {curve.slope('output', min_length=100).slope:.2f})"
+        assert traces[1].name == f"σ = {sigma} (slope {fitted[sigma]:.2f})"
+    with pytest.raises(ValueError, match="slopes"):
+        measure_view.output_gap_figure(curves, {s1: -1.0})
     np.testing.assert_allclose(fig.data[4].y, first.output.mean[2] * lengths[2] / lengths)  # slope -1, third point
 
     fig = measure_view.ess_figure(curves, 2)

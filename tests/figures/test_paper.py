@@ -81,7 +81,7 @@ def test_run_figure_marks_a_diverged_run():
     assert _trace(fig, "Bayes (ridge), L = 10").y == (0.2, 0.2)
     line = _trace(fig, "softmax attention, L = 10: DIVERGED at step")
     np.testing.assert_allclose(line.x, result.steps)
-    at = int(result.diverged_at[0, 0, result.config.activations.index("softmax")])
+    at = int(result.diverged_at[0, 0, result.config.models.index("softmax")])
     cross = _trace(fig, "softmax diverged")
     assert cross.marker.symbol == "x" and cross.x == (at,)
     with pytest.raises(ValueError, match="references"):
@@ -181,11 +181,7 @@ def test_concentration_gap_figure_draws_every_series_with_its_band():
     assert len([t for t in paper.concentration_gap_figure(old).data if t.mode == "lines+markers"]) == 3
 
 
-def test_seed_summary_and_bands():
-    values = np.array([[1.0, np.nan], [2.0, np.nan], [3.0, np.nan], [10.0, np.nan]])
-    summary = paper.seed_summary(values)
-    assert summary["median"][0] == 2.5 and np.isnan(summary["median"][1])
-    assert summary["low"][0] == pytest.approx(1.3) and list(summary["count"]) == [4, 0]
+def test_seed_bands_are_drawn_from_the_seeds():
     seeds = [327, 0, 1]
     per_seed = [[0.3, 0.2], [0.31, 0.21], [0.29, 0.19]]
     data = {"lengths": [10, 20], "seeds": seeds, "steps": 100, "covariance": "kms", "noise_floor": 0.05,
@@ -217,3 +213,9 @@ def test_provenance_note_says_where_a_partial_sweep_stopped_and_how_long_it_trai
     assert "10 seeds (lines: their median; shaded: their 10-90 % range; dotted: seed 327)" in paper.provenance_note(ten)
     one = {"provenance": {**origin, "settings": {**origin["settings"], "seeds": [327]}}}
     assert "1 seed," in paper.provenance_note(one)
+
+
+def test_one_or_two_seeds_draw_their_mean_leaving_diverged_runs_out():
+    per_seed = [[0.3, np.nan, np.nan], [0.5, 0.2, np.nan]]
+    (line,) = paper._seed_traces([10, 20, 30], per_seed, [0, 1], "#000000", "softmax")
+    assert list(line.y) == [pytest.approx(0.4), 0.2, None]

@@ -11,7 +11,7 @@ def test_controls_give_the_lecture_preset_at_one_length():
     assert values["law"] == "uniform" and values["L"] == panel.BEYOND_PANEL["L"]
     config = panel.beyond_panel_config(**values)
     assert config.law == "uniform" and config.lengths == (100,) and config.seeds == (327,)
-    assert set(config.activations) == {"softmax", "linear", "softmax_limit", "linear_limit"}
+    assert set(config.models) == {"softmax", "linear", "softmax_limit", "linear_limit"}
     assert config.record_every * 50 == config.steps
     with pytest.raises(ValueError, match="law"):
         panel.beyond_panel_config("cauchy", 10, 1, 0.01, 100)

@@ -49,6 +49,22 @@ def test_the_docstring_lists_every_module_of_the_tree():
     assert listed == modules, f"listed but absent: {sorted(listed - modules)}; absent from the list: {sorted(modules - listed)}"
 
 
+def test_the_api_reference_documents_every_module_once():
+    # book/api.md and book/api/*.md: one automodule per module and package; the book's strict build
+    # (-W -n) then checks every docstring's markup and cross-references.
+    root = PACKAGE.parents[1]
+    pages = [root / "book" / "api.md", *sorted((root / "book" / "api").glob("*.md"))]
+    documented = [m for page in pages for m in re.findall(r"^\.\. automodule:: softmax_as_linear\.?([\w.]*)$",
+                                                          page.read_text(), re.M)]
+    packages = {".".join(p.relative_to(PACKAGE).parent.parts) for p in PACKAGE.rglob("__init__.py")}
+    expected = set(_modules()) | packages
+    assert len(documented) == len(set(documented)), f"documented twice: {sorted({m for m in documented if documented.count(m) > 1})}"
+    assert set(documented) == expected, (f"documented but absent: {sorted(set(documented) - expected)}; "
+                                         f"missing from the API reference: {sorted(expected - set(documented))}")
+    toc = (root / "_toc.yml").read_text()
+    assert all(f"file: {page.relative_to(root).with_suffix('')}" in toc for page in pages), "an API page is not in _toc.yml"
+
+
 def test_every_module_says_its_one_job_in_its_first_sentence():
     # The docstring opens with one sentence, alone in its paragraph and short enough to read at a glance,
     # that ends in a full stop (or a colon before a list): one job, stated once.

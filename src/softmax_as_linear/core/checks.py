@@ -21,6 +21,7 @@ def as_float_tensor(name: str, value, *, like: Tensor | None = None) -> Tensor:
 
 
 def finite(name: str, tensor: Tensor) -> Tensor:
+    """``tensor`` if every entry is finite, else a ``ValueError`` naming ``name``."""
     if not torch.isfinite(tensor).all():
         raise ValueError(f"{name} contains NaN or infinite values")
     return tensor
@@ -70,6 +71,7 @@ def positive_float(name: str, value, *, allow_zero: bool = False) -> float:
 
 
 def vector(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:
+    """``tensor`` if it has shape ``(..., D)`` (with ``D == dim`` when given), else a ``ValueError`` naming ``name``."""
     if tensor.ndim < 1:
         raise ValueError(f"{name} must have shape (..., D), got a scalar")
     if dim is not None and tensor.shape[-1] != dim:
@@ -78,6 +80,7 @@ def vector(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:
 
 
 def square(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:
+    """``tensor`` if it has shape ``(..., D, D)`` (with ``D == dim`` when given), else a ``ValueError`` naming ``name``."""
     if tensor.ndim < 2 or tensor.shape[-1] != tensor.shape[-2]:
         raise ValueError(f"{name} must have shape (..., D, D), got {tuple(tensor.shape)}")
     if dim is not None and tensor.shape[-1] != dim:
@@ -101,6 +104,7 @@ def covariance(name: str, tensor: Tensor, dim: int | None = None, *, definite: b
 
 
 def one_of(name: str, value, choices) -> str:
+    """``value`` if it is among ``choices``, else a ``ValueError`` naming ``name`` and listing the choices."""
     if value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value

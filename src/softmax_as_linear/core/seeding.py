@@ -10,17 +10,17 @@ not depend on which other lengths are computed),
 
 .. math:: \\text{generator seed} = (\\text{offset}(\\text{stream}) + \\text{seed}) \\times 1\\,000\\,003 + L .
 
-===============  ======  ===========================================================================
-stream           offset  what it draws
-===============  ======  ===========================================================================
-``"init"``       0       PyTorch's default initialisation of the four matrices (``torch.manual_seed``)
-``"train"``      10,000  the training batches of a sweep, one batch per step
-``"held_out"``   20,000  the fixed held-out prompts on which a sweep's risk is recorded
-``"bayes"``      30,000  per ``L``: the Monte Carlo prompts of the Bayes-optimal (ridge) reference risk
-``"prompts"``    40,000  per ``L``: the prompts of a concentration experiment (Figures 1 and 5, Chapter 3)
-``"evaluation"`` 50,000  per ``L``: the large fresh prompts on which a sweep's final risks are measured
-``"analysis"``   60,000  per ``L``: fresh prompts on which two records of one run are compared (paired changes)
-===============  ======  ===========================================================================
+================  ======  ===========================================================================
+stream            offset  what it draws
+================  ======  ===========================================================================
+``"init"``        0       PyTorch's default initialisation of the four matrices (``torch.manual_seed``)
+``"train"``       10,000  the training batches of a sweep, one batch per step
+``"held_out"``    20,000  the fixed held-out prompts on which a sweep's risk is recorded
+``"bayes"``       30,000  per ``L``: the Monte Carlo prompts of the Bayes-optimal (ridge) reference risk
+``"prompts"``     40,000  per ``L``: the prompts of a concentration experiment (Figures 1 and 5, Chapter 3)
+``"evaluation"``  50,000  per ``L``: the large fresh prompts on which a sweep's final risks are measured
+``"analysis"``    60,000  per ``L``: fresh prompts on which two records of one run are compared (paired changes)
+================  ======  ===========================================================================
 
 Seeds lie in ``[0, 10_000)`` and ``1 <= L < 1_000_003``, so no two (seed, stream, L) share a generator
 seed: per-experiment seeds stay below 50,000 and per-length ones start above :math:`10^{10}`. Paired softmax and
@@ -38,6 +38,7 @@ STREAM_OFFSETS = {"init": 0, "train": 10_000, "held_out": 20_000, "bayes": 30_00
                   "evaluation": 50_000, "analysis": 60_000}
 PER_LENGTH_STREAMS = ("prompts", "bayes", "evaluation", "analysis")
 SEED_LIMIT = 10_000
+#: The seed of the reference risks (Bayes and best linear risks), which belong to the task, not to one experiment.
 REFERENCE_SEED = 0
 _LENGTH_FACTOR = 1_000_003
 

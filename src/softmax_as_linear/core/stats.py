@@ -6,7 +6,8 @@
 - :class:`Estimate`: such means and intervals, one per prompt length;
 - :func:`loglog_slope`: least-squares slope of ``log y`` against ``log x``, its standard error and interval;
 - :func:`paired_slope_difference`: the difference of two such slopes measured on the same samples, with intervals;
-- :func:`variation_ratio`: how far a positive curve is from monotone (1 for a monotone curve).
+- :func:`variation_ratio`: how far a positive curve is from monotone (1 for a monotone curve);
+- :func:`seed_summary`: mean, median and a quantile band over seeds of per-seed values, diverged runs (NaN) left out.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class Estimate:
     level: float
 
     def as_dict(self) -> dict:
+        """The estimate as plain lists and numbers (for a JSON file)."""
         return {"mean": self.mean.tolist(), "low": self.low.tolist(), "high": self.high.tolist(), "level": self.level}
 
 
@@ -222,3 +224,24 @@ def variation_ratio(curves, axis: int = -1) -> np.ndarray:
     steps = np.abs(np.diff(logs, axis=axis)).sum(axis=axis)
     net = np.abs(np.take(logs, -1, axis=axis) - np.take(logs, 0, axis=axis))
     return steps / net
+
+
+def seed_summary(per_seed, quantiles: tuple[float, float] = (0.1, 0.9)) -> dict:
+    """Mean, median and band over seeds (axis 0) of per-seed values, ignoring NaN (diverged runs).
+
+    ``per_seed`` ``(S, ...)`` -> dict of ``mean``, ``median``, ``low`` and ``high`` (the ``quantiles`` over seeds,
+    linearly interpolated; ``(0, 1)`` gives the range), each ``(...)`` and NaN where every seed is NaN, and
+    ``count`` ``(...)``, the seeds that are not NaN.
+    """
+    low_q, high_q = (float(q) for q in quantiles)
+    if not 0 <= low_q <= high_q <= 1:
+        raise ValueError(f"quantiles must satisfy 0 <= low <= high <= 1, got {quantiles!r}")
+    values = np.asarray(per_seed, dtype=float)
+    if values.ndim < 1 or values.shape[0] < 1:
+        raise ValueError(f"per_seed must have shape (S, ...) with S >= 1, got {values.shape}")
+    count = np.sum(~np.isnan(values), axis=0)
+    safe = np.where(count > 0, 0.0, np.nan)  # all-NaN columns stay NaN without a warning
+    filled = np.where(np.isnan(values) & (count == 0), 0.0, values)
+    return {"mean": np.nansum(filled, axis=0) / np.maximum(count, 1) + safe,
+            "median": np.nanmedian(filled, axis=0) + safe, "low": np.nanquantile(filled, low_q, axis=0) + safe,
+            "high": np.nanquantile(filled, high_q, axis=0) + safe, "count": count}

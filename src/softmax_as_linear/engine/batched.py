@@ -58,6 +58,7 @@ class SoftmaxPrediction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, tokens_t, u, v, mask, lengths, fused=True):
+        r"""Predictions ``(N, n)``; keeps :math:`\bar z` and the gradient of the prediction in ``u`` for the backward pass."""
         fused = fused_softmax.try_softmax_sums(tokens_t, u, v, lengths) if fused else None
         if fused is not None:
             pred, mean_token, grad_u = fused
@@ -79,6 +80,7 @@ class SoftmaxPrediction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """The gradients in ``u`` and ``v``: ``grad`` times the kept gradients of the predictions (no token is read)."""
         d_u, d_v = ctx.saved_tensors
         g = grad.unsqueeze(-1)
         return None, d_u * g, d_v * g, None, None, None
@@ -91,18 +93,19 @@ class SoftmaxSweep(torch.autograd.Function):
     For run ``j`` of prompt ``b``, with weights :math:`a = \operatorname{softmax}_{i \le L_j}(z_i^\top u)` and values
     :math:`c_i = v^\top z_i`: :math:`\bar z = \sum_i a_i z_i = \partial \hat y / \partial v`,
     :math:`\hat y = v^\top \bar z` and :math:`\partial \hat y / \partial u = \sum_i a_i c_i z_i - \hat y \bar z`.
-    Per bucket of lengths (``plan``, from :meth:`SweepModel`): one batched product of ``[u; v]`` with the
+    Per bucket of lengths (``plan``, from :class:`SweepModel`): one batched product of ``[u; v]`` with the
     tokens (scores and values), the mask past each run's length, one fused softmax, the values
     multiplied by the weights, and one batched product of ``[a; a c]`` with the tokens (:math:`\bar z` and
     :math:`\sum_i a_i c_i z_i`). The ``(N, 2n, L)`` tensor is written once and read three times, and every
     row of the softmax stays in the cache.
 
     u ``(S, nL, B, D)``, v ``(S, nL, D)``, tokens_t ``(S * B, D, L_max)`` (the tokens as columns), plan
-    :class:`_BucketPlan` -> predictions ``(S, nL, B)``.
+    ``_BucketPlan`` -> predictions ``(S, nL, B)``.
     """
 
     @staticmethod
     def forward(ctx, u, v, tokens_t, plan):
+        r"""Predictions ``(S, nL, B)``; keeps :math:`\bar z` and the gradient of the prediction in ``u`` for the backward pass."""
         S, nL, B, D = u.shape
         N = S * B
         u_rows = u.transpose(1, 2)  # (S, B, nL, D)
@@ -133,6 +136,7 @@ class SoftmaxSweep(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad):
+        """The gradients in ``u`` and ``v``: ``grad`` times the kept gradients of the predictions (no token is read)."""
         grad_u, mean_token = ctx.saved_tensors
         g = grad.transpose(1, 2)[:, :, None]  # (S, B, 1, nL)
         return (grad_u * g).permute(0, 3, 1, 2), (mean_token * g).sum(1).transpose(1, 2), None, None
@@ -171,7 +175,7 @@ class SweepModel:
 
     ``SweepModel(cfg, device, init_weights)`` builds the initial parameters of ``cfg`` (the
     ``"init"`` stream of :mod:`~softmax_as_linear.core.seeding`); :meth:`predict` and :meth:`risk` take a
-    batch of :class:`SweepData`.
+    batch of :class:`~softmax_as_linear.engine.data.SweepData`.
 
     ``forward_path``: ``"cpu"`` (the CPU forward pass, :class:`SoftmaxSweep` and prefix moments), ``"tensor"`` (the
     tensor formulas, :class:`SoftmaxPrediction`) or ``"fused_softmax"`` (those with the softmax sums as one Triton
@@ -188,15 +192,15 @@ class SweepModel:
                             else "cpu" if device.type == "cpu" else "tensor")
         self.forward_path = checks.one_of("forward_path", forward_path, ("cpu", "tensor", "fused_softmax"))
         self.task = cfg.task()
-        self.shape = (len(cfg.seeds), len(cfg.lengths), len(cfg.activations))
+        self.shape = (len(cfg.seeds), len(cfg.lengths), len(cfg.models))
         self.params = self._initial_params(init_weights)
         lengths = torch.tensor(cfg.lengths, device=device)
         self.length_divisor = lengths.to(self.dtype)[:, None, None]
-        self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else None
-        self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else None
+        self.soft = cfg.models.index("softmax") if "softmax" in cfg.models else None
+        self.lin = cfg.models.index("linear") if "linear" in cfg.models else None
         # infinite-prompt models: (index, activation of the limit)
-        self.limits = [(cfg.activations.index(m), m.removesuffix("_limit")) for m in ("softmax_limit", "linear_limit")
-                       if m in cfg.activations]
+        self.limits = [(cfg.models.index(m), m.removesuffix("_limit")) for m in ("softmax_limit", "linear_limit")
+                       if m in cfg.models]
         waste = 1.25 if device.type == "cpu" else math.inf
         # (slice of length indices, longest length): slices, because indexing by a list would copy it to the device
         self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
@@ -234,7 +238,7 @@ class SweepModel:
                 per_seed = {"U": U, "V": V}
             else:
                 per_seed = weights
-        S_, nL, nA = S, len(cfg.lengths), len(cfg.activations)
+        S_, nL, nA = S, len(cfg.lengths), len(cfg.models)
         return {n: w[:, None, None].expand(S_, nL, nA, *w.shape[1:]).to(self.device, self.dtype).clone()
                 .requires_grad_(True) for n, w in per_seed.items()}
 
@@ -267,7 +271,7 @@ class SweepModel:
         tokens_t, moments = self.prepare(tokens) if prepared is None else prepared
         U, v = self.uv()
         u = torch.einsum("slaij,sbj->slabi", U, query)  # U z_q for every run and prompt
-        columns = [None] * len(self.cfg.activations)
+        columns = [None] * len(self.cfg.models)
         if self.soft is not None:
             columns[self.soft] = SoftmaxSweep.apply(u[:, :, self.soft], v[:, :, self.soft], tokens_t, self.plan)
         if self.lin is not None:  # v^T M_L u, as products whose sums do not depend on the number of seeds

@@ -15,7 +15,7 @@ from .sweep import TrainConfig
 
 class SweepData:
     """Per-seed generators for training batches (stream ``"train"``) and the fixed held-out prompts
-    (stream ``"held_out"``, :attr:`eval`), as tensors: tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``,
+    (stream ``"held_out"``, attribute ``eval``), as tensors: tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``,
     targets ``(S, B)`` and task vectors ``(S, B, d)`` (which the infinite-prompt models read).
     Each seed's normal draws come from its own generator; the arithmetic that turns them into prompts
     is done once for all seeds (:meth:`~softmax_as_linear.theory.regression.RegressionTask.sample_stacked`).
@@ -66,11 +66,13 @@ class SweepData:
         return self.batch()
 
     def state(self):
+        """The generators' states after the batches handed out so far (what a checkpoint needs)."""
         if self._pending is not None:
             return self._pending[0]
         return [g.get_state() for g in self.generators]
 
     def load_state(self, states):
+        """Restore the generators to ``states`` (from :meth:`state`)."""
         self._discard_pending()
         for g, s in zip(self.generators, states):
             g.set_state(s.cpu())  # generator states live on the CPU
@@ -137,10 +139,12 @@ class CounterData:
         return out
 
     def state(self) -> int:
+        """The number of batches handed out."""
         return self.count
 
     def load_state(self, state):
+        """Continue after ``state`` batches (from :meth:`state`)."""
         self.count = int(state)
 
     def close(self):
-        pass
+        """Nothing to stop (no thread)."""

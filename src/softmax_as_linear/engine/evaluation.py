@@ -41,20 +41,20 @@ def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto
     device = resolve_device(device)
     cfg = result.config
     task = cfg.task()
-    S, nL, nA = len(cfg.seeds), len(cfg.lengths), len(cfg.activations)
+    S, nL, nA = len(cfg.seeds), len(cfg.lengths), len(cfg.models)
     U_all, V_all = (torch.as_tensor(np.asarray(m)[:, :, :, -1], dtype=torch.float64) for m in result.uv())
     risk = np.full((S, nL, nA), np.nan)
     risk_se = np.full((S, nL, nA), np.nan)
     difference = np.full((S, nL), np.nan)
     difference_se = np.full((S, nL), np.nan)
     exact = np.full((S, nL), np.nan)
-    both = {"softmax", "linear"} <= set(cfg.activations)
-    pair = (cfg.activations.index("softmax"), cfg.activations.index("linear")) if both else None
+    both = {"softmax", "linear"} <= set(cfg.models)
+    pair = (cfg.models.index("softmax"), cfg.models.index("linear")) if both else None
     for s, seed in enumerate(cfg.seeds):
         for l, L in enumerate(cfg.lengths):
             alive = [a for a in range(nA) if not result.diverged[s, l, a]]
-            if "linear" in cfg.activations:
-                a = cfg.activations.index("linear")
+            if "linear" in cfg.models:
+                a = cfg.models.index("linear")
                 if a in alive:
                     exact[s, l] = float(linear_attention_risk(U_all[s, l, a], V_all[s, l, a], L, task))
             if not alive:
@@ -70,7 +70,7 @@ def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto
                 batch = task.sample(n, L, generator, dtype=dtype, device=device)
                 losses = {}
                 for a, (U, V) in params.items():
-                    model = cfg.activations[a]
+                    model = cfg.models[a]
                     if model.endswith("_limit"):
                         pred = infinite_prompt_prediction(U, V, task, batch.w, batch.query,
                                                           model.removesuffix("_limit"))

@@ -25,6 +25,7 @@ class Moments:
         self.m2: Tensor | None = None
 
     def add(self, values: Tensor) -> "Moments":
+        """Take in ``values`` ``(..., k)``, ``k`` more values of every entry; returns ``self``."""
         values = torch.as_tensor(values).double()
         k = values.shape[-1]
         if k == 0:
@@ -42,6 +43,7 @@ class Moments:
 
     @property
     def mean(self) -> Tensor:
+        """Mean of the values taken in so far, ``(...)``."""
         return self.total / self.n
 
     @property

@@ -47,6 +47,7 @@ class Records:
                 "history": self.history}
 
     def load_state(self, state: dict) -> None:
+        """Restore the arrays from :meth:`state` (a checkpoint before 0.2 has no ``eval_sd``: NaN)."""
         self.train_risk, self.eval_risk, self.history = state["train_risk"], state["eval_risk"], state["history"]
         self.eval_sd = state.get("eval_sd", np.full_like(self.eval_risk, np.nan))  # checkpoints before 0.2 lack it
 

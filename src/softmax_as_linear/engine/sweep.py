@@ -1,6 +1,6 @@
 r"""A training sweep's settings and results, and their files.
 
-- :class:`TrainConfig`: everything that defines a sweep (task, prompt lengths, activations, seeds,
+- :class:`TrainConfig`: everything that defines a sweep (task, prompt lengths, models, seeds,
   optimiser, initialisation), validated;
 - :class:`TrainResult`: its recorded trajectories, axes ``(seed, length, activation, record)``;
 - :func:`save_sweep` / :func:`load_sweep`: a result as one ``.npz`` (the paper-scale files of ``results/``);
@@ -51,7 +51,7 @@ class TrainConfig:
         law: law of the standardised input entries (:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
             ``"gaussian"`` (the paper), ``"uniform"`` or ``"rademacher"`` (Chapter 6).
         task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
-        lengths: prompt lengths ``L``, increasing. activations: distinct models among
+        lengths: prompt lengths ``L``, increasing. models: distinct models among
             :data:`~softmax_as_linear.registry.MODELS`: ``"softmax"`` and ``"linear"`` attention at each ``L``, and
             ``"softmax_limit"`` and ``"linear_limit"``, their infinite-prompt limits
             (:func:`~softmax_as_linear.theory.limit_model.infinite_prompt_prediction`), trained from the same
@@ -89,7 +89,7 @@ class TrainConfig:
     task_var: float | None = None
     noise_var: float = 0.1
     lengths: tuple[int, ...] = (10, 100)
-    activations: tuple[str, ...] = ACTIVATIONS
+    models: tuple[str, ...] = ACTIVATIONS
     seeds: tuple[int, ...] = (327,)
     steps: int = 1000
     batch_size: int = 128
@@ -118,12 +118,12 @@ class TrainConfig:
         if not lengths or list(lengths) != sorted(set(lengths)):
             raise ValueError(f"lengths must be a non-empty increasing sequence of integers >= 1, got {self.lengths!r}")
         object.__setattr__(self, "lengths", lengths)
-        activations = tuple(self.activations)
-        if not activations or len(set(activations)) != len(activations):
-            raise ValueError(f"activations must be distinct names among {MODELS}, got {self.activations!r}")
-        for a in activations:
-            checks.one_of("activations", a, MODELS)
-        object.__setattr__(self, "activations", activations)
+        models = tuple(self.models)
+        if not models or len(set(models)) != len(models):
+            raise ValueError(f"models must be distinct names among {MODELS}, got {self.models!r}")
+        for model in models:
+            checks.one_of("models", model, MODELS)
+        object.__setattr__(self, "models", models)
         if isinstance(self.seeds, (str, bytes)) or not hasattr(self.seeds, "__iter__"):
             raise ValueError(f"seeds must be a sequence of distinct non-negative integers, got {self.seeds!r}")
         # a whole float or a numpy integer is a seed; 1.7 is an error, not seed 1
@@ -147,7 +147,7 @@ class TrainConfig:
         checks.positive_float("blowup", self.blowup)
         checks.one_of("dtype", self.dtype, ("float32", "float64"))
         checks.one_of("rng", self.rng, RNGS)
-        if self.rng == "philox" and set(self.activations) & set(LIMIT_MODELS):
+        if self.rng == "philox" and set(self.models) & set(LIMIT_MODELS):
             raise ValueError("rng 'philox' does not hand out the task vectors that the infinite-prompt models "
                              f"{LIMIT_MODELS} read; use rng 'torch' (or 'auto')")
 
@@ -156,18 +156,22 @@ class TrainConfig:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:
+        """Every field, as a dictionary (what result files and checkpoints store)."""
         return dataclasses.asdict(self)
 
     @property
     def D(self) -> int:
+        """Token dimension ``d + 1``."""
         return self.d + 1
 
     def task(self) -> RegressionTask:
+        """The in-context regression task the sweep trains on."""
         if self.covariance == "isotropic":
             return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.law)
         return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.law)
 
     def record_steps(self) -> list[int]:
+        """The steps at which risks and parameters are recorded: every ``record_every`` steps, and the last."""
         return sorted(set(range(0, self.steps, self.record_every)) | {self.steps})
 
 
@@ -222,21 +226,22 @@ class TrainResult:
         return self.diverged_at >= 0
 
     def index(self, activation: str, L: int, seed: int | None = None) -> tuple[int, int, int]:
+        """The ``(seed, length, activation)`` indices of one run (seed: the first one when ``None``)."""
         cfg = self.config
         if L not in cfg.lengths:
             raise ValueError(f"L={L} is not among the sweep's lengths {cfg.lengths}")
-        checks.one_of("activation", activation, cfg.activations)
+        checks.one_of("activation", activation, cfg.models)
         seed = cfg.seeds[0] if seed is None else seed
         if seed not in cfg.seeds:
             raise ValueError(f"seed={seed} is not among the sweep's seeds {cfg.seeds}")
-        return cfg.seeds.index(seed), cfg.lengths.index(L), cfg.activations.index(activation)
+        return cfg.seeds.index(seed), cfg.lengths.index(L), cfg.models.index(activation)
 
     def parameter_gap(self) -> np.ndarray:
         """``(S, nL, T)`` squared distance :math:`\\|\\theta_{soft} - \\theta_{lin}\\|^2` over all parameters."""
         cfg = self.config
-        if not set(ACTIVATIONS) <= set(cfg.activations):
+        if not set(ACTIVATIONS) <= set(cfg.models):
             raise ValueError("parameter_gap needs both activations in the sweep")
-        s, lin = cfg.activations.index("softmax"), cfg.activations.index("linear")
+        s, lin = cfg.models.index("softmax"), cfg.models.index("linear")
         total = 0.0
         for value in self.params.values():
             diff = value[:, :, s] - value[:, :, lin]
@@ -274,6 +279,17 @@ def save_sweep(path, result: TrainResult) -> pathlib.Path:
 
 #: Fields that files written before they existed lack, with the values those files were computed with.
 _BEFORE = {"rng": "torch", "law": "gaussian"}
+#: Fields renamed since files were first written: old name -> name (``activations`` held every model of a sweep,
+#: infinite-prompt limits included).
+RENAMED_FIELDS = {"activations": "models"}
+
+
+def config_fields(fields: dict) -> dict:
+    """A configuration as a file stored it (:meth:`TrainConfig.as_dict`, at any version), with the names and
+    defaults of today: renamed fields (:data:`RENAMED_FIELDS`) under their new names, fields added since
+    (``_BEFORE``) with the values the file was computed with."""
+    fields = {RENAMED_FIELDS.get(key, key): value for key, value in fields.items()}
+    return {**_BEFORE, **fields}
 
 
 def load_sweep(path) -> TrainResult:
@@ -281,7 +297,7 @@ def load_sweep(path) -> TrainResult:
     if the file cannot be read or lacks what a sweep holds."""
     arrays = load_npz(path)
     try:
-        fields = {**_BEFORE, **json.loads(str(arrays.pop("config_json")))}
+        fields = config_fields(json.loads(str(arrays.pop("config_json"))))
         fields = {k: tuple(v) if isinstance(v, list) else v for k, v in fields.items()}
         return TrainResult.from_arrays(TrainConfig(**fields), arrays)
     except (KeyError, TypeError, ValueError) as error:
@@ -311,7 +327,7 @@ def load_checkpoint(path, config: TrainConfig, device) -> dict:
         raise DamagedFileError(path, _short(error)) from None
     if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
         raise DamagedFileError(path, "not a training state")
-    written_for = {**_BEFORE, **state["config"]}
+    written_for = config_fields(state["config"])
     if written_for != config.as_dict():
         raise ValueError(f"checkpoint {path} was written for a different configuration")
     return state

@@ -26,7 +26,7 @@ class TensorStepper:
     ``graph``: replay the step as a CUDA graph (CUDA only, and only a graph-safe data source; see
     :func:`~softmax_as_linear.engine.gpu.cuda_graph.cuda_graphed`).
 
-    The record before the first step (:meth:`batch_risk` with no step taken) reads the first batch: under torch's
+    The record before the first step (:meth:`~softmax_as_linear.engine.stepper.Stepper.batch_risk` with no step taken) reads the first batch: under torch's
     generators it *takes* batch 0, so that step ``k`` trains on batch ``k + 1``, as every result file written with
     ``rng="torch"`` was computed; under the counter-based stream it reads batch 0 without taking it (step ``k``
     trains on batch ``k``, like the prompt kernel).

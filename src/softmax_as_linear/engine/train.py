@@ -24,7 +24,7 @@ standard error is measured, not assumed). With SGD at learning rate ``lr`` on th
 time :math:`t = 2\,\mathrm{lr}\,k` on :math:`R` (see :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`).
 
 A run whose risk becomes NaN, infinite or larger than ``blowup`` times the risk of predicting zero is
-*diverged*: it stops updating, its later records are NaN, and :attr:`TrainResult.diverged` says so.
+*diverged*: it stops updating, its later records are NaN, and :attr:`~softmax_as_linear.engine.sweep.TrainResult.diverged` says so.
 """
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ def resolved(config: TrainConfig, device) -> TrainConfig:
     if config.rng != "auto":
         return config
     kernel = prompt_kernel.available(resolve_device(device), getattr(torch, config.dtype))
-    limit = set(config.activations) & set(LIMIT_MODELS)
+    limit = set(config.models) & set(LIMIT_MODELS)
     return config.replace(rng="philox" if kernel and not limit else "torch")
 
 
@@ -74,7 +74,7 @@ def make_stepper(cfg: TrainConfig, device: torch.device, init_weights: dict | No
     fused = fused_softmax.available(torch.empty(0, dtype=dtype, device=device))
     why = {"prompt_kernel": not kernel and "it needs rng 'philox', float32 and CUDA with Triton",
            "fused_softmax": (not fused and "it needs float32 and CUDA with Triton"
-                             or "softmax" not in cfg.activations and "the sweep has no softmax run"),
+                             or "softmax" not in cfg.models and "the sweep has no softmax run"),
            "cpu": device.type != "cpu" and "the device is not a CPU"}.get(path)
     if why:
         raise ValueError(f"path {path!r} cannot run here: {why}")
@@ -168,7 +168,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     """Train every run of ``config`` together and return their trajectories.
 
     Args:
-        config: the sweep (see :class:`TrainConfig`); ``rng="auto"`` is resolved for ``device``
+        config: the sweep (see :class:`~softmax_as_linear.engine.sweep.TrainConfig`); ``rng="auto"`` is resolved for ``device``
             (:func:`resolved`) and the result's config says which stream was used.
         init_weights: with ``config.init == "given"``, a dict of ``(D, D)`` tensors (``W_O`` is ``(1, D)``),
             or ``(S, D, D)`` for one per seed: ``W_Q, W_K, W_V, W_O`` or ``U, V``.
@@ -185,7 +185,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         path: the code path (:data:`~softmax_as_linear.registry.ENGINE_PATHS`); ``"auto"`` picks the fastest that
             runs here. A path asked for that cannot run, or that fell back to another while training, is an error.
 
-    The result's ``engine_path`` names the path that ran (:attr:`TrainResult.engine_path`).
+    The result's ``engine_path`` names the path that ran (:attr:`~softmax_as_linear.engine.sweep.TrainResult.engine_path`).
     """
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")

@@ -36,7 +36,7 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
     SGD at learning rate ``lr`` on the MSE follows, for small ``lr``, the gradient flow of the
     finite-prompt risk :math:`R_L` at time :math:`t = 2\,\mathrm{lr}\,k`; Theorem 4.3 says that this
     flow approaches the flow :math:`(U_\infty(t), V_\infty(t))` of :math:`R_\infty` as ``L`` grows.
-    This integrates the latter (:func:`infinite_prompt_flow`) from the
+    This integrates the latter (:func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`) from the
     sweep's common initialisation and compares, at every record,
 
     .. math:: \delta_L(t) = \|U_L(t) - U_\infty(t)\|_F^2 + \|V_L(t) - V_\infty(t)\|_F^2 .
@@ -72,10 +72,10 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
     times = result.times
     horizon = float(times[-1]) if horizon is None else checks.positive_float("horizon", horizon)
     within = torch.from_numpy(times <= horizon + 1e-12)
-    out = {"lengths": list(cfg.lengths), "activations": list(cfg.activations), "times": times.tolist(),
+    out = {"lengths": list(cfg.lengths), "activations": list(cfg.models), "times": times.tolist(),
            "horizon": horizon, "flow_risk": flow["risk"].tolist(), "flow_balance": balance(U_inf, V_inf).tolist(),
            "risk": {}, "distance": {}, "balance": {}, "max_distance": {}}
-    for a, activation in enumerate(cfg.activations):
+    for a, activation in enumerate(cfg.models):
         out["risk"][activation] = risk[:, a].tolist()
         out["distance"][activation] = distance[:, a].tolist()
         out["balance"][activation] = balance(U[:, a], V[:, a]).tolist()
@@ -86,7 +86,7 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
 def seed_outcomes(result: TrainResult, tolerance: float = 0.1, tail: float = 0.1) -> dict:
     r"""How every seed ended: diverged, stalled, or trained.
 
-    A run *diverged* when the trainer stopped it (:attr:`TrainResult.diverged`). A run that did not
+    A run *diverged* when the trainer stopped it (:attr:`~softmax_as_linear.engine.sweep.TrainResult.diverged`). A run that did not
     diverge *stalled* when its final held-out risk (mean over the last ``tail`` of the records)
     exceeds the best final risk among the seeds at the same ``L`` and activation by more than a
     fraction ``tolerance``; otherwise it *trained*. For reference, the best risk of normalised
@@ -109,7 +109,7 @@ def seed_outcomes(result: TrainResult, tolerance: float = 0.1, tail: float = 0.1
     out = {"lengths": list(cfg.lengths), "seeds": list(cfg.seeds), "tolerance": tolerance,
            "optimal_linear": [optimal_linear_risk(L, task) for L in cfg.lengths],
            "final": {}, "diverged": {}, "stalled": {}, "trained": {}}
-    for a, activation in enumerate(cfg.activations):
+    for a, activation in enumerate(cfg.models):
         out["final"][activation] = final[:, :, a].tolist()
         out["diverged"][activation] = result.diverged[:, :, a].sum(0).tolist()
         out["stalled"][activation] = stalled[:, :, a].sum(0).tolist()
@@ -138,9 +138,9 @@ def linear_excess(result: TrainResult) -> np.ndarray:
     record (:func:`~softmax_as_linear.theory.risks.linear_attention_risk`, a closed form: no sampling error);
     NaN after a divergence."""
     cfg = result.config
-    if "linear" not in cfg.activations:
+    if "linear" not in cfg.models:
         raise ValueError("result has no linear runs")
-    a = cfg.activations.index("linear")
+    a = cfg.models.index("linear")
     task = cfg.task()
     U, V = (torch.as_tensor(np.asarray(m)[:, :, a], dtype=torch.float64) for m in result.uv())  # (S, nL, T, D, D)
     out = np.full(U.shape[:3], np.nan)

@@ -42,9 +42,9 @@ from .result_files import beyond_command, beyond_file, saved_beyond
 
 
 def _index(result: TrainResult, model: str) -> int:
-    if model not in result.config.activations:
-        raise ValueError(f"result: the sweep has no {model!r} run (models {result.config.activations})")
-    return result.config.activations.index(model)
+    if model not in result.config.models:
+        raise ValueError(f"result: the sweep has no {model!r} run (models {result.config.models})")
+    return result.config.models.index(model)
 
 
 def _distance(result: TrainResult, a: int, b: int, b_length: int | None = 0) -> np.ndarray:
@@ -213,13 +213,13 @@ def final_comparison(result: TrainResult, evaluation: dict, n_bayes_samples: int
            "optimal_linear_gaussian": [optimal_linear_risk(L, gaussian) for L in cfg.lengths],
            "risk": {}, "risk_se": {}}
     risk, se = np.asarray(evaluation["risk"]), np.asarray(evaluation["risk_se"])
-    for a, model in enumerate(cfg.activations):
+    for a, model in enumerate(cfg.models):
         out["risk"][model] = np.where(result.diverged[:, :, a], np.nan, risk[:, :, a]).tolist()
         out["risk_se"][model] = se[:, :, a].tolist()
     out["linear_exact"] = np.asarray(evaluation["linear_exact"]).tolist()
     out["paired_difference"] = np.asarray(evaluation["paired_difference"]).tolist()
     out["paired_difference_se"] = np.asarray(evaluation["paired_difference_se"]).tolist()
-    out["diverged"] = {model: result.diverged[:, :, a].sum(0).tolist() for a, model in enumerate(cfg.activations)}
+    out["diverged"] = {model: result.diverged[:, :, a].sum(0).tolist() for a, model in enumerate(cfg.models)}
     return out
 
 
@@ -232,7 +232,7 @@ def beyond_readings(result: TrainResult, evaluation: dict, preset: str, n_bayes_
     config = result.config
     return {"experiment": "beyond_gaussian", "law": config.law, "preset": preset, "complete": result.complete,
             "steps": result.steps.tolist(), "times": result.times.tolist(),
-            "eval_risk": {model: result.eval_risk[:, :, a].tolist() for a, model in enumerate(config.activations)},
+            "eval_risk": {model: result.eval_risk[:, :, a].tolist() for a, model in enumerate(config.models)},
             "tracking": limit_tracking(result), "limits": limit_comparison(result, BEYOND_LIMIT_SAMPLES[preset]),
             "concentration": concentration_check(result),
             "final": final_comparison(result, evaluation, n_bayes_samples)}

@@ -85,7 +85,7 @@ def concentration_figure(name: str = "fig1", preset: str = "lecture", device="au
     activations), regression task with :math:`d = 5`, :math:`\tau^2 = 1/d`, :math:`s^2 = 0.1`, and
     :math:`\Sigma = I` (``"isotropic"``) or the KMS matrix (``"kms"``; prompt and query inputs
     :math:`N(0, \Sigma)`). ``covariance`` defaults to the one of ``name``
-    (:data:`CONCENTRATION_FIGURES`). For every prompt length, ``n_batches`` batches of ``batch``
+    (:data:`~softmax_as_linear.registry.CONCENTRATION_FIGURES`). For every prompt length, ``n_batches`` batches of ``batch``
     fresh prompts (stream ``"prompts"`` at (327, L)) give, through
     :func:`~softmax_as_linear.experiments.concentration_figures.icl_batch_gaps`,
 
@@ -100,7 +100,7 @@ def concentration_figure(name: str = "fig1", preset: str = "lecture", device="au
     - ``ess``: mean effective sample size of the softmax weights;
 
     each as ``{"mean", "low", "high", "level"}`` lists (95% Student-t intervals over prompts or
-    batches), with the settings and :func:`provenance` (device, torch, commit, wall time).
+    batches), with the settings and :func:`~softmax_as_linear.core.provenance.provenance` (device, torch, commit, wall time).
     Presets: :data:`~softmax_as_linear.experiments.presets.CONCENTRATION_PRESETS`.
     """
     checks.one_of("name", name, tuple(CONCENTRATION_FIGURES))

@@ -87,7 +87,7 @@ def final_risks(result: TrainResult, tail: float = 0.1, n_bayes_samples: int = 2
     out = {"figure": "final risk", "risk": label, "lengths": list(cfg.lengths),
            "seeds": list(cfg.seeds), "steps": int(result.steps[-1]), "complete": result.complete,
            "covariance": cfg.covariance, "sampler": cfg.sampler}
-    for a, name in enumerate(cfg.activations):
+    for a, name in enumerate(cfg.models):
         out[name] = _seed_mean(per_seed[:, :, a]).tolist()
         out[f"{name}_per_seed"] = per_seed[:, :, a].tolist()
         out[f"{name}_diverged"] = result.diverged[:, :, a].sum(0).tolist()
@@ -130,7 +130,7 @@ def risk_trajectories(result: TrainResult, lengths=None, n_bayes_samples: int = 
            "lengths": chosen, "seeds": list(cfg.seeds), "steps": result.steps.tolist(), "complete": result.complete,
            "covariance": cfg.covariance, "sampler": cfg.sampler, "eval_prompts": cfg.eval_prompts}
     index = [cfg.lengths.index(L) for L in chosen]
-    for a, name in enumerate(cfg.activations):
+    for a, name in enumerate(cfg.models):
         out[name] = [_seed_mean(result.eval_risk[:, i, a]).tolist() for i in index]
         out[f"{name}_per_seed"] = _compact(result.eval_risk[:, index, a])
         out[f"{name}_se_per_seed"] = _compact(result.eval_se[:, index, a])
@@ -150,7 +150,7 @@ def _compact(values: np.ndarray) -> list:
 
 def sweep_provenance(result: TrainResult, preset: str | None = None, device="cpu", wall_seconds: float = 0.0,
                      evaluation: dict | None = None) -> dict:
-    """Where a sweep's figures came from: :func:`provenance` (device, torch, commit, wall time, load) plus
+    """Where a sweep's figures came from: :func:`~softmax_as_linear.core.provenance.provenance` (device, torch, commit, wall time, load) plus
     the device's name, the preset and every setting of the sweep (lr, batch, steps, eval sizes, sampler,
     seeds), the training path that ran (``engine_path``), its training time, the size of the final evaluation
     set and the date (UTC)."""

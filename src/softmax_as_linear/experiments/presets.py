@@ -4,7 +4,7 @@ concentration figures (1 and 5) and the first run of the live training panel.
 - Training sweeps (Figures 2-4 and 6-8, :func:`sweep_config`): presets ``"paper"`` (the settings of
   Section 6 and Appendix A as the paper's published code runs them, except the anisotropic sampler),
   ``"lecture"`` (the same stories in about two minutes on a 2-core CPU) and ``"smoke"`` (seconds: checks
-  that every step of a reproduction runs); :data:`PAPER_LENGTHS`, :data:`PAPER_SEED`,
+  that every step of a reproduction runs); :data:`PAPER_LENGTHS`, :data:`~softmax_as_linear.registry.PAPER_SEED`,
   :func:`sweep_seeds`, :data:`FINAL_PROMPTS` for the final evaluation and :data:`CHANGE_PROMPTS` for the
   paired changes along training.
 - Figures 1 and 5 (:data:`CONCENTRATION_PRESETS`, :data:`CONCENTRATION_SEED`): prompt lengths and
@@ -32,6 +32,7 @@ from ..core import checks
 from ..engine.sweep import TrainConfig
 from ..registry import PAPER_SEED, PRESETS
 
+#: The paper's prompt lengths: 10 to 90 by 10, then 100 to 1000 by 100.
 PAPER_LENGTHS = tuple(range(10, 100, 10)) + tuple(range(100, 1001, 100))
 LECTURE_LENGTHS = (10, 20, 50, 100, 200, 500)
 
@@ -75,9 +76,10 @@ def sweep_config(preset: str, covariance: str = "isotropic", **overrides) -> Tra
     return TrainConfig(**{**_BASE[preset], "covariance": covariance, "rho": 0.5, **overrides})
 
 
-# Figures 1 and 5: softmax against normalised linear attention at the initialisation of the training
-# experiments (isotropic inputs for Figure 1, KMS inputs with rho = 0.5 for Figure 5).
+#: Figures 1 and 5: softmax against normalised linear attention at the initialisation of the training
+#: experiments (isotropic inputs for Figure 1, KMS inputs with rho = 0.5 for Figure 5), from the paper's seed.
 CONCENTRATION_SEED = PAPER_SEED
+#: The prompt lengths and batches of Figures 1 and 5, per preset.
 CONCENTRATION_PRESETS = {
     # seconds on a CPU: lengths of the paper's range and one beyond it, 8 batches of 128 prompts
     "lecture": dict(lengths=(10, 30, 100, 300, 1000, 3000), batch=128, n_batches=8),
@@ -87,16 +89,16 @@ CONCENTRATION_PRESETS = {
     "smoke": dict(lengths=(10, 100), batch=16, n_batches=2),
 }
 
-# The first click of the live training panel (Chapters 4 and 5): the lecture preset at one prompt length
-# with a ten times larger step, so that its gradient-flow time 2 lr steps = 100 takes 500 steps (seconds
-# on a CPU) and both activations leave the initial plateau within the run.
+#: The first click of the live training panel (Chapters 4 and 5): the lecture preset at one prompt length
+#: with a ten times larger step, so that its gradient-flow time 2 lr steps = 100 takes 500 steps (seconds
+#: on a CPU) and both activations leave the initial plateau within the run.
 PANEL = dict(preset="lecture", L=20, lr=0.1, steps=500)
 
 
-# Chapter 6: in-context regression with non-Gaussian covariates. Every sweep trains, from the paper's
-# model and initialisation, softmax and linear attention at each L and their infinite-prompt limits on
-# the same batches (the limits read the batches' tasks and queries only), so that the distance of a
-# finite-L run to its limit measures what the finite prompt changes, and nothing else.
+#: Chapter 6: in-context regression with non-Gaussian covariates. Every sweep trains, from the paper's
+#: model and initialisation, softmax and linear attention at each L and their infinite-prompt limits on
+#: the same batches (the limits read the batches' tasks and queries only), so that the distance of a
+#: finite-L run to its limit measures what the finite prompt changes, and nothing else.
 BEYOND_MODELS = ("softmax", "linear", "softmax_limit", "linear_limit")
 BEYOND_LENGTHS = (10, 30, 100, 300, 1000)
 _BEYOND = {
@@ -122,5 +124,5 @@ def beyond_config(preset: str, law: str = "uniform", **overrides) -> TrainConfig
     ``law``, and the four models of :data:`BEYOND_MODELS`. ``overrides`` replace fields."""
     checks.one_of("preset", preset, PRESETS)
     base = dict(d=5, noise_var=0.1, covariance="isotropic", batch_size=128, optimizer="sgd",
-                parametrisation="four_matrix", init="pytorch", activations=BEYOND_MODELS)
+                parametrisation="four_matrix", init="pytorch", models=BEYOND_MODELS)
     return TrainConfig(**{**base, **_BEYOND[preset], "law": law, **overrides})

@@ -40,7 +40,7 @@ from ..core.artifacts import DamagedFileError, SettingsMismatchError, load_npz, 
 from ..core.devices import resolve_device
 from ..core.provenance import library_changes
 from ..engine.evaluation import final_evaluation
-from ..engine.sweep import TrainConfig, TrainResult, load_checkpoint, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_checkpoint, load_sweep, save_sweep
 from ..engine.train import resolved, train
 from ..registry import (
     CONCENTRATION_FIGURES,
@@ -93,7 +93,7 @@ def sweep_of(name: str, sampler: str = "paper") -> tuple[str, str]:
 
 def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tuple[int, ...]:
     """The seeds of a reproduction: the preset's (figures: 327; Chapter 6: its preset's), or the first ``seeds`` of
-    :func:`sweep_seeds`."""
+    :func:`~softmax_as_linear.experiments.presets.sweep_seeds`."""
     if seeds is not None:
         return sweep_seeds(seeds)
     return beyond_config(preset).seeds if beyond else sweep_config(preset).seeds
@@ -202,6 +202,19 @@ def final_key(result: TrainResult, n_prompts: int) -> str:
     return json.dumps({"config": result.config.as_dict(), "steps": int(result.steps[-1]), "n_prompts": int(n_prompts)})
 
 
+def same_final_key(stored: str, key: str) -> bool:
+    """Whether a cached evaluation's ``stored`` key is :func:`final_key` ``key``, written by any version (a
+    configuration's renamed and added fields read as today's, :func:`~softmax_as_linear.engine.sweep.config_fields`)."""
+    def read(text: str):
+        try:
+            value = json.loads(text)
+            return {**value, "config": config_fields(value["config"])}
+        except (ValueError, TypeError, KeyError):
+            return None
+    stored_value = read(stored)
+    return stored_value is not None and stored_value == read(key)
+
+
 def _final(result, path: pathlib.Path, n_prompts: int, device, restart: bool = False) -> dict:
     """The final evaluation of a sweep on ``n_prompts`` fresh prompts (cached next to it as ``<sweep>_final.npz``)."""
     final = path.with_name(path.stem + "_final.npz")
@@ -212,7 +225,7 @@ def _final(result, path: pathlib.Path, n_prompts: int, device, restart: bool = F
         except DamagedFileError as error:
             raise _damaged(error, "delete it (the same command then measures the final risks again, "
                                   "without training)") from None
-        if str(cached.pop("key", "")) == key:
+        if same_final_key(str(cached.pop("key", "")), key):
             return cached
     start = time.monotonic()
     evaluation = final_evaluation(result, n_prompts, device=device)

@@ -234,7 +234,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
 
 
 def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads: int = 1) -> list[str]:
-    """One shard, as a launched job runs it: :func:`reproduce` with ``shard`` on ``threads`` torch threads
+    """One shard, as a launched job runs it: :func:`~softmax_as_linear.experiments.reproduce.reproduce` with ``shard`` on ``threads`` torch threads
     (a CPU); returns the files written and whether each is complete."""
     import torch
 

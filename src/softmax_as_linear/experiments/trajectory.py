@@ -120,6 +120,7 @@ class TrajectoryReading:
 
     @property
     def shape(self) -> tuple:
+        """The shape of the runs read, ``(S, nL, nA)``."""
         return self.settled_index.shape
 
     def z(self, window: str = "tenth") -> np.ndarray:

@@ -120,14 +120,14 @@ def record_change(result: TrainResult, start_step: int, end_step: int, n_prompts
     U_all, V_all = result.uv()
     out = {"from_step": int(start_step), "to_step": int(end_step), "n_prompts": n_prompts, "lengths": lengths,
            "seeds": list(cfg.seeds)}
-    fall = np.full((len(cfg.seeds), len(lengths), len(cfg.activations)), np.nan)
+    fall = np.full((len(cfg.seeds), len(lengths), len(cfg.models)), np.nan)
     fall_se = np.full_like(fall, np.nan)
     for s, seed in enumerate(cfg.seeds):
         for j, L in enumerate(lengths):
             l = cfg.lengths.index(L)
             generator = seeding.generator(seed, "analysis", L, device=device)
             batch = task.sample(n_prompts, L, generator, dtype=dtype, device=device)
-            for a, activation in enumerate(cfg.activations):
+            for a, activation in enumerate(cfg.models):
                 if result.diverged[s, l, a] and result.diverged_at[s, l, a] <= end_step:
                     continue
                 losses = []
@@ -139,7 +139,7 @@ def record_change(result: TrainResult, start_step: int, end_step: int, n_prompts
                 difference = (losses[0] - losses[1]).cpu().numpy()
                 fall[s, j, a] = difference.mean()
                 fall_se[s, j, a] = difference.std(ddof=1) / math.sqrt(n_prompts)
-    for a, activation in enumerate(cfg.activations):
+    for a, activation in enumerate(cfg.models):
         out[activation] = fall[:, :, a].tolist()
         out[f"{activation}_se"] = fall_se[:, :, a].tolist()
     return out

@@ -409,15 +409,19 @@ def _gap_traces(curve, which: str, color: str, name: str, dash: str = "solid", b
     return traces
 
 
-def output_gap_figure(curves: dict) -> go.Figure:
+def output_gap_figure(curves: dict, slopes: dict) -> go.Figure:
     """The output gap :math:`E_L` of softmax attention against ``L`` (log-log) for Gaussian tokens
-    :math:`N(0, \\sigma^2 I)`, one line per ``sigma`` (``curves``: sigma -> GapCurve, fitted slope over
-    :math:`L \\ge 100` in the legend), and a line of slope -1 through the first curve's third point."""
+    :math:`N(0, \\sigma^2 I)`, one line per ``sigma`` (``curves``: sigma -> GapCurve; ``slopes``: sigma -> the
+    fitted log-log slope named in the legend, for instance
+    :meth:`~softmax_as_linear.theory.concentration.GapCurve.slope` over :math:`L \\ge 100`), and a line of
+    slope -1 through the first curve's third point."""
+    missing = [sigma for sigma in curves if sigma not in slopes]
+    if missing:
+        raise ValueError(f"slopes must give the fitted slope of every curve; missing sigma = {missing}")
     fig = style.new_figure("Output gap of softmax attention, tokens N(0, σ² I)",
                            "prompt length L", "E_L", logx=True, logy=True)
     for color, (sigma, curve) in zip(style.SEQUENCE, curves.items()):
-        slope, _ = curve.slope("output", min_length=100)
-        fig.add_traces(_gap_traces(curve, "output", color, f"σ = {sigma} (slope {slope:.2f})"))
+        fig.add_traces(_gap_traces(curve, "output", color, f"σ = {sigma} (slope {float(slopes[sigma]):.2f})"))
     first = next(iter(curves.values()))
     lengths = first.lengths.tolist()
     reference = first.output.mean[2] * lengths[2] / np.array(lengths, dtype=float)

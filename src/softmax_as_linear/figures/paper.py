@@ -22,6 +22,8 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
+from ..core import checks
+from ..core.stats import seed_summary
 from ..experiments.paper_figures import reproduce_command, result_name
 from ..registry import PAPER_SEED, TRAINING_FIGURES
 from . import style
@@ -69,35 +71,19 @@ RISK_TICKS = (0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.04, 0.05, 0.06, 0.07, 0.0
 _RISK_AXIS_TICKS = dict(tickvals=RISK_TICKS, ticktext=[f"{v:g}" for v in RISK_TICKS])
 
 
-def seed_summary(per_seed, quantiles=BAND_QUANTILES) -> dict:
-    """Median and band over seeds (axis 0) of per-seed values, ignoring NaN (diverged runs).
-
-    ``per_seed`` ``(S, ...)`` -> dict of ``median``, ``low``, ``high`` (each ``(...)``, NaN where every
-    seed is NaN) and ``count`` (seeds that are not NaN).
-    """
-    values = np.asarray(per_seed, dtype=float)
-    count = np.sum(~np.isnan(values), axis=0)
-    safe = np.where(count > 0, 0.0, np.nan)  # all-NaN columns stay NaN without a warning
-    filled = np.where(np.isnan(values) & (count == 0), 0.0, values)
-    return {"median": np.nanmedian(filled, axis=0) + safe, "low": np.nanquantile(filled, quantiles[0], axis=0) + safe,
-            "high": np.nanquantile(filled, quantiles[1], axis=0) + safe, "count": count}
-
-
 def _seed_traces(x, per_seed, seeds, color: str, name: str, *, markers: bool = False, width: float = 2.5,
                  legend: bool = True, group: str | None = None) -> list:
     """Median over seeds with a band and the paper's seed 327 highlighted (from three seeds), or the mean
     of one or two seeds. The band is the 10-90 % range of the seeds from ten seeds on, their whole range
-    (lowest to highest) below that."""
+    (lowest to highest) below that (:func:`~softmax_as_linear.core.stats.seed_summary`)."""
     values = np.asarray(per_seed, dtype=float)
     mode = "lines+markers" if markers else "lines"
     x = np.asarray(x)
-    if values.shape[0] < BAND_MIN_SEEDS:
-        count = np.sum(~np.isnan(values), axis=0)
-        mean = np.where(count > 0, np.nansum(values, axis=0) / np.maximum(count, 1), np.nan)
-        return [go.Scatter(x=x, y=_values(mean), mode=mode, name=name, legendgroup=group, showlegend=legend,
-                           line=dict(color=color, width=width), marker=dict(size=8))]
     few = values.shape[0] < QUANTILE_BAND_SEEDS
     summary = seed_summary(values, (0.0, 1.0) if few else BAND_QUANTILES)
+    if values.shape[0] < BAND_MIN_SEEDS:
+        return [go.Scatter(x=x, y=_values(summary["mean"]), mode=mode, name=name, legendgroup=group,
+                           showlegend=legend, line=dict(color=color, width=width), marker=dict(size=8))]
     ok = np.isfinite(summary["low"]) & np.isfinite(summary["high"])
     q_low, q_high = (int(round(100 * q)) for q in BAND_QUANTILES)
     band = f"range of {values.shape[0]} seeds" if few else f"{q_low}-{q_high} % of {values.shape[0]} seeds"
@@ -148,7 +134,7 @@ def _level(y: float, name: str, color: str, dash: str, x_range) -> go.Scatter:
 
 
 def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 2 (isotropic) or 6 (anisotropic) from :func:`experiments.final_risks` data.
+    """The course's version of the paper's Figure 2 (isotropic) or 6 (anisotropic) from :func:`~softmax_as_linear.experiments.paper_figures.final_risks` data.
 
     Final held-out risk of each activation against ``L`` (log-log), with the three references: the
     L-Bayes-optimal ridge risk, the best normalised linear attention at that ``L`` and the noise floor
@@ -185,7 +171,7 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
 
 
 def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 3 / 7 from :func:`experiments.parameter_gaps` data: the squared distance between the
+    """The course's version of the paper's Figure 3 / 7 from :func:`~softmax_as_linear.experiments.paper_figures.parameter_gaps` data: the squared distance between the
     paired softmax and linear parameters along training, one line per ``L`` (log scale; step 0, where
     both start from the same weights, is left out)."""
     steps = np.asarray(data["steps"])
@@ -203,7 +189,7 @@ def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
 
 
 def risk_trajectory_figure(data: dict, title: str | None = None, active: int | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 4 / 8 from :func:`experiments.risk_trajectories` data, with a slider over ``L``.
+    """The course's version of the paper's Figure 4 / 8 from :func:`~softmax_as_linear.experiments.paper_figures.risk_trajectories` data, with a slider over ``L``.
 
     Each panel shows the held-out risk of both activations along training at one ``L`` and that
     ``L``'s references (Bayes, best linear attention, noise floor). Works without a kernel.
@@ -239,7 +225,7 @@ def risk_trajectory_figure(data: dict, title: str | None = None, active: int | N
 
 
 def flow_figure(data: dict, title: str = "Finite-L training against the infinite-prompt gradient flow") -> go.Figure:
-    """Theorem 4.3 from :func:`dynamics.flow_gap` data, with a slider over ``L``.
+    """Theorem 4.3 from :func:`~softmax_as_linear.experiments.analysis.flow_gap` data, with a slider over ``L``.
 
     Each panel shows, along gradient-flow time :math:`t`, the infinite-prompt risk
     :math:`R_\\infty(\\theta(t))` of the flow and of the runs trained at that ``L`` (all from the same
@@ -271,7 +257,7 @@ def run_figure(result, references: dict, seed: int | None = None) -> go.Figure:
     """
     cfg = result.config
     seed = cfg.seeds[0] if seed is None else seed
-    s = result.index(cfg.activations[0], cfg.lengths[0], seed)[0]
+    s = result.index(cfg.models[0], cfg.lengths[0], seed)[0]
     steps = np.asarray(result.steps)
     stopped = "" if result.complete else f", stopped at step {int(steps[-1]):,}"
     fig = style.new_figure(f"{cfg.covariance} inputs, seed {seed}{stopped}", "training step k", RISK_AXIS, logy=True)
@@ -286,7 +272,7 @@ def run_figure(result, references: dict, seed: int | None = None) -> go.Figure:
         fig.add_trace(_level(references["optimal_linear"][l], f"best linear attention, L = {L}",
                              style.COLORS["optimal_linear"], "dash", span))
         fig.add_trace(_level(references["bayes"][l], f"Bayes (ridge), L = {L}", style.COLORS["bayes"], "solid", span))
-        for a, activation in enumerate(cfg.activations):
+        for a, activation in enumerate(cfg.models):
             risk = result.eval_risk[s, l, a]
             at = int(result.diverged_at[s, l, a])
             label = f"{ACTIVATION_NAMES[activation]}, L = {L}" + (f": DIVERGED at step {at:,}" if at >= 0 else "")
@@ -369,7 +355,7 @@ def flow_matrices_figure(flow: dict, limit, every: int = 1, min_change: float = 
 
 def seed_figure(outcomes: dict, title: str = "Final risk of every seed") -> go.Figure:
     """Final held-out risk of every seed, for several sweeps (e.g. learning rates), from
-    :func:`dynamics.seed_outcomes` dicts; ``outcomes`` maps a label to one of them (first ``L`` only).
+    :func:`~softmax_as_linear.experiments.analysis.seed_outcomes` dicts; ``outcomes`` maps a label to one of them (first ``L`` only).
     A diverged run is drawn as a cross at the top of the axis."""
     fig = style.new_figure(title, "seed", RISK_AXIS, logy=True)
     values = [v for o in outcomes.values() for a in o["final"] for row in o["final"][a] for v in row[:1]]
@@ -397,9 +383,7 @@ BUILDERS = {"final": final_risk_figure, "gap": parameter_gap_figure, "trajectory
 
 def figure_from_data(name: str, data: dict, title: str | None = None) -> go.Figure:
     """The figure of paper figure ``name`` (``"fig2"`` ... ``"fig8"``) from its data dict."""
-    if name not in TRAINING_FIGURES:
-        raise ValueError(f"name must be one of {', '.join(TRAINING_FIGURES)}; got {name!r}")
-    return BUILDERS[TRAINING_FIGURES[name][1]](data, title)
+    return BUILDERS[TRAINING_FIGURES[checks.one_of("name", name, TRAINING_FIGURES)][1]](data, title)
 
 
 def missing_note(name: str, preset: str = "paper", sampler: str = "paper") -> str:
@@ -440,7 +424,7 @@ def _last_step(data: dict) -> int:
 
 
 def concentration_along_training_figure(data: dict, title: str | None = None) -> go.Figure:
-    """Section 4's stability of concentration from :func:`experiments.concentration_along_training` data.
+    """Section 4's stability of concentration from :func:`~softmax_as_linear.experiments.concentration_figures.concentration_along_training` data.
 
     Along the training time :math:`t`, the mean squared output gap (slider: or gradient gap) between
     finite-``L`` softmax attention and its infinite-prompt limit at the trained parameters, one line

@@ -39,9 +39,9 @@ COLORS = {
 }
 # Laws first (LAW_COLORS), then further series; every colour has a contrast of at least 3:1 on white.
 SEQUENCE = ["#0072b2", "#d55e00", "#332288", "#8c564b", "#009e73", "#cc79a7", "#999933", "#4d4d4d"]
-# One colour per law name, in every chapter: the token laws of Chapters 1-3, then the covariate laws of Chapter 6
-# (Gaussian and uniform inputs keep the colours of Gaussian and uniform tokens; Rademacher takes reddish purple,
-# the next colour that stays 20 CIELAB units from the four under deuteranopia, where green does not).
+#: One colour per law name, in every chapter: the token laws of Chapters 1-3, then the covariate laws of Chapter 6
+#: (Gaussian and uniform inputs keep the colours of Gaussian and uniform tokens; Rademacher takes reddish purple,
+#: the next colour that stays 20 CIELAB units from the four under deuteranopia, where green does not).
 LAW_COLORS = {**dict(zip(LAW_KINDS, SEQUENCE)), "rademacher": SEQUENCE[5]}
 
 # A self-contained template (no plotly_white base): every stored figure carries its template, so

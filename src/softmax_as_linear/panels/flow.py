@@ -27,7 +27,8 @@ from ..theory.flow_limits import block_init, degenerate_limit_parameters
 from ..theory.regression import RegressionTask, covariance_of
 from . import widgets
 
-MAX_STEPS = 20_000  # Runge-Kutta steps one redraw may take (a few seconds on a CPU)
+#: Runge-Kutta steps one redraw may take (a few seconds on a CPU).
+MAX_STEPS = 20_000
 
 
 def flow_panel(task: RegressionTask, *, title: str = "Infinite-prompt gradient flow, Σ = I") -> widgets.Panel:

@@ -47,8 +47,8 @@ class BackgroundTraining:
     """Train ``config`` in a daemon thread.
 
     ``on_record(step)`` is called at every record step (from the thread); ``on_done(self)`` once
-    training has ended, with :attr:`result` (a :class:`~softmax_as_linear.engine.sweep.TrainResult`, marked
-    incomplete when stopped) or :attr:`error` set. :meth:`stop` asks the trainer to stop at its next record.
+    training has ended, with ``result`` (a :class:`~softmax_as_linear.engine.sweep.TrainResult`, marked
+    incomplete when stopped) or ``error`` set. :meth:`stop` asks the trainer to stop at its next record.
     """
 
     def __init__(self, config: TrainConfig, *, on_record: Callable[[int], None] | None = None,
@@ -82,10 +82,12 @@ class BackgroundTraining:
             self.on_done(self)
 
     def start(self) -> "BackgroundTraining":
+        """Start training on the background thread; returns ``self``."""
         self._thread.start()
         return self
 
     def stop(self):
+        """Ask the trainer to stop at its next record."""
         self._stop.set()
 
     def join(self, timeout: float | None = None) -> bool:
@@ -95,6 +97,7 @@ class BackgroundTraining:
 
     @property
     def running(self) -> bool:
+        """Whether training is still going on."""
         return self._thread.is_alive()
 
 
@@ -156,8 +159,8 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
     sweep, training, drawing) shows in the message line, with the status of the last run cleared; a
     ``ValueError`` is a setting that cannot be computed. Nothing trains until *Train* is clicked; *Stop*,
     *Kernel > Interrupt* and a new training panel (the cell run again) stop the run at its next record.
-    A typed value that a control cannot take is reported in the message line (:func:`widgets.typed_entry`).
-    The returned :class:`widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress``,
+    A typed value that a control cannot take is reported in the message line (:func:`~softmax_as_linear.panels.widgets.typed_entry`).
+    The returned :class:`~softmax_as_linear.panels.widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress``,
     ``status`` and ``buttons`` (*Train*, *Stop*), and ``start``, ``stop`` and ``state`` for scripted use.
     """
     stopped = interrupt_training()  # the runs of an earlier panel (this cell run again) would go on unseen
@@ -216,7 +219,7 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
             return
         progress.max, progress.value = config.steps, 0
         set_running(True)
-        set_status(f"training {len(config.seeds) * len(config.lengths) * len(config.activations)} run(s) ...")
+        set_status(f"training {len(config.seeds) * len(config.lengths) * len(config.models)} run(s) ...")
         output.outputs = ()
 
         def on_record(step: int):
@@ -295,7 +298,7 @@ def regression_config(L: int, covariance: str, rho: float, init: str, alpha: flo
     if init not in ("pytorch", "scaled", "block"):
         raise ValueError(f"init must be 'pytorch', 'scaled' or 'block'; got {init!r}")
     # the lecture preset (the paper's d, noise, batch size and optimiser) at one L
-    common = dict(rho=rho, lengths=(int(L),), activations=tuple(activations), seeds=(int(seed),), steps=int(steps),
+    common = dict(rho=rho, lengths=(int(L),), models=tuple(activations), seeds=(int(seed),), steps=int(steps),
                   lr=lr, record_every=record_every(int(steps)), eval_prompts=512)
     if init == "block":
         return sweep_config(PANEL["preset"], covariance, **common, parametrisation="uv", init="block", alpha=alpha)
@@ -303,7 +306,7 @@ def regression_config(L: int, covariance: str, rho: float, init: str, alpha: flo
 
 
 def panel_figure(result: TrainResult):
-    """:func:`figures.run_figure` laid out for the panel: the legend below the axes and each divergence
+    """:func:`~softmax_as_linear.figures.paper.run_figure` laid out for the panel: the legend below the axes and each divergence
     as a dotted vertical line labelled above the axes, so that neither covers a curve."""
     cfg = result.config
     fig = figures.run_figure(result, baselines(cfg.lengths, cfg.task(), n_bayes_samples=PANEL_BAYES_SAMPLES))

@@ -48,6 +48,7 @@ def message(text: str, kind: str = "error") -> W.HTML:
     return W.HTML(f'<div style="color:{color};padding:4px 0">{html.escape(text)}</div>')
 
 
+#: What a panel shows where no kernel draws it.
 NEEDS_KERNEL = ("Live panel: its controls appear when this cell runs in a Python kernel "
                 "(run the cells above it, then this one with Shift+Enter).")
 
@@ -87,8 +88,8 @@ def _format(control: W.Widget) -> str:
     return str(int(value)) if _bounds(control)[2] else f"{value:.4g}"
 
 
-# Controls whose number the reader can type in: their readout (sliders) or box is replaced by a Text
-# that the library parses. Selection sliders, dropdowns and check boxes offer only valid values.
+#: Controls whose number the reader can type in: their readout (sliders) or box is replaced by a Text
+#: that the library parses. Selection sliders, dropdowns and check boxes offer only valid values.
 TYPED = (W.IntSlider, W.FloatSlider, W.FloatLogSlider, W.IntText, W.FloatText, W.BoundedIntText, W.BoundedFloatText)
 
 
@@ -181,6 +182,7 @@ def message_line() -> tuple[W.HTML, Callable[[str], None], Callable[[str], None]
 
 #: Set to 1 (or any value but 0), the message line of a panel shows the traceback of a failure.
 DEBUG_VAR = "SOFTMAX_AS_LINEAR_DEBUG"
+#: The logger of the panels' failures, ``softmax_as_linear.panels``.
 log = logging.getLogger("softmax_as_linear.panels")
 
 

@@ -365,6 +365,7 @@ class GapCurve:
         return paired_slope_difference(self.lengths[keep], self.rows[a][keep], self.rows[b][keep], level, n_boot, seed)
 
     def as_dict(self) -> dict:
+        """The curve as plain lists and numbers (for a JSON file)."""
         out = {"lengths": self.lengths.tolist(), "settings": self.settings}
         for name in ("output", "grad_U", "grad_V", "ess"):
             value = getattr(self, name)

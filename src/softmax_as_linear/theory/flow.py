@@ -181,7 +181,7 @@ def drift_asymptotics(task: RegressionTask, times) -> dict[str, np.ndarray]:
     :math:`\sqrt{d + v^{*\prime}(a)^2} \approx a^{-2}` and height :math:`K a^4` (:func:`drift_constant`), so
     :math:`\dot a \approx -4K a^3 \cdot a^4`, and
 
-    .. math:: a(t) \approx (24 K t)^{-1/6}, \qquad v_y(t) \approx (24 K t)^{1/6}, \qquad
+    .. math:: a(t) \approx (24 K t)^{-1/6}, \qquad v_y(t) \approx (24 K t)^{1/6}, \\
         R_\infty - \tfrac{s^2}{2} \approx K (24 K t)^{-2/3}.
 
     The parameters leave every ball: the flow has no limit, while its risk tends to :math:`s^2/2`.
@@ -221,8 +221,8 @@ def gronwall_bound(risk_finite, risk_limit, finite: dict, limit: dict, every: in
     With :math:`\Delta(t) = \|\theta_L(t) - \theta_\infty(t)\|` (``finite`` and ``limit``, flows of ``risk_finite`` and
     ``risk_limit`` reported at the same times, as from :func:`gradient_flow`),
 
-    .. math:: \Delta' \le \|\nabla R_L(\theta_L) - \nabla R_\infty(\theta_L)\| + \|\nabla R_\infty(\theta_L) - \nabla R_\infty(\theta_\infty)\|
-        \le \varepsilon + \Lambda\,\Delta, \qquad\text{so}\qquad \Delta(t) \le \varepsilon\,\frac{e^{\Lambda t} - 1}{\Lambda},
+    .. math:: \Delta' &\le \|\nabla R_L(\theta_L) - \nabla R_\infty(\theta_L)\| + \|\nabla R_\infty(\theta_L) - \nabla R_\infty(\theta_\infty)\| \\
+        &\le \varepsilon + \Lambda\,\Delta, \qquad\text{so}\qquad \Delta(t) \le \varepsilon\,\frac{e^{\Lambda t} - 1}{\Lambda},
 
     with :math:`\varepsilon` the largest gradient gap along :math:`\theta_L` and :math:`\Lambda` a Lipschitz constant
     of :math:`\nabla R_\infty` on a set containing both paths. Both are estimated at every ``every``-th report:

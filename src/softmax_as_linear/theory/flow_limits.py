@@ -60,7 +60,7 @@ def degenerate_limit_parameters(task: RegressionTask, alpha: float, theta=None) 
     the rest, :math:`N = \alpha(\Theta\Theta^\top - \Pi\Theta\Theta^\top\Pi)`, keeps its initial value. The
     flow converges to
 
-    .. math:: A_x^* = \Sigma^+ / c + N, \qquad v_y^* = c, \qquad
+    .. math:: A_x^* = \Sigma^+ / c + N, \qquad v_y^* = c, \qquad \text{with} \\
         c^2 = \tfrac12\big(\|N\|_F^2 + \sqrt{\|N\|_F^4 + 4\|\Sigma^+\|_F^2}\big),
 
     where :math:`c` keeps the balance :math:`\|A_x\|_F^2 = v_y^2` of the start; the predictor

@@ -3,7 +3,7 @@ r"""The paper's experimental model: one attention head with four matrices (Secti
 .. math::
     \hat y = W_O \sum_{i=1}^L a_i\, W_V z_i, \qquad
     a_i = \operatorname{softmax}_i\Big(\tfrac{\langle W_K z_i, W_Q z_q\rangle}{\sqrt D}\Big)
-    \quad\text{or}\quad a_i = \tfrac{1}{L}\tfrac{\langle W_K z_i, W_Q z_q\rangle}{\sqrt D}.
+    \quad\text{or} \\ a_i = \tfrac{1}{L}\tfrac{\langle W_K z_i, W_Q z_q\rangle}{\sqrt D}.
 
 In the :math:`(U, V)` view of the theory, :math:`U = W_K^\top W_Q / \sqrt D` and the last row of
 :math:`V` is :math:`W_O W_V` (the other rows never reach the prediction and are zero here), so
@@ -67,7 +67,7 @@ def predict_model(model: str, batch, task, U: Tensor, V: Tensor) -> Tensor:
     ``"softmax"``/``"linear"``: attention over the batch's prompt (:func:`predict_unchecked`);
     ``"softmax_limit"``/``"linear_limit"``: the infinite-prompt prediction of that activation for the batch's
     task :math:`w` and query (:func:`~softmax_as_linear.theory.limit_model.infinite_prompt_prediction`).
-    ``batch``: a :class:`~softmax_as_linear.theory.regression.RegressionBatch` (tokens ``(..., L, D)``, query
+    ``batch``: a :class:`~softmax_as_linear.theory.regression.Batch` (tokens ``(..., L, D)``, query
     ``(..., D)``, w ``(..., d)``) of ``task``; U, V ``(D, D)`` or broadcasting -> ``(...)``.
     """
     checks.one_of("model", model, MODELS)

@@ -41,9 +41,9 @@ def infinite_prompt_risk(U, V, task: RegressionTask, activation: str = "softmax"
     prediction is :math:`b_w^\top x_q` with :math:`b_w = A^\top \Gamma_w v = c_0 + M w + v_y (w^\top P w) a_y` and
 
     .. math::
-        R_\infty = \tfrac12\big[\tau^2 \operatorname{tr}((I - M)^\top Q (I - M)) + c_0^\top Q c_0
-        + 2 v_y \tau^2 \operatorname{tr}P\, c_0^\top Q a_y
-        + v_y^2 \tau^4 ((\operatorname{tr}P)^2 + 2 \operatorname{tr}P^2)\, a_y^\top Q a_y\big] + \tfrac{s^2}{2}
+        R_\infty = \tfrac12\big[&\tau^2 \operatorname{tr}((I - M)^\top Q (I - M)) + c_0^\top Q c_0
+        + 2 v_y \tau^2 \operatorname{tr}P\, c_0^\top Q a_y \\
+        &+ v_y^2 \tau^4 ((\operatorname{tr}P)^2 + 2 \operatorname{tr}P^2)\, a_y^\top Q a_y\big] + \tfrac{s^2}{2}
 
     U, V ``(..., D, D)`` -> ``(...)``. Differentiable in U and V.
     """
@@ -103,11 +103,12 @@ def linear_attention_risk(U, V, L: int, task: RegressionTask) -> Tensor:
     (:math:`\alpha_0 = v_x^\top P v_x + v_y^2 s^2`, :math:`\beta_0 = \operatorname{tr}(P B_{xx}) + s^2 b_{yy}`),
 
     .. math::
-        \mathbb{E}_w[(v^\top \Gamma_w v)\operatorname{tr}(\Gamma_w B)] = \alpha_0\beta_0
-        + \tau^2 \operatorname{tr}P\,(\alpha_0 b_{yy} + v_y^2 \beta_0) + 4 v_y \tau^2 (P v_x)^\top P b_{xy}
-        + v_y^2 b_{yy} \tau^4 ((\operatorname{tr}P)^2 + 2 \operatorname{tr}P^2).
+        &\mathbb{E}_w[(v^\top \Gamma_w v)\operatorname{tr}(\Gamma_w B)] \\
+        &\quad = \alpha_0\beta_0 + \tau^2 \operatorname{tr}P\,(\alpha_0 b_{yy} + v_y^2 \beta_0)
+        + 4 v_y \tau^2 (P v_x)^\top P b_{xy} \\
+        &\qquad + v_y^2 b_{yy} \tau^4 ((\operatorname{tr}P)^2 + 2 \operatorname{tr}P^2).
 
-    For a non-Gaussian covariate law, the fourth moments of the inputs add :func:`_fourth_moment_correction`.
+    For a non-Gaussian covariate law, the fourth moments of the inputs add ``_fourth_moment_correction``.
     Its minimum over (U, V) is :func:`optimal_linear_risk`. Valid for both samplers (:math:`P`, :math:`Q`
     as in the module docstring). U, V ``(..., D, D)`` -> ``(...)``, differentiable; ``L`` may also be a
     tensor broadcasting against the batch shape.

@@ -21,7 +21,7 @@ def linear_attention_gradients(batch: Batch, U: Tensor, V: Tensor) -> Tensor:
     attention, :math:`\hat y = v^\top M U z_q` with :math:`M = \tfrac1L Z^\top Z` and :math:`v` the last row of V:
 
     .. math:: \partial_U r = (\hat y - y_q)\, M v\, z_q^\top, \qquad
-        \partial_{v} r = (\hat y - y_q)\, M U z_q, \qquad \text{other rows of } V\!: 0 .
+        \partial_{v} r = (\hat y - y_q)\, M U z_q, \\ \text{other rows of } V\!: 0 .
 
     ``batch`` of ``n`` prompts, U, V ``(D, D)`` -> ``(n, 2 D^2)``, the gradients in ``U``, then ``V``, flattened.
     """

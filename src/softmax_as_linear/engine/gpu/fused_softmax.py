@@ -5,7 +5,7 @@ score vector :math:`u` and value row :math:`v` attending to the first :math:`L_j
 
 .. math::
     a_i = \operatorname{softmax}_{i \le L_j}(z_i^\top u), \quad c_i = v^\top z_i, \quad
-    \hat y = \sum_i a_i c_i, \quad \bar z = \sum_i a_i z_i, \quad
+    \hat y = \sum_i a_i c_i, \\ \bar z = \sum_i a_i z_i, \quad
     \partial \hat y / \partial u = \sum_i a_i c_i z_i - \hat y\, \bar z .
 
 Computed with tensor operations, this writes and reads a ``(prompts, runs, L)`` score tensor several

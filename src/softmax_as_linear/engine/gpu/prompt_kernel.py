@@ -104,7 +104,7 @@ class PromptKernel:
         self.F = F.to(self.device, torch.float32).contiguous()
         self.Fq = Fq.to(self.device, torch.float32).contiguous()
         self.tau, self.noise_sd = math.sqrt(task.task_var), math.sqrt(task.noise_var)
-        self.S, self.nL, self.nA = len(cfg.seeds), len(cfg.lengths), len(cfg.activations)
+        self.S, self.nL, self.nA = len(cfg.seeds), len(cfg.lengths), len(cfg.models)
         self.L_max = max(cfg.lengths)
         self.Q_max = (self.L_max + 1) // 2
         self.lengths = torch.tensor(cfg.lengths, dtype=torch.int32, device=self.device)
@@ -119,8 +119,8 @@ class PromptKernel:
         self.max_registers, self.max_registers_eval = max_registers, max_registers_eval
         self.pairs = pairs or (8 if INTERPRETED else 32 * warps)  # interpreted: small blocks, fast tests
         self.fast = (not INTERPRETED) if fast is None else fast
-        self.soft = cfg.activations.index("softmax") if "softmax" in cfg.activations else -1
-        self.lin = cfg.activations.index("linear") if "linear" in cfg.activations else -1
+        self.soft = cfg.models.index("softmax") if "softmax" in cfg.models else -1
+        self.lin = cfg.models.index("linear") if "linear" in cfg.models else -1
         self.max_programs = max_programs
         self._buffers = {}
         self.zero_step = torch.zeros((), dtype=torch.int64, device=self.device)
@@ -212,6 +212,7 @@ class KernelPrediction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, U, v, kernel, alive, keys, step):
+        """The kernel's predictions ``(S, nL, nA, B)`` and targets ``(S, B)``; keeps the sums for the backward pass."""
         out, query, target = kernel.grad_sums(U.detach().contiguous(), v.detach().contiguous(), alive, keys, step)
         ctx.save_for_backward(out, query)
         ctx.D = kernel.D
@@ -219,6 +220,7 @@ class KernelPrediction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad, _):
+        """dL/dU and dL/dv from the kept sums and ``grad``, the gradient of the predictions."""
         out, query = ctx.saved_tensors
         D = ctx.D
         grad_U = torch.einsum("slab,slaib,sjb->slaij", grad, out[:, :, :, 1:1 + D], query)
