@@ -246,6 +246,7 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
         k, n = shard
         counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
         counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
+        counts += [len(depth_seeds(preset, seeds))] if "depth" in names else []
         count = min(counts, default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
             raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
@@ -292,6 +293,9 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     for name in names:
         if name == "beyond":
             written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, laws, lengths, dirty)
+            continue
+        if name == "depth":
+            written.append(_reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty))
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)
@@ -360,3 +364,88 @@ def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard,
         written.append(save_json(out / f"{stem}.json", data))
         print(f"wrote {written[-1]}", flush=True)
     return written
+
+
+# Chapter 7 ------------------------------------------------------------------------------------------------------
+
+def depth_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
+    """The seeds of a Chapter 7 regression reproduction: the preset's, or the first ``seeds`` of :func:`sweep_seeds`."""
+    from .depth_regression import depth_settings
+
+    return depth_settings(preset).seeds if seeds is None else sweep_seeds(seeds)
+
+
+def depth_shard_settings(preset: str, seeds: int | None = None, shard=None):
+    """The :class:`~softmax_as_linear.experiments.depth_regression.DepthSettings` a reproduction (or one of its shards)
+    trains."""
+    from .depth_regression import depth_settings
+
+    chosen = depth_seeds(preset, seeds)
+    if shard is not None:
+        chosen = shard_seeds(chosen, *shard)
+    return depth_settings(preset, seeds=chosen)
+
+
+def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
+    """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, written as
+    ``depth_<run>.json`` (a shard's into its folder)."""
+    from ..core.artifacts import load_json
+    from .depth_regression import depth_provenance, depth_readings, references, train_depth
+    from .result_files import depth_file, depth_run
+
+    run = depth_run(preset, seeds)
+    settings = depth_shard_settings(preset, seeds, shard)
+    path = out / depth_file(run)
+    checkpoint = out / "checkpoints" / f"depth_{run}.pt"
+    if restart:
+        checkpoint.unlink(missing_ok=True)
+    elif path.exists():
+        try:
+            saved = load_json(path)
+        except DamagedFileError as error:
+            raise _damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
+                                  "sweep again if there is none)") from None
+        if saved.get("complete") and saved.get("provenance", {}).get("settings") == settings.as_dict():
+            print(f"{path}: up to date")
+            return path
+    start = time.monotonic()
+    step = _depth_resume_point(checkpoint, settings)
+    what = f"the Chapter 7 regression sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
+    if step is None:
+        print(f"training {what} on {device}; checkpoint {checkpoint}", flush=True)
+    else:
+        print(f"resuming {what} from step {step:,} of {settings.steps:,} on {device}; checkpoint {checkpoint}",
+              flush=True)
+    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
+    try:
+        stepper, records = train_depth(settings, device, checkpoint, stop, progress=True,
+                                       checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS)
+    except DamagedFileError as error:
+        raise _damaged(error, "delete it to train this sweep from step 0") from None
+    status = "complete" if records.complete else f"stopped at step {records.last_step} of {settings.steps} (partial)"
+    print(f"Chapter 7 regression sweep: {status}, {records.seconds:.0f} s of training; measuring the final risks and "
+          "the references", flush=True)
+    data = depth_readings(stepper, records, settings, references(settings))
+    data["run"] = run
+    data["provenance"] = {**depth_provenance(settings, preset, device, time.monotonic() - start, records), "run": run,
+                          "overrides": overrides_of(seeds, shard=shard), **_written_with(dirty)}
+    if shard is not None:
+        data["provenance"]["shard"] = f"{shard[0]}/{shard[1]}"
+    save_json(path, data)
+    print(f"wrote {path}", flush=True)
+    return path
+
+
+def _depth_resume_point(checkpoint: pathlib.Path, settings) -> int | None:
+    if not checkpoint.exists():
+        return None
+    try:
+        state = load_checkpoint(checkpoint, settings, "cpu")
+    except DamagedFileError as error:
+        raise _damaged(error, "delete it to train this sweep from step 0") from None
+    except ValueError:
+        raise SettingsMismatchError(
+            checkpoint, f"checkpoint {checkpoint} was written for other settings of this sweep than this command's "
+                        f"(seeds {', '.join(map(str, settings.seeds))}, {settings.steps} steps): run the command that "
+                        "started it again (the same --preset, --seeds) to resume it, " + RESTART_ADVICE) from None
+    return int(state["step"])
