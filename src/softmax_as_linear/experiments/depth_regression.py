@@ -11,6 +11,8 @@ same batches, through the engine's loop (:func:`~softmax_as_linear.engine.train.
   effect for each activation, softmax minus linear at each depth;
 - convergence over the whole run: the held-out risk at every record, and the paired fall of the risk over the last
   half, quarter and tenth of training (earlier records scored on the same fresh prompts as the final weights);
+- the toolkit at the trained weights (:func:`cross_evaluation`): each trained linear model's weights run through
+  the softmax network, its excess risk and the mean-square output gap between the two networks;
 - references that know nothing of the trainer: the best one-layer linear attention :math:`R^*_{\mathrm{lin}}(L)`,
   the :math:`L`-Bayes (ridge) risk, and two steps of preconditioned gradient descent with the best preconditioners
   (:mod:`~softmax_as_linear.theory.preconditioned_gd`).
@@ -194,6 +196,56 @@ def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     return out
 
 
+def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = None) -> dict:
+    r"""The toolkit at the trained weights: each trained *linear* model's weights :math:`\theta` run through the
+    softmax network of the same depth, on fresh prompts (the ``"analysis"`` stream of the seed at the longest length).
+
+    Chapters 2 and 3 say that at fixed weights the finite-:math:`L` softmax network approaches the linear one as
+    :math:`L` grows (centred tokens, Exercise 7.2), with a mean-square output gap :math:`E_L = \mathbb{E}(\hat y_{\mathrm{soft}}
+    - \hat y_{\mathrm{lin}})^2` of order :math:`1/L` in the light regime. Returns, for ``K = 1, 2`` (``{"1": ..., "2":
+    ...}``, arrays ``(S, nL)``): ``softmax_risk`` (the softmax network at :math:`\theta`), ``linear_risk``,
+    ``excess`` (their paired difference) with standard errors, and ``output_gap`` :math:`E_L` with its standard
+    error. ``n_prompts`` defaults to a quarter of ``final_prompts``.
+    """
+    from ..theory.depth import deep_forward_unchecked
+
+    cfg = stepper.cfg
+    n_prompts = max(2, settings.final_prompts // 4) if n_prompts is None else checks.int_at_least("n_prompts", n_prompts, 2)
+    V = stepper._V().detach()
+    U = stepper.U.detach()
+    index = {name: a for a, name in enumerate(MODEL_NAMES)}
+    generators = [seeding.generator(seed, "analysis", max(cfg.lengths)) for seed in cfg.seeds]
+    pieces = {K: {"soft": [], "lin": [], "gap": []} for K in (1, 2)}
+    remaining = n_prompts
+    with torch.no_grad():
+        while remaining > 0:
+            n = min(_EVAL_CHUNK, remaining)
+            tokens, query, target = stepper._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+            for K in (1, 2):
+                a = index[f"linear_{K}"]
+                rows = {"soft": [], "lin": [], "gap": []}
+                for i, L in enumerate(cfg.lengths):
+                    U_K, V_K = U[:, i, a, :K].unsqueeze(1), V[:, i, a, :K].unsqueeze(1)  # (S, 1, K, D, D)
+                    soft = deep_forward_unchecked(tokens[:, :, :L], query, U_K, V_K, "softmax")[..., -1].double()
+                    lin = deep_forward_unchecked(tokens[:, :, :L], query, U_K, V_K, "linear")[..., -1].double()
+                    rows["soft"].append(0.5 * (soft - target.double()) ** 2)
+                    rows["lin"].append(0.5 * (lin - target.double()) ** 2)
+                    rows["gap"].append((soft - lin) ** 2)
+                for key, value in rows.items():
+                    pieces[K][key].append(torch.stack(value, dim=1))  # (S, nL, n)
+            remaining -= n
+    out = {}
+    for K in (1, 2):
+        soft, lin, gap = (torch.cat(pieces[K][key], dim=-1) for key in ("soft", "lin", "gap"))
+        se = lambda x: (x.std(-1) / math.sqrt(x.shape[-1])).numpy()  # noqa: E731
+        out[str(K)] = {"softmax_risk": soft.mean(-1).numpy(), "softmax_risk_se": se(soft),
+                       "linear_risk": lin.mean(-1).numpy(), "linear_risk_se": se(lin),
+                       "excess": (soft - lin).mean(-1).numpy(), "excess_se": se(soft - lin),
+                       "output_gap": gap.mean(-1).numpy(), "output_gap_se": se(gap)}
+    out["n_prompts"] = n_prompts
+    return out
+
+
 def references(settings: DepthSettings) -> dict:
     r"""The references at every length, computed without the trainer: :math:`R^*_{\mathrm{lin}}(L)`, the
     :math:`L`-Bayes risk (with its Monte Carlo standard error), one and two steps of preconditioned gradient descent
@@ -231,7 +283,7 @@ def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None 
                 "trajectory_se": {name: kept["eval_sd"][:, :, a] / math.sqrt(settings.held_out_prompts)
                                   for a, name in enumerate(MODEL_NAMES)},
                 "U": stepper.U.detach().double().cpu().numpy(), "v": stepper.v.detach().double().cpu().numpy(),
-                "diverged_at": stepper.diverged_at.cpu().numpy()}
+                "diverged_at": stepper.diverged_at.cpu().numpy(), "cross": cross_evaluation(stepper, settings)}
     return {"experiment": "depth_regression", "complete": bool(records.complete), "models": list(MODEL_NAMES),
             "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
             "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
@@ -262,7 +314,9 @@ def merge_per_seed(parts: list[dict]) -> dict:
     def join(values):
         if isinstance(values[0], dict):
             return {k: join([v[k] for v in values]) for k in values[0]}
-        return [row for v in values for row in v]
+        if isinstance(values[0], list):
+            return [row for v in values for row in v]
+        return values[0]  # a count shared by the shards (prompts per seed)
     return join(parts)
 
 
@@ -298,5 +352,5 @@ def depth_summary(data: dict, level: float = 0.95) -> dict:
     return out
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "depth_provenance", "depth_readings",
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "cross_evaluation", "depth_provenance", "depth_readings",
            "depth_settings", "depth_summary", "final_evaluation", "merge_per_seed", "references", "train_depth"]

@@ -137,7 +137,7 @@ DEPTH_SETTINGS = {
                   record_every=200, held_out_prompts=2048, final_prompts=50_000, pgd_samples=200_000,
                   bayes_samples=50_000),
     # a 2-core CPU in about ten minutes (the command line; the chapter reads the file): three seeds, L to 40
-    "lecture": dict(lengths=(10, 20, 40), seeds=sweep_seeds(3), steps=2_000, batch_size=64, lr=0.01,
+    "lecture": dict(lengths=(10, 20, 40), seeds=sweep_seeds(3), steps=4_000, batch_size=64, lr=0.01,
                     record_every=50, held_out_prompts=1024, final_prompts=20_000, pgd_samples=100_000,
                     bayes_samples=20_000),
     # seconds: checks that every step runs
