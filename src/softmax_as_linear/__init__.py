@@ -38,6 +38,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     trajectory (Section 4).
   - :mod:`~softmax_as_linear.theory.depth`: K residual attention layers on a prompt and their exact
     infinite-prompt recursion on Gaussian token laws (Chapter 7).
+  - :mod:`~softmax_as_linear.theory.preconditioned_gd`: steps of preconditioned gradient descent on the prompt's
+    least squares and the best preconditioners for a task (Chapter 7).
 - ``engine``: training.
 
   - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
@@ -54,6 +56,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.
   - :mod:`~softmax_as_linear.engine.deep`: a stepper that trains deep residual attention (Chapter 7) on
     in-context regression, runs of shape (seeds, lengths, models).
+  - :mod:`~softmax_as_linear.engine.deep_schedule`: the deep stepper with a step decay of its learning rate.
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
   - ``engine.gpu``: the GPU's optimisations, which a reader of the loop can leave aside.
@@ -82,14 +85,16 @@ Its folders are its layers; a module imports only from its own layer and the one
     of their changes (measured, inferred from the final evaluation, or paired on fresh prompts).
   - :mod:`~softmax_as_linear.experiments.trajectory`: a recorded trajectory read as a whole: when each run
     stopped moving, how much it fell over the last tenth and quarter, and whether it still moves at the end.
-  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapter 6,
-    file by file.
+  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapters 6
+    and 7, file by file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
   - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the
     infinite-prompt limit is not linear.
   - :mod:`~softmax_as_linear.experiments.beyond_reading`: Chapter 6's sweeps read run by run with the
     trajectory reader.
+  - :mod:`~softmax_as_linear.experiments.depth_regression`: Chapter 7's in-context regression with one and two
+    layers against the references.
   - :mod:`~softmax_as_linear.experiments.live_measures`: the data the live panels of Chapters 1 and 2 draw
     (prompts against their token law, Lemma 2.1 in the plane).
 - ``figures``: plotly figures.
@@ -100,6 +105,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
   - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
   - :mod:`~softmax_as_linear.figures.depth`: the figures of Chapter 7 (deep attention and its Gaussian recursion).
+  - :mod:`~softmax_as_linear.figures.depth_regression`: Chapter 7's regression figure (one and two layers against
+    the references).
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.

@@ -1,4 +1,4 @@
-"""The reproduction of the paper's figures and of Chapter 6: train (or reuse) each sweep, measure its final risks,
+"""The reproduction of the paper's figures and of Chapters 6 and 7: train (or reuse) each sweep, measure its final risks,
 write one result file per figure (or per covariate law) with its provenance (what ``python -m softmax_as_linear
 reproduce`` runs).
 
@@ -8,7 +8,8 @@ saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``f
 (``sweep_kms_published_<preset>.npz`` and ``figN_<preset>_published.json`` for Figures 6-8 drawn with the
 published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covariate law and writes
 ``beyond_<law>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
-overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Every name is
+overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Chapter 7 (``"depth"``) trains one sweep of
+one- and two-layer attention (:mod:`~softmax_as_linear.experiments.depth_regression`) and writes ``depth_<run>.json``. Every name is
 :mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
 to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half, quarter and tenth
 of training, both records scored on the same fresh prompts
