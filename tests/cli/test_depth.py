@@ -61,6 +61,7 @@ def test_a_checkpoint_of_other_settings_is_named(tmp_path, tiny_depth, run_cli, 
     assert code == cli.EXIT_ERROR and "was written for other settings" in err and "--restart" in err
 
 
+@pytest.mark.slow
 def test_depth_shards_merge_into_the_file_of_one_process(tmp_path, tiny_depth, run_cli):
     single, sharded = tmp_path / "single", tmp_path / "sharded"
     assert run_cli(*RUN, "--out", str(single))[0] == 0

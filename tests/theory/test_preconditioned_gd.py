@@ -35,10 +35,10 @@ def test_the_conditional_risk_is_the_simulated_one():
 
 def test_one_step_is_the_best_linear_attention_and_two_steps_do_better():
     L = 8
-    one = pgd.best_preconditioners(L, TASK, steps=1, n_samples=20_000, full=False)
-    two = pgd.best_preconditioners(L, TASK, steps=2, n_samples=20_000, full=False)
+    one = pgd.best_preconditioners(L, TASK, steps=1, n_samples=10_000, full=False)
+    two = pgd.best_preconditioners(L, TASK, steps=2, n_samples=10_000, full=False)
     assert abs(one.risk - optimal_linear_risk(L, TASK)) < 4 * one.risk_se
-    bayes, bayes_se = bayes_risk(L, TASK, n_samples=20_000)
+    bayes, bayes_se = bayes_risk(L, TASK, n_samples=10_000)
     assert bayes + 4 * bayes_se < two.risk < one.risk - 10 * two.risk_se
 
 
