@@ -43,6 +43,9 @@ def test_depth_stops_at_its_time_limit_resumes_and_is_then_up_to_date(tmp_path, 
     per = data["per_seed"]
     assert per["seeds"] == [327, 0] and set(per["risk"]) == set(depth_regression.MODEL_NAMES)
     assert len(per["risk"]["softmax_2"]) == 2 and len(per["risk"]["softmax_2"][0]) == 2
+    warm = data["warm"]
+    assert warm["complete"] and len(warm["risk"]) == 2 and set(warm["minus"]) == set(depth_regression.MODEL_NAMES)
+    assert {"torch", "commit", "date"} <= set(warm["provenance"])
     refs = data["references"]
     assert len(refs["pgd_2"]) == 2 and refs["noise_floor"] == 0.05
     summary = depth_regression.depth_summary(data)
@@ -80,4 +83,5 @@ def test_depth_shards_merge_into_the_file_of_one_process(tmp_path, tiny_depth, r
     for name in depth_regression.MODEL_NAMES:  # every seed trains on its own streams: the same numbers
         assert np.allclose(joined["per_seed"]["risk"][name], one["per_seed"]["risk"][name], rtol=1e-4)
     assert joined["references"] == one["references"]
+    assert np.allclose(joined["warm"]["risk"], one["warm"]["risk"], rtol=1e-4)
     assert [s["shard"] for s in origin["shards"]] == ["1/2", "2/2"] and origin["run"] == "smoke"

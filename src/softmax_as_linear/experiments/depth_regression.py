@@ -354,3 +354,114 @@ def depth_summary(data: dict, level: float = 0.95) -> dict:
 
 __all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "cross_evaluation", "depth_provenance", "depth_readings",
            "depth_settings", "depth_summary", "final_evaluation", "merge_per_seed", "references", "train_depth"]
+
+
+# The warm start --------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class WarmSettings:
+    r"""A second stage of the sweep: two-layer *softmax* attention trained from the trained two-layer *linear* weights
+    of each seed and length (at infinite prompt the two networks are one, Exercise 7.2), with its own step."""
+
+    steps: int
+    lr: float
+    record_every: int
+    decay_at: float = DECAY_AT
+    decay_factor: float = DECAY_FACTOR
+
+    def __post_init__(self):
+        checks.positive_int("steps", self.steps)
+        checks.positive_float("lr", self.lr)
+        checks.positive_int("record_every", self.record_every)
+
+    @property
+    def decay_step(self) -> int:
+        return int(round(self.decay_at * self.steps))
+
+    def fall_step(self, fraction: float) -> int:
+        return int(round((1 - fraction) * self.steps))
+
+    def record_steps(self) -> list[int]:
+        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
+        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
+
+
+def warm_settings(preset: str, **overrides) -> WarmSettings:
+    """The :class:`WarmSettings` of a preset (:data:`~softmax_as_linear.experiments.presets.DEPTH_WARM`)."""
+    from .presets import DEPTH_WARM
+
+    checks.one_of("preset", preset, PRESETS)
+    return WarmSettings(**{**DEPTH_WARM[preset], **overrides})
+
+
+class _WarmCheckpointKey:
+    """What a warm-stage checkpoint is written for: the sweep's settings and the warm stage's."""
+
+    def __init__(self, settings: DepthSettings, warm: WarmSettings):
+        self.settings, self.warm = settings, warm
+
+    def as_dict(self) -> dict:
+        return {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
+
+
+def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", checkpoint=None, should_stop=None,
+               progress: bool = False, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0):
+    """Train two-layer softmax attention from the two-layer linear weights ``U (S, nL, 4, K, D, D)``, ``v (S, nL, 4,
+    K, D)`` of a finished sweep (model ``linear_2``); returns ``(stepper, records)``."""
+    cfg = dataclasses.replace(settings.deep_config(), models=(("softmax", 2),), lr=warm.lr)
+    stepper = DecayedDeepStepper(cfg, warm.decay_step, warm.decay_factor, device)
+    a = MODEL_NAMES.index("linear_2")
+    with torch.no_grad():
+        stepper.U.copy_(torch.as_tensor(np.asarray(U))[:, :, a:a + 1].to(stepper.U))
+        stepper.v.copy_(torch.as_tensor(np.asarray(v))[:, :, a:a + 1].to(stepper.v))
+    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm),
+                  checkpoint=checkpoint, checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds,
+                  progress=progress, should_stop=should_stop)
+    return stepper, records
+
+
+def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings, U, v) -> dict:
+    """The warm stage read on the sweep's own fresh prompts (the same as :func:`final_evaluation`'s, so paired with the
+    four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
+    ``minus_se`` ``{model: (S, nL)}`` (warm start minus each model); ``fall``, ``fall_se`` over the last half,
+    quarter, tenth; the held-out ``trajectory``; ``complete``, ``steps``; the settings."""
+    from ..engine.deep import DeepStepper
+
+    main = DeepStepper(settings.deep_config(), stepper.device)
+    weights = {"final": (stepper.U.detach(), stepper.v.detach())}
+    history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
+    last = records.last_step
+    for fraction in FALL_FRACTIONS:
+        step = warm.fall_step(fraction) * last // warm.steps
+        k = min(range(len(records.steps)), key=lambda i: abs(records.steps[i] - step))
+        weights[fraction] = history_U[:, :, :, k], history_v[:, :, :, k]
+    cfg = main.cfg
+    generators = [seeding.generator(seed, "evaluation", max(cfg.lengths)) for seed in cfg.seeds]
+    parts = {key: [] for key in weights}
+    parts["main"] = []
+    remaining = settings.final_prompts
+    while remaining > 0:
+        n = min(_EVAL_CHUNK, remaining)
+        batch = main._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+        parts["main"].append(_losses_with(main, torch.as_tensor(np.asarray(U)), torch.as_tensor(np.asarray(v)), batch))
+        for key, (U_k, v_k) in weights.items():
+            parts[key].append(_losses_with(stepper, U_k, v_k, batch))
+        remaining -= n
+    losses = {key: torch.cat(p, dim=-1) for key, p in parts.items()}
+    final = losses["final"][:, :, 0]
+    n = final.shape[-1]
+
+    def mean_se(values):
+        return values.mean(-1).numpy(), (values.std(-1) / math.sqrt(n)).numpy()
+
+    out = {"settings": dataclasses.asdict(warm), "complete": bool(records.complete),
+           "steps": [int(s) for s in records.up_to(last)["steps"]], "minus": {}, "minus_se": {}, "fall": {},
+           "fall_se": {}, "training_seconds": round(float(records.seconds), 1)}
+    out["risk"], out["risk_se"] = mean_se(final)
+    for a, name in enumerate(MODEL_NAMES):
+        out["minus"][name], out["minus_se"][name] = mean_se(final - losses["main"][:, :, a])
+    for fraction in FALL_FRACTIONS:
+        out["fall"][str(fraction)], out["fall_se"][str(fraction)] = mean_se(losses[fraction][:, :, 0] - final)
+    kept = records.up_to(last)
+    out["trajectory"] = kept["eval_risk"][:, :, 0]
+    return _jsonable(out)

@@ -144,3 +144,9 @@ DEPTH_SETTINGS = {
     "smoke": dict(lengths=(5, 10), seeds=sweep_seeds(2), steps=40, batch_size=16, lr=0.01, record_every=10,
                   held_out_prompts=64, final_prompts=400, pgd_samples=2_000, bayes_samples=1_000),
 }
+# Chapter 7's second stage: two-layer softmax attention trained from the trained two-layer linear weights.
+DEPTH_WARM = {
+    "paper": dict(steps=4_000, lr=0.003, record_every=200),
+    "lecture": dict(steps=2_000, lr=0.003, record_every=50),
+    "smoke": dict(steps=8, lr=0.003, record_every=4),
+}
