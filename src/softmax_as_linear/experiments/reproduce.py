@@ -417,7 +417,7 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
             if saved.get("complete") and saved.get("warm", {}).get("settings") == dataclass_dict(warm):
                 print(f"{path}: up to date")
                 return path
-            data = saved  # the sweep is done: only the warm stage is left
+            data = {**saved, "main_complete": True}  # the sweep is done: only the warm stage is left
     start = time.monotonic()
     stop = None if deadline is None else (lambda: time.monotonic() > deadline)
     if data is None:
