@@ -147,6 +147,6 @@ DEPTH_SETTINGS = {
 # Chapter 7's second stage: two-layer softmax attention trained from the trained two-layer linear weights.
 DEPTH_WARM = {
     "paper": dict(steps=4_000, lr=0.003, record_every=200),
-    "lecture": dict(steps=2_000, lr=0.003, record_every=50),
+    "lecture": dict(steps=6_000, lr=0.003, record_every=100),
     "smoke": dict(steps=8, lr=0.003, record_every=4),
 }
