@@ -13,6 +13,8 @@ same batches, through the engine's loop (:func:`~softmax_as_linear.engine.train.
   half, quarter and tenth of training (earlier records scored on the same fresh prompts as the final weights);
 - the toolkit at the trained weights (:func:`cross_evaluation`): each trained linear model's weights run through
   the softmax network, its excess risk and the mean-square output gap between the two networks;
+- the warm stage (:func:`train_warm`, :func:`warm_readings`): two-layer softmax attention trained again from the
+  trained two-layer linear weights (the same network at infinite prompt), scored on the same fresh prompts;
 - references that know nothing of the trainer: the best one-layer linear attention :math:`R^*_{\mathrm{lin}}(L)`,
   the :math:`L`-Bayes (ridge) risk, and two steps of preconditioned gradient descent with the best preconditioners
   (:mod:`~softmax_as_linear.theory.preconditioned_gd`).
@@ -337,23 +339,29 @@ def depth_summary(data: dict, level: float = 0.95) -> dict:
     for fraction, falls in per["fall"].items():
         out["fall_z"][fraction] = {name: np.asarray(f) / np.asarray(per["fall_se"][fraction][name])
                                    for name, f in falls.items()}
-    from scipy import stats as scipy_stats
-
     for K in (1, 2):
-        gaps = np.asarray(per["difference"][f"softmax_minus_linear_{K}"], dtype=float)
-        if len(lengths) < 3 or (gaps <= 0).any():
-            out["gap_slopes"][K] = None
-            continue
-        slopes = np.array([loglog_slope(lengths, row).slope for row in gaps])
-        half = (scipy_stats.t.ppf(0.5 + level / 2, S - 1) * slopes.std(ddof=1) / math.sqrt(S)) if S > 1 else np.nan
-        out["gap_slopes"][K] = {"per_seed": slopes, "mean": float(slopes.mean()),
-                                "interval": (float(slopes.mean() - half), float(slopes.mean() + half)),
-                                "of_mean": float(loglog_slope(lengths, gaps.mean(0)).slope)}
+        out["gap_slopes"][K] = seed_slopes(lengths, per["difference"][f"softmax_minus_linear_{K}"], level)
+    if "warm" in data:
+        out["gap_slopes"]["warm"] = seed_slopes(lengths, data["warm"]["minus"]["linear_2"], level)
     return out
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "cross_evaluation", "depth_provenance", "depth_readings",
-           "depth_settings", "depth_summary", "final_evaluation", "merge_per_seed", "references", "train_depth"]
+def seed_slopes(lengths, values, level: float = 0.95) -> dict | None:
+    """Log-log slope in ``lengths`` of every seed's row of positive ``values (S, nL)``, their mean with a Student-t
+    interval at ``level`` from the spread of the seeds' slopes, and the slope of the mean over seeds; None with fewer
+    than three lengths or a value that is not positive."""
+    from scipy import stats as scipy_stats
+
+    values = np.asarray(values, dtype=float)
+    if len(lengths) < 3 or not (values > 0).all():
+        return None
+    S = values.shape[0]
+    slopes = np.array([loglog_slope(lengths, row).slope for row in values])
+    half = (scipy_stats.t.ppf(0.5 + level / 2, S - 1) * slopes.std(ddof=1) / math.sqrt(S)) if S > 1 else np.nan
+    return {"per_seed": slopes, "mean": float(slopes.mean()),
+            "interval": (float(slopes.mean() - half), float(slopes.mean() + half)),
+            "of_mean": float(loglog_slope(lengths, values.mean(0)).slope)}
+
 
 
 # The warm start --------------------------------------------------------------------------------------------------
@@ -465,3 +473,8 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     kept = records.up_to(last)
     out["trajectory"] = kept["eval_risk"][:, :, 0]
     return _jsonable(out)
+
+
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "WarmSettings", "cross_evaluation",
+           "depth_provenance", "depth_readings", "depth_settings", "depth_summary", "final_evaluation", "merge_per_seed",
+           "references", "seed_slopes", "train_depth", "train_warm", "warm_readings", "warm_settings"]
