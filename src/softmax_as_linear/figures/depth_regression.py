@@ -11,10 +11,10 @@ import plotly.graph_objects as go
 from . import style
 
 
-def depth_risk_figure(summary: dict, references: dict) -> go.Figure:
+def depth_risk_figure(summary: dict, references: dict, warm_risk=None) -> go.Figure:
     """Final risks against ``L`` of the four trained models (means over seeds, two standard errors over seeds) with
     :math:`R^*_{\\mathrm{lin}}(L)`, two steps of preconditioned gradient descent with the best preconditioners and the
-    :math:`L`-Bayes risk."""
+    :math:`L`-Bayes risk; with ``warm_risk (S, nL)``, two-layer softmax trained from the two-layer linear weights."""
     lengths = np.asarray(summary["lengths"], dtype=float)
     fig = style.new_figure(f"One and two attention layers on in-context regression ({len(summary['seeds'])} seeds)",
                            "prompt length L", "risk R = MSE/2 on fresh prompts", logx=True, logy=True)
@@ -31,4 +31,12 @@ def depth_risk_figure(summary: dict, references: dict) -> go.Figure:
                                  error_y=dict(type="data", array=2 * np.nan_to_num(summary["se"][model])),
                                  line=dict(color=style.COLORS[color], dash="solid" if model.endswith("2") else "dot"),
                                  marker=dict(symbol=symbol, size=9)))
+    if warm_risk is not None:
+        warm = np.asarray(warm_risk, dtype=float)
+        se = warm.std(0, ddof=1) / np.sqrt(warm.shape[0]) if warm.shape[0] > 1 else np.zeros(warm.shape[1])
+        fig.add_trace(go.Scatter(x=lengths, y=warm.mean(0), mode="lines+markers",
+                                 name="softmax, 2 layers, from the linear weights",
+                                 error_y=dict(type="data", array=2 * se),
+                                 line=dict(color=style.COLORS["softmax"], dash="dash"),
+                                 marker=dict(symbol="diamond", size=10)))
     return fig
