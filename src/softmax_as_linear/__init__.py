@@ -42,6 +42,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     (the recursion of each task's token law).
   - :mod:`~softmax_as_linear.theory.depth_lipschitz`: a layer-by-layer Lipschitz chain on the finite-prompt error
     of K layers, against the measured one.
+  - :mod:`~softmax_as_linear.theory.preconditioned_gd`: steps of preconditioned gradient descent on the prompt's
+    least squares and the best preconditioners for a task (Chapter 7).
 - ``engine``: training.
 
   - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
@@ -60,6 +62,7 @@ Its folders are its layers; a module imports only from its own layer and the one
     in-context regression, runs of shape (seeds, lengths, models).
   - :mod:`~softmax_as_linear.engine.deep_limit`: a stepper that trains the infinite-prompt K-layer network,
     paired with a deep sweep.
+  - :mod:`~softmax_as_linear.engine.deep_schedule`: the deep stepper with a step decay of its learning rate.
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
   - ``engine.gpu``: the GPU's optimisations, which a reader of the loop can leave aside.
@@ -88,8 +91,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     of their changes (measured, inferred from the final evaluation, or paired on fresh prompts).
   - :mod:`~softmax_as_linear.experiments.trajectory`: a recorded trajectory read as a whole: when each run
     stopped moving, how much it fell over the last tenth and quarter, and whether it still moves at the end.
-  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapter 6,
-    file by file.
+  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapters 6
+    and 7, file by file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
   - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the
@@ -98,6 +101,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     trajectory reader.
   - :mod:`~softmax_as_linear.experiments.depth_tracking`: Chapter 7's tracking experiment, finite-prompt deep
     training against the trained infinite-prompt deep network.
+  - :mod:`~softmax_as_linear.experiments.depth_regression`: Chapter 7's in-context regression with one and two
+    layers against the references.
   - :mod:`~softmax_as_linear.experiments.live_measures`: the data the live panels of Chapters 1 and 2 draw
     (prompts against their token law, Lemma 2.1 in the plane).
 - ``figures``: plotly figures.
@@ -109,6 +114,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
   - :mod:`~softmax_as_linear.figures.depth`: the figures of Chapter 7 (deep attention and its Gaussian recursion).
   - :mod:`~softmax_as_linear.figures.depth_tracking`: the figure of Chapter 7's tracking experiment.
+  - :mod:`~softmax_as_linear.figures.depth_regression`: Chapter 7's regression figure (one and two layers against
+    the references).
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.

@@ -46,6 +46,7 @@ examples:
   python -m softmax_as_linear reproduce all --preset paper --max-minutes 60   # time-boxed; run again to resume
   python -m softmax_as_linear reproduce fig1                                  # lecture preset, a few minutes
   python -m softmax_as_linear reproduce beyond --preset paper --device cuda    # Chapter 6: uniform and Rademacher
+  python -m softmax_as_linear reproduce depth --preset lecture                 # Chapter 7: one and two layers
   # Chapter 6 on a 2-core CPU, reduced (written as beyond_<law>_paper_3seeds_L10-30-100-300-1000.json)
   python -m softmax_as_linear reproduce beyond --preset paper --seeds 3 --lengths 10 30 100 300 1000
   SOFTMAX_AS_LINEAR_RESULTS=~/runs python -m softmax_as_linear reproduce fig6 fig7 fig8
@@ -153,7 +154,9 @@ def _common_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("figure", nargs="+", choices=FIGURE_CHOICES, metavar="FIGURE",
                          help=f"one or more of {', '.join(FIGURE_CHOICES)}; the figures of one sweep (2-4, 6-8) "
                               "share its training; beyond: Chapter 6's sweeps, one per covariate law (--law), "
-                              "written as beyond_<law>_<preset>.json; all: the paper's figures (not beyond)")
+                              "written as beyond_<law>_<preset>.json; depth: Chapter 7's in-context regression with one and "
+                              "two layers, written as depth_<preset>.json; all: the paper's figures (not beyond, "
+                              "not depth)")
     command.add_argument("--preset", choices=PRESETS, default="lecture",
                          help="paper: the paper's settings (about 45 min of a 2-core CPU for one sweep of one seed, "
                               "minutes on a GPU); lecture: the same stories in minutes on a CPU; smoke: seconds, "

@@ -81,5 +81,6 @@ CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
 #: Every figure the command line reproduces, in order.
 FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))
 
-#: What the command line reproduces: the paper's figures and Chapter 6's sweeps (``beyond``, not part of ``all``).
-EXPERIMENTS = (*FIGURES, "beyond")
+#: What the command line reproduces: the paper's figures, Chapter 6's sweeps (``beyond``) and Chapter 7's regression
+#: with one and two layers (``depth``); the last two are not part of ``all``.
+EXPERIMENTS = (*FIGURES, "beyond", "depth")

@@ -18,13 +18,15 @@ CORE = pathlib.Path(softmax_as_linear.__file__).parent / "core"
     ("beyond_uniform_paper.json", "reproduce beyond --law uniform --preset paper"),
     ("beyond_rademacher_paper_3seeds_L10-30-100-300-1000.json",
      "reproduce beyond --law rademacher --preset paper --seeds 3 --lengths 10 30 100 300 1000"),
+    ("depth_lecture.json", "reproduce depth --preset lecture"),
+    ("depth_paper_10seeds.json", "reproduce depth --preset paper --seeds 10"),
 ])
 def test_every_result_file_names_the_command_that_rebuilds_it(filename, command):
     assert result_files.command_for(filename) == f"python -m softmax_as_linear {command}"
 
 
 def test_a_file_of_no_known_kind_is_an_error():
-    for name in ("fig9_paper.json", "fig2_huge.json", "beyond_uniform_huge.json", "notes.json"):
+    for name in ("fig9_paper.json", "fig2_huge.json", "beyond_uniform_huge.json", "depth_huge.json", "notes.json"):
         with pytest.raises(ValueError):
             result_files.command_for(name)
 

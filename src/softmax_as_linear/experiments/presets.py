@@ -126,3 +126,29 @@ def beyond_config(preset: str, law: str = "uniform", **overrides) -> TrainConfig
     base = dict(d=5, noise_var=0.1, covariance="isotropic", batch_size=128, optimizer="sgd",
                 parametrisation="four_matrix", init="pytorch", models=BEYOND_MODELS)
     return TrainConfig(**{**base, **_BEYOND[preset], "law": law, **overrides})
+
+
+# Chapter 7: in-context regression with one and two attention layers (experiments.depth_regression). Chapter 4's
+# task (d = 5, Sigma = I, tau^2 = 1/d, s^2 = 0.1); every seed trains one- and two-layer softmax and normalised linear
+# attention from the block start of Assumption 5.1 (alpha = 0.3, every layer) on the same batches, with Adam, whose
+# step is divided by ten for the last quarter of training so that the final risks measure the models, not the
+# optimiser's noise. A softmax layer over the prompt costs O(L^2 D) per prompt: the lengths are sized to the device.
+DEPTH_SETTINGS = {
+    # one GPU, a few minutes: five seeds, prompts to 160 tokens, 8,000 steps of 256 prompts
+    "paper": dict(lengths=(10, 20, 40, 80, 160), seeds=sweep_seeds(5), steps=8_000, batch_size=256, lr=0.01,
+                  record_every=200, held_out_prompts=2048, final_prompts=50_000, pgd_samples=200_000,
+                  bayes_samples=50_000),
+    # a 2-core CPU in about ten minutes (the command line; the chapter reads the file): three seeds, L to 40
+    "lecture": dict(lengths=(10, 20, 40), seeds=sweep_seeds(3), steps=4_000, batch_size=64, lr=0.01,
+                    record_every=50, held_out_prompts=1024, final_prompts=20_000, pgd_samples=100_000,
+                    bayes_samples=20_000),
+    # seconds: checks that every step runs
+    "smoke": dict(lengths=(5, 10), seeds=sweep_seeds(2), steps=40, batch_size=16, lr=0.01, record_every=10,
+                  held_out_prompts=64, final_prompts=400, pgd_samples=2_000, bayes_samples=1_000),
+}
+# Chapter 7's second stage: two-layer softmax attention trained from the trained two-layer linear weights.
+DEPTH_WARM = {
+    "paper": dict(steps=4_000, lr=0.003, record_every=200),
+    "lecture": dict(steps=6_000, lr=0.003, record_every=100),
+    "smoke": dict(steps=8, lr=0.003, record_every=4),
+}

@@ -1,4 +1,4 @@
-"""The reproduction of the paper's figures and of Chapter 6: train (or reuse) each sweep, measure its final risks,
+"""The reproduction of the paper's figures and of Chapters 6 and 7: train (or reuse) each sweep, measure its final risks,
 write one result file per figure (or per covariate law) with its provenance (what ``python -m softmax_as_linear
 reproduce`` runs).
 
@@ -8,7 +8,8 @@ saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``f
 (``sweep_kms_published_<preset>.npz`` and ``figN_<preset>_published.json`` for Figures 6-8 drawn with the
 published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covariate law and writes
 ``beyond_<law>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
-overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Every name is
+overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Chapter 7 (``"depth"``) trains one sweep of
+one- and two-layer attention (:mod:`~softmax_as_linear.experiments.depth_regression`) and writes ``depth_<run>.json``. Every name is
 :mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
 to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half, quarter and tenth
 of training, both records scored on the same fresh prompts
@@ -259,6 +260,7 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
         k, n = shard
         counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
         counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
+        counts += [len(depth_seeds(preset, seeds))] if "depth" in names else []
         count = min(counts, default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
             raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
@@ -305,6 +307,9 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     for name in names:
         if name == "beyond":
             written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, laws, lengths, dirty)
+            continue
+        if name == "depth":
+            written.append(_reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty))
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)
@@ -373,3 +378,143 @@ def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard,
         written.append(save_json(out / f"{stem}.json", data))
         print(f"wrote {written[-1]}", flush=True)
     return written
+
+
+# Chapter 7 ------------------------------------------------------------------------------------------------------
+
+def depth_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
+    """The seeds of a Chapter 7 regression reproduction: the preset's, or the first ``seeds`` of :func:`sweep_seeds`."""
+    from .depth_regression import depth_settings
+
+    return depth_settings(preset).seeds if seeds is None else sweep_seeds(seeds)
+
+
+def depth_shard_settings(preset: str, seeds: int | None = None, shard=None):
+    """The :class:`~softmax_as_linear.experiments.depth_regression.DepthSettings` a reproduction (or one of its shards)
+    trains."""
+    from .depth_regression import depth_settings
+
+    chosen = depth_seeds(preset, seeds)
+    if shard is not None:
+        chosen = shard_seeds(chosen, *shard)
+    return depth_settings(preset, seeds=chosen)
+
+
+def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
+    """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, then its warm stage (two-layer
+    softmax from the trained two-layer linear weights) trained and read, written as ``depth_<run>.json`` (a shard's
+    into its folder). A file whose sweep is complete but whose warm stage is missing or unfinished resumes at the warm
+    stage without training the sweep again."""
+    from ..core.artifacts import load_json
+    from .depth_regression import depth_provenance, depth_readings, references, train_depth, warm_settings
+    from .result_files import depth_file, depth_run
+
+    run = depth_run(preset, seeds)
+    settings = depth_shard_settings(preset, seeds, shard)
+    warm = warm_settings(preset)
+    path = out / depth_file(run)
+    checkpoint = out / "checkpoints" / f"depth_{run}.pt"
+    warm_checkpoint = out / "checkpoints" / f"depth_{run}_warm.pt"
+    data = None
+    if restart:
+        checkpoint.unlink(missing_ok=True)
+        warm_checkpoint.unlink(missing_ok=True)
+    elif path.exists():
+        try:
+            saved = load_json(path)
+        except DamagedFileError as error:
+            raise _damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
+                                  "sweep again if there is none)") from None
+        if saved.get("main_complete", saved.get("complete")) and \
+                saved.get("provenance", {}).get("settings") == settings.as_dict():
+            if saved.get("complete") and saved.get("warm", {}).get("settings") == dataclass_dict(warm):
+                print(f"{path}: up to date")
+                return path
+            data = {**saved, "main_complete": True}  # the sweep is done: only the warm stage is left
+    start = time.monotonic()
+    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
+    if data is None:
+        step = _depth_resume_point(checkpoint, settings)
+        what = f"the Chapter 7 regression sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
+        if step is None:
+            print(f"training {what} on {device}; checkpoint {checkpoint}", flush=True)
+        else:
+            print(f"resuming {what} from step {step:,} of {settings.steps:,} on {device}; checkpoint {checkpoint}",
+                  flush=True)
+        try:
+            stepper, records = train_depth(settings, device, checkpoint, stop, progress=True,
+                                           checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS)
+        except DamagedFileError as error:
+            raise _damaged(error, "delete it to train this sweep from step 0") from None
+        status = "complete" if records.complete else f"stopped at step {records.last_step} of {settings.steps} (partial)"
+        print(f"Chapter 7 regression sweep: {status}, {records.seconds:.0f} s of training; measuring the final risks "
+              "and the references", flush=True)
+        data = depth_readings(stepper, records, settings, references(settings))
+        data["main_complete"] = data["complete"]
+        data["run"] = run
+        data["provenance"] = {**depth_provenance(settings, preset, device, time.monotonic() - start, records),
+                              "run": run, "overrides": overrides_of(seeds, shard=shard), **_written_with(dirty)}
+        if shard is not None:
+            data["provenance"]["shard"] = f"{shard[0]}/{shard[1]}"
+    if data["main_complete"] and not (stop is not None and stop()):
+        data["warm"] = _depth_warm(settings, warm, data, device, warm_checkpoint, stop)
+    data["complete"] = bool(data["main_complete"] and data.get("warm", {}).get("complete", False))
+    save_json(path, data)
+    print(f"wrote {path}", flush=True)
+    return path
+
+
+def dataclass_dict(value) -> dict:
+    """A settings dataclass as the JSON files record it."""
+    import dataclasses
+
+    return json.loads(json.dumps(dataclasses.asdict(value)))
+
+
+def _depth_warm(settings, warm, data, device, checkpoint, stop) -> dict:
+    """The warm stage of a finished sweep ``data``: trained (or resumed) from its two-layer linear weights, read."""
+    from .depth_regression import train_warm, warm_readings
+
+    U, v = np.asarray(data["per_seed"]["U"]), np.asarray(data["per_seed"]["v"])
+    step = _depth_resume_point(checkpoint, _WarmKey(settings, warm))
+    print(("training" if step is None else f"resuming from step {step:,} of {warm.steps:,}")
+          + f" the warm stage (two-layer softmax from the trained two-layer linear weights) on {device}; "
+            f"checkpoint {checkpoint}", flush=True)
+    try:
+        stepper, records = train_warm(settings, warm, U, v, device, checkpoint, stop, progress=True,
+                                      checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS)
+    except DamagedFileError as error:
+        raise _damaged(error, "delete it to train the warm stage from step 0") from None
+    from ..core.provenance import device_name, provenance, utc_now
+
+    start = time.monotonic()
+    out = warm_readings(stepper, records, settings, warm, U, v)
+    out["provenance"] = {**provenance(device, time.monotonic() - start + float(records.seconds)),
+                         "device_name": device_name(device), "engine_path": records.engine_path, "date": utc_now()}
+    return out
+
+
+class _WarmKey:
+    def __init__(self, settings, warm):
+        from .depth_regression import _WarmCheckpointKey
+
+        self._key = _WarmCheckpointKey(settings, warm)
+        self.seeds, self.steps = settings.seeds, warm.steps
+
+    def as_dict(self):
+        return self._key.as_dict()
+
+
+def _depth_resume_point(checkpoint: pathlib.Path, settings) -> int | None:
+    if not checkpoint.exists():
+        return None
+    try:
+        state = load_checkpoint(checkpoint, settings, "cpu")
+    except DamagedFileError as error:
+        raise _damaged(error, "delete it to train this sweep from step 0") from None
+    except ValueError:
+        raise SettingsMismatchError(
+            checkpoint, f"checkpoint {checkpoint} was written for other settings of this sweep than this command's "
+                        f"(seeds {', '.join(map(str, settings.seeds))}, {settings.steps} steps): run the command that "
+                        "started it again (the same --preset, --seeds) to resume it, " + RESTART_ADVICE) from None
+    return int(state["step"])

@@ -7,6 +7,9 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
 - ``beyond_<law>_<run>.json`` for Chapter 6, written by ``python -m softmax_as_linear reproduce beyond``, where
   ``<run>`` is the preset's name when the run used the preset's settings, and otherwise the preset's name followed
   by what changed (:func:`run_name`), so that a reduced run never takes the full preset's name;
+- ``depth_<run>.json`` for Chapter 7's regression with one and two layers, written by
+  ``python -m softmax_as_linear reproduce depth``, ``<run>`` the preset's name, followed by ``_<N>seeds`` when the
+  number of seeds was overridden (:func:`depth_run`), with its checkpoint ``checkpoints/depth_<run>.pt``;
 - ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<law>_<run>.npz``: the training sweeps behind
   them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
 
@@ -149,11 +152,55 @@ def saved_beyond(law: str, preset: str = "paper", folder=None) -> dict | None:
     return _load_if_there(beyond_file(law, run), folder, beyond_command(law, run))
 
 
+# Chapter 7 ------------------------------------------------------------------------------------------------------
+
+def depth_run(preset: str, seeds: int | None = None) -> str:
+    """The run name of a Chapter 7 regression sweep: ``preset``, or ``<preset>_<N>seeds`` when ``seeds`` (a number of
+    seeds, the first ``N`` of the reproduction's) is not the preset's."""
+    from .depth_regression import depth_settings
+    from .presets import sweep_seeds
+
+    checks.one_of("preset", preset, PRESETS)
+    if seeds is None or sweep_seeds(seeds) == depth_settings(preset).seeds:
+        return preset
+    return f"{preset}_{int(seeds)}seeds"
+
+
+def parse_depth_run(run: str) -> tuple[str, int | None]:
+    """``(preset, number of seeds or None)`` of a run name of :func:`depth_run`."""
+    match = re.fullmatch(r"([a-z]+)(?:_(\d+)seeds)?", run)
+    if match is None or match.group(1) not in PRESETS:
+        raise ValueError(f"run must be a preset ({', '.join(PRESETS)}) optionally followed by _<N>seeds, got {run!r}")
+    return match.group(1), None if match.group(2) is None else int(match.group(2))
+
+
+def depth_file(run: str = "lecture") -> str:
+    """File name of a Chapter 7 regression result: ``depth_<run>.json``."""
+    parse_depth_run(run)
+    return f"depth_{run}.json"
+
+
+def depth_command(run: str = "lecture") -> str:
+    """The command that writes ``depth_<run>.json`` into the results folder."""
+    preset, seeds = parse_depth_run(run)
+    return f"{COMMAND} depth --preset {preset}" + ("" if seeds is None else f" --seeds {seeds}")
+
+
+def saved_depth(run: str = "lecture", folder=None, required: bool = False) -> dict | None:
+    """The saved Chapter 7 regression result ``depth_<run>.json`` (results folder, then the shipped copy): ``None``
+    when it has not been written, or with ``required`` a ``FileNotFoundError`` naming the command that writes it."""
+    if required:
+        return _load_result(depth_file(run), folder, command=depth_command(run))
+    return _load_if_there(depth_file(run), folder, depth_command(run))
+
+
 # Any file ----------------------------------------------------------------------------------------------------------
 
 def command_for(filename: str) -> str:
     """The command that writes the result file ``filename`` (a figure's or a Chapter 6 file)."""
     stem = pathlib.Path(filename).stem
+    if stem.startswith("depth_"):
+        return depth_command(stem.removeprefix("depth_"))
     if stem.startswith("beyond_"):
         _, law, run = stem.split("_", 2)
         return beyond_command(law, run)
@@ -161,8 +208,8 @@ def command_for(filename: str) -> str:
     sampler = next((s for s in SAMPLERS if s != "paper" and rest.endswith("_" + s)), "paper")
     preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
     if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
-        raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json or "
-                         f"beyond_<law>_<run>.json), got {filename!r}")
+        raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json, "
+                         f"beyond_<law>_<run>.json or depth_<run>.json), got {filename!r}")
     return figure_command(figure, preset, sampler)
 
 

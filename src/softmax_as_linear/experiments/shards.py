@@ -199,6 +199,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                 hint = (f" (it holds {', '.join(others)}: were the shards trained with other --seeds or --lengths "
                         "than this merge's?)") if others else ""
                 raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
+    depth = _merge_depth(preset, seeds, shards, out, command, dirty, start) if "depth" in names else None
     sweeps = {}
     for stem, (config, final_prompts, shard_file) in needed.items():
         merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
@@ -208,6 +209,12 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                                                               recorded, dirty)
     written = []
     for name in names:
+        if name == "depth":
+            from .result_files import depth_file
+
+            written.append(save_json(out / depth_file(depth["run"]), depth))
+            print(f"wrote {written[-1]}", flush=True)
+            continue
         if name == "beyond":
             from .beyond_gaussian import beyond_readings
 
@@ -231,6 +238,57 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
         written.append(save_json(out / figure_file(name, preset, used), data))
         print(f"wrote {written[-1]}", flush=True)
     return written
+
+
+def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
+    """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
+    along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
+    :class:`ShardError` names a missing, unfinished or foreign shard."""
+    from .depth_regression import merge_per_seed
+    from .reproduce import depth_shard_settings
+    from .result_files import depth_file, depth_run
+
+    run = depth_run(preset, seeds)
+    parts, origins = [], []
+    for k in range(1, n + 1):
+        path = shard_folder(out, k, n) / depth_file(run)
+        if not path.exists():
+            raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
+        try:
+            data = load_json(path)
+        except DamagedFileError as error:
+            raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
+        expected = depth_shard_settings(preset, seeds, (k, n)).as_dict()
+        if data.get("provenance", {}).get("settings") != expected:
+            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
+                             f"({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, this merge: "
+                             f"{expected['seeds']}). Run merge with the shards' --preset and --seeds, or train the "
+                             "shards again with these settings and --restart")
+        if not data.get("complete"):
+            raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
+                             f"    {command(k)}")
+        parts.append(data)
+        origin = dict(data["provenance"])
+        origin.pop("settings", None)
+        origins.append({**origin, "shard": f"{k}/{n}", "seeds": data["per_seed"]["seeds"]})
+    merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
+    merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
+    if all("warm" in p for p in parts):  # the warm stage's per-seed arrays, joined; its settings are the first's
+        seeded = ("risk", "risk_se", "minus", "minus_se", "fall", "fall_se", "trajectory")
+        merged["warm"] = {**parts[0]["warm"], **merge_per_seed([{k: p["warm"][k] for k in seeded} for p in parts]),
+                          "shards": [p["warm"].get("provenance") for p in parts]}
+    first = origins[0]
+    top = {key: first.get(key) for key in ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
+                                           "engine_path", "machine") if key in first}
+    for key in ("device_name", "torch", "commit", "uncommitted_changes"):
+        if len({str(o.get(key)) for o in origins}) > 1:
+            top[key] = "several (see shards)"
+    merged["provenance"] = {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "run": run,
+                            "overrides": overrides_of(seeds),
+                            "settings": depth_shard_settings(preset, seeds).as_dict(),
+                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
+                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", time.monotonic() - start)}
+    return merged
 
 
 def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads: int = 1) -> list[str]:

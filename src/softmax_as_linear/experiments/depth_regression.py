@@ -1,0 +1,480 @@
+r"""Chapter 7's experiment: in-context regression with one and two attention layers, against the references.
+
+One sweep (:class:`DepthSettings`, presets in :data:`~softmax_as_linear.experiments.presets.DEPTH_SETTINGS`) trains,
+for every seed and prompt length :math:`L`, one- and two-layer softmax and normalised linear attention
+(:class:`~softmax_as_linear.engine.deep.DeepStepper` columns ``(activation, K)``) from the same block start and on the
+same batches, through the engine's loop (:func:`~softmax_as_linear.engine.train.run`), with a late step decay
+(:class:`~softmax_as_linear.engine.deep_schedule.DecayedDeepStepper`). Read from it (:func:`depth_readings`):
+
+- final risks of the four models on fresh prompts (the same prompts for the four, so differences are paired), with
+  per-seed standard errors, and the paired differences that answer the chapter's questions: the second layer's
+  effect for each activation, softmax minus linear at each depth;
+- convergence over the whole run: the held-out risk at every record, and the paired fall of the risk over the last
+  half, quarter and tenth of training (earlier records scored on the same fresh prompts as the final weights);
+- the toolkit at the trained weights (:func:`cross_evaluation`): each trained linear model's weights run through
+  the softmax network, its excess risk and the mean-square output gap between the two networks;
+- the warm stage (:func:`train_warm`, :func:`warm_readings`): two-layer softmax attention trained again from the
+  trained two-layer linear weights (the same network at infinite prompt), scored on the same fresh prompts;
+- references that know nothing of the trainer: the best one-layer linear attention :math:`R^*_{\mathrm{lin}}(L)`,
+  the :math:`L`-Bayes (ridge) risk, and two steps of preconditioned gradient descent with the best preconditioners
+  (:mod:`~softmax_as_linear.theory.preconditioned_gd`).
+
+Arrays with a seed axis are under ``"per_seed"`` (so shards merge by concatenation); :func:`depth_summary` turns a
+result into means over seeds with standard errors over seeds and log-log slopes in :math:`L`. Risks are
+:math:`R = \tfrac12\mathrm{MSE}`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+from ..core import checks, seeding
+from ..core.provenance import device_name, provenance, utc_now
+from ..core.stats import loglog_slope
+from ..engine.deep import DeepConfig
+from ..engine.deep_schedule import DecayedDeepStepper
+from ..engine.train import run
+from ..registry import PRESETS
+from ..theory.preconditioned_gd import best_preconditioners
+from ..theory.regression import RegressionTask
+from ..theory.risks import bayes_risk, optimal_linear_risk
+
+#: The four models of the sweep, as ``(activation, K)`` columns, and their names in result files.
+DEPTH_MODELS = (("softmax", 1), ("linear", 1), ("softmax", 2), ("linear", 2))
+MODEL_NAMES = ("softmax_1", "linear_1", "softmax_2", "linear_2")
+#: Paired differences read from the final evaluation: name -> (model, minus model).
+DIFFERENCES = {"second_layer_softmax": ("softmax_2", "softmax_1"), "second_layer_linear": ("linear_2", "linear_1"),
+               "softmax_minus_linear_1": ("softmax_1", "linear_1"), "softmax_minus_linear_2": ("softmax_2", "linear_2")}
+#: Fractions of training over which the paired fall of the risk is measured (from that record to the end).
+FALL_FRACTIONS = (0.5, 0.25, 0.1)
+#: Fraction of the steps taken at the full learning rate before it is divided by ten.
+DECAY_AT, DECAY_FACTOR = 0.75, 0.1
+_EVAL_CHUNK = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class DepthSettings:
+    """Every setting of a Chapter 7 regression sweep (the task is Chapter 4's, isotropic, ``d = 5``, ``s^2 = 0.1``)."""
+
+    lengths: tuple[int, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    batch_size: int
+    lr: float
+    record_every: int
+    held_out_prompts: int
+    final_prompts: int
+    pgd_samples: int
+    bayes_samples: int
+    d: int = 5
+    noise_var: float = 0.1
+    alpha: float = 0.3
+    optimizer: str = "adam"
+    decay_at: float = DECAY_AT
+    decay_factor: float = DECAY_FACTOR
+
+    def __post_init__(self):
+        checks.positive_int("steps", self.steps)
+        checks.positive_int("record_every", self.record_every)
+        checks.int_at_least("final_prompts", self.final_prompts, 2)
+        checks.int_at_least("pgd_samples", self.pgd_samples, 2)
+        checks.int_at_least("bayes_samples", self.bayes_samples, 2)
+        if sorted(set(self.lengths)) != list(self.lengths):
+            raise ValueError(f"lengths must be increasing, got {self.lengths}")
+        if not 0 < self.decay_at <= 1:
+            raise ValueError(f"decay_at must be in (0, 1], got {self.decay_at}")
+        self.deep_config()  # checks the rest
+
+    def task(self) -> RegressionTask:
+        return RegressionTask.isotropic(d=self.d, noise_var=self.noise_var)
+
+    def deep_config(self) -> DeepConfig:
+        return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths), models=DEPTH_MODELS,
+                          batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer, alpha=self.alpha,
+                          held_out_prompts=self.held_out_prompts)
+
+    @property
+    def decay_step(self) -> int:
+        return int(round(self.decay_at * self.steps))
+
+    def record_steps(self) -> list[int]:
+        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
+        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
+        marks |= {self.fall_step(f) for f in FALL_FRACTIONS}
+        return sorted(marks)
+
+    def fall_step(self, fraction: float) -> int:
+        """The record from which the fall over the last ``fraction`` of training is measured."""
+        return int(round((1 - fraction) * self.steps))
+
+    def replace(self, **changes) -> "DepthSettings":
+        return dataclasses.replace(self, **changes)
+
+    def as_dict(self) -> dict:
+        """Every setting, JSON-ready; with the fields a training checkpoint compares (``rng``, ``law``)."""
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return {**out, "rng": "torch", "law": "gaussian", "models": [list(m) for m in DEPTH_MODELS]}
+
+
+def depth_settings(preset: str, **overrides) -> DepthSettings:
+    """The :class:`DepthSettings` of a preset (``"paper"`` for a GPU, ``"lecture"`` for a 2-core CPU, ``"smoke"``),
+    with ``overrides`` (for example ``seeds=(327, 0)``)."""
+    from .presets import DEPTH_SETTINGS
+
+    checks.one_of("preset", preset, PRESETS)
+    return DepthSettings(**{**DEPTH_SETTINGS[preset], **overrides})
+
+
+def train_depth(settings: DepthSettings, device="cpu", checkpoint=None, should_stop=None, progress: bool = False,
+                checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0):
+    """Train the sweep with the engine's loop; returns ``(stepper, records)`` (the stepper holds the last weights)."""
+    stepper = DecayedDeepStepper(settings.deep_config(), settings.decay_step, settings.decay_factor, device)
+    records = run(stepper, settings.steps, settings.record_steps(), config=settings, checkpoint=checkpoint,
+                  checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
+                  should_stop=should_stop)
+    return stepper, records
+
+
+def _losses_with(stepper, U, v, batch) -> torch.Tensor:
+    """Per-prompt losses ``(S, nL, nA, B)`` of the stepper's model with the weights ``U``, ``v`` (restored after)."""
+    saved = stepper.U.detach().clone(), stepper.v.detach().clone()
+    with torch.no_grad():
+        stepper.U.copy_(torch.nan_to_num(U.to(stepper.U)))
+        stepper.v.copy_(torch.nan_to_num(v.to(stepper.v)))
+        losses = stepper.losses(*batch).double()
+        stepper.U.copy_(saved[0])
+        stepper.v.copy_(saved[1])
+    return losses
+
+
+def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
+    r"""Risks of the last weights and of the records at the fall fractions, on ``final_prompts`` fresh prompts per
+    seed (the ``"evaluation"`` stream of the seed at the longest length; the run of length ``L`` reads their first
+    ``L`` tokens), every model and record on the same prompts.
+
+    Returns ``risk``, ``risk_se`` ``{model: (S, nL)}``; ``difference``, ``difference_se`` ``{name: (S, nL)}`` for
+    :data:`DIFFERENCES`; ``fall``, ``fall_se`` ``{fraction: {model: (S, nL)}}``, the risk at the record of
+    :meth:`DepthSettings.fall_step` minus the final risk (positive: still descending).
+    """
+    cfg = stepper.cfg
+    last = records.last_step
+    weights = {"final": (stepper.U.detach(), stepper.v.detach())}
+    history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
+    for fraction in FALL_FRACTIONS:
+        step = settings.fall_step(fraction) * last // settings.steps if last < settings.steps else settings.fall_step(fraction)
+        k = min(range(len(records.steps)), key=lambda i: abs(records.steps[i] - step))
+        weights[fraction] = history_U[:, :, :, k], history_v[:, :, :, k]
+    generators = [seeding.generator(seed, "evaluation", max(cfg.lengths)) for seed in cfg.seeds]
+    losses = {key: [] for key in weights}
+    remaining = settings.final_prompts
+    while remaining > 0:
+        n = min(_EVAL_CHUNK, remaining)
+        batch = stepper._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+        for key, (U, v) in weights.items():
+            losses[key].append(_losses_with(stepper, U, v, batch))
+        remaining -= n
+    losses = {key: torch.cat(parts, dim=-1) for key, parts in losses.items()}  # (S, nL, nA, n)
+    final = losses["final"]
+    n = final.shape[-1]
+
+    def mean_se(values):
+        return values.mean(-1).numpy(), (values.std(-1) / math.sqrt(n)).numpy()
+
+    out = {"n_prompts": n, "risk": {}, "risk_se": {}, "difference": {}, "difference_se": {}, "fall": {},
+           "fall_se": {}}
+    index = {name: a for a, name in enumerate(MODEL_NAMES)}
+    for name, a in index.items():
+        out["risk"][name], out["risk_se"][name] = mean_se(final[:, :, a])
+    for name, (first, second) in DIFFERENCES.items():
+        out["difference"][name], out["difference_se"][name] = mean_se(final[:, :, index[first]] - final[:, :, index[second]])
+    for fraction in FALL_FRACTIONS:
+        key = str(fraction)
+        out["fall"][key], out["fall_se"][key] = {}, {}
+        for name, a in index.items():
+            out["fall"][key][name], out["fall_se"][key][name] = mean_se(losses[fraction][:, :, a] - final[:, :, a])
+    return out
+
+
+def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = None) -> dict:
+    r"""The toolkit at the trained weights: each trained *linear* model's weights :math:`\theta` run through the
+    softmax network of the same depth, on fresh prompts (the ``"analysis"`` stream of the seed at the longest length).
+
+    Chapters 2 and 3 say that at fixed weights the finite-:math:`L` softmax network approaches the linear one as
+    :math:`L` grows (centred tokens, Exercise 7.2), with a mean-square output gap :math:`E_L = \mathbb{E}(\hat y_{\mathrm{soft}}
+    - \hat y_{\mathrm{lin}})^2` of order :math:`1/L` in the light regime. Returns, for ``K = 1, 2`` (``{"1": ..., "2":
+    ...}``, arrays ``(S, nL)``): ``softmax_risk`` (the softmax network at :math:`\theta`), ``linear_risk``,
+    ``excess`` (their paired difference) with standard errors, and ``output_gap`` :math:`E_L` with its standard
+    error. ``n_prompts`` defaults to a quarter of ``final_prompts``.
+    """
+    from ..theory.depth import deep_forward_unchecked
+
+    cfg = stepper.cfg
+    n_prompts = max(2, settings.final_prompts // 4) if n_prompts is None else checks.int_at_least("n_prompts", n_prompts, 2)
+    V = stepper._V().detach()
+    U = stepper.U.detach()
+    index = {name: a for a, name in enumerate(MODEL_NAMES)}
+    generators = [seeding.generator(seed, "analysis", max(cfg.lengths)) for seed in cfg.seeds]
+    pieces = {K: {"soft": [], "lin": [], "gap": []} for K in (1, 2)}
+    remaining = n_prompts
+    with torch.no_grad():
+        while remaining > 0:
+            n = min(_EVAL_CHUNK, remaining)
+            tokens, query, target = stepper._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+            for K in (1, 2):
+                a = index[f"linear_{K}"]
+                rows = {"soft": [], "lin": [], "gap": []}
+                for i, L in enumerate(cfg.lengths):
+                    U_K, V_K = U[:, i, a, :K].unsqueeze(1), V[:, i, a, :K].unsqueeze(1)  # (S, 1, K, D, D)
+                    soft = deep_forward_unchecked(tokens[:, :, :L], query, U_K, V_K, "softmax")[..., -1].double()
+                    lin = deep_forward_unchecked(tokens[:, :, :L], query, U_K, V_K, "linear")[..., -1].double()
+                    rows["soft"].append(0.5 * (soft - target.double()) ** 2)
+                    rows["lin"].append(0.5 * (lin - target.double()) ** 2)
+                    rows["gap"].append((soft - lin) ** 2)
+                for key, value in rows.items():
+                    pieces[K][key].append(torch.stack(value, dim=1))  # (S, nL, n)
+            remaining -= n
+    out = {}
+    for K in (1, 2):
+        soft, lin, gap = (torch.cat(pieces[K][key], dim=-1) for key in ("soft", "lin", "gap"))
+        se = lambda x: (x.std(-1) / math.sqrt(x.shape[-1])).numpy()  # noqa: E731
+        out[str(K)] = {"softmax_risk": soft.mean(-1).numpy(), "softmax_risk_se": se(soft),
+                       "linear_risk": lin.mean(-1).numpy(), "linear_risk_se": se(lin),
+                       "excess": (soft - lin).mean(-1).numpy(), "excess_se": se(soft - lin),
+                       "output_gap": gap.mean(-1).numpy(), "output_gap_se": se(gap)}
+    out["n_prompts"] = n_prompts
+    return out
+
+
+def references(settings: DepthSettings) -> dict:
+    r"""The references at every length, computed without the trainer: :math:`R^*_{\mathrm{lin}}(L)`, the
+    :math:`L`-Bayes risk (with its Monte Carlo standard error), one and two steps of preconditioned gradient descent
+    with the best scalar preconditioners :math:`\Gamma_k = c_k I` (for isotropic inputs the best full matrices are
+    scalar up to sampling error, ``tests/theory/test_preconditioned_gd.py``), scored on independent samples."""
+    task = settings.task()
+    out = {"lengths": list(settings.lengths), "noise_floor": task.noise_floor(), "zero_risk": task.zero_risk(),
+           "optimal_linear": [], "bayes": [], "bayes_se": [], "pgd_1": [], "pgd_1_se": [], "pgd_2": [], "pgd_2_se": [],
+           "pgd_2_steps": [], "pgd_samples": settings.pgd_samples}
+    for L in settings.lengths:
+        out["optimal_linear"].append(optimal_linear_risk(L, task))
+        b = bayes_risk(L, task, n_samples=settings.bayes_samples,
+                       seed=seeding.stream_seed(seeding.REFERENCE_SEED, "bayes", L))
+        out["bayes"].append(b[0])
+        out["bayes_se"].append(b[1])
+        for steps in (1, 2):
+            best = best_preconditioners(L, task, steps, settings.pgd_samples, full=False)
+            out[f"pgd_{steps}"].append(best.risk)
+            out[f"pgd_{steps}_se"].append(best.risk_se)
+            if steps == 2:
+                out["pgd_2_steps"].append(best.preconditioners.diagonal(dim1=-2, dim2=-1).mean(-1).tolist())
+    return out
+
+
+def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None = None) -> dict:
+    """What Chapter 7 reads from a trained sweep, JSON-ready, without provenance: ``per_seed`` arrays (final
+    evaluation, held-out trajectories, final weights, divergences), ``references``, ``complete``."""
+    evaluation = final_evaluation(stepper, records, settings)
+    kept = records.up_to(records.last_step)
+    per_seed = {"seeds": list(settings.seeds),
+                "risk": evaluation["risk"], "risk_se": evaluation["risk_se"],
+                "difference": evaluation["difference"], "difference_se": evaluation["difference_se"],
+                "fall": evaluation["fall"], "fall_se": evaluation["fall_se"],
+                "trajectory": {name: kept["eval_risk"][:, :, a] for a, name in enumerate(MODEL_NAMES)},
+                "trajectory_se": {name: kept["eval_sd"][:, :, a] / math.sqrt(settings.held_out_prompts)
+                                  for a, name in enumerate(MODEL_NAMES)},
+                "U": stepper.U.detach().double().cpu().numpy(), "v": stepper.v.detach().double().cpu().numpy(),
+                "diverged_at": stepper.diverged_at.cpu().numpy(), "cross": cross_evaluation(stepper, settings)}
+    return {"experiment": "depth_regression", "complete": bool(records.complete), "models": list(MODEL_NAMES),
+            "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
+            "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
+            "fall_fractions": list(FALL_FRACTIONS), "per_seed": _jsonable(per_seed),
+            "references": refs if refs is not None else references(settings)}
+
+
+def depth_provenance(settings: DepthSettings, preset: str, device, wall_seconds: float, records) -> dict:
+    """Where a Chapter 7 result came from: device, torch, commit, uncommitted changes, wall time, every setting, the
+    training path and time, the date."""
+    return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
+            "settings": settings.as_dict(), "engine_path": records.engine_path,
+            "training_seconds": round(float(records.seconds), 1), "date": utc_now()}
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (np.ndarray, torch.Tensor)):
+        return np.asarray(value).tolist()
+    return value
+
+
+# Reading a result -------------------------------------------------------------------------------------------------
+
+def merge_per_seed(parts: list[dict]) -> dict:
+    """The ``per_seed`` blocks of shards (consecutive seeds), joined along the seed axis."""
+    def join(values):
+        if isinstance(values[0], dict):
+            return {k: join([v[k] for v in values]) for k in values[0]}
+        if isinstance(values[0], list):
+            return [row for v in values for row in v]
+        return values[0]  # a count shared by the shards (prompts per seed)
+    return join(parts)
+
+
+def depth_summary(data: dict, level: float = 0.95) -> dict:
+    r"""Means over seeds with standard errors over seeds (``"mean"``, ``"se"`` ``{name: (nL,)}`` for every model and
+    difference), the paired falls' worst case over seeds in standard errors (``"fall_z"``: ``{fraction: {model:
+    (S, nL)}}``), and log-log slopes in :math:`L` of the softmax-minus-linear gaps at each depth, per seed and for
+    the mean over seeds, with ``level`` intervals from the spread of the seeds' slopes (``"gap_slopes"``)."""
+    per = data["per_seed"]
+    lengths = np.asarray(data["lengths"], dtype=float)
+    S = len(per["seeds"])
+    out = {"lengths": data["lengths"], "seeds": per["seeds"], "mean": {}, "se": {}, "fall_z": {}, "gap_slopes": {}}
+    for group in ("risk", "difference"):
+        for name, values in per[group].items():
+            values = np.asarray(values, dtype=float)
+            out["mean"][name] = values.mean(0)
+            out["se"][name] = values.std(0, ddof=1) / math.sqrt(S) if S > 1 else np.full(values.shape[1:], np.nan)
+    for fraction, falls in per["fall"].items():
+        out["fall_z"][fraction] = {name: np.asarray(f) / np.asarray(per["fall_se"][fraction][name])
+                                   for name, f in falls.items()}
+    for K in (1, 2):
+        out["gap_slopes"][K] = seed_slopes(lengths, per["difference"][f"softmax_minus_linear_{K}"], level)
+    if "warm" in data:
+        out["gap_slopes"]["warm"] = seed_slopes(lengths, data["warm"]["minus"]["linear_2"], level)
+    return out
+
+
+def seed_slopes(lengths, values, level: float = 0.95) -> dict | None:
+    """Log-log slope in ``lengths`` of every seed's row of positive ``values (S, nL)``, their mean with a Student-t
+    interval at ``level`` from the spread of the seeds' slopes, and the slope of the mean over seeds; None with fewer
+    than three lengths or a value that is not positive."""
+    from scipy import stats as scipy_stats
+
+    values = np.asarray(values, dtype=float)
+    if len(lengths) < 3 or not (values > 0).all():
+        return None
+    S = values.shape[0]
+    slopes = np.array([loglog_slope(lengths, row).slope for row in values])
+    half = (scipy_stats.t.ppf(0.5 + level / 2, S - 1) * slopes.std(ddof=1) / math.sqrt(S)) if S > 1 else np.nan
+    return {"per_seed": slopes, "mean": float(slopes.mean()),
+            "interval": (float(slopes.mean() - half), float(slopes.mean() + half)),
+            "of_mean": float(loglog_slope(lengths, values.mean(0)).slope)}
+
+
+
+# The warm start --------------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class WarmSettings:
+    r"""A second stage of the sweep: two-layer *softmax* attention trained from the trained two-layer *linear* weights
+    of each seed and length (at infinite prompt the two networks are one, Exercise 7.2), with its own step."""
+
+    steps: int
+    lr: float
+    record_every: int
+    decay_at: float = DECAY_AT
+    decay_factor: float = DECAY_FACTOR
+
+    def __post_init__(self):
+        checks.positive_int("steps", self.steps)
+        checks.positive_float("lr", self.lr)
+        checks.positive_int("record_every", self.record_every)
+
+    @property
+    def decay_step(self) -> int:
+        return int(round(self.decay_at * self.steps))
+
+    def fall_step(self, fraction: float) -> int:
+        return int(round((1 - fraction) * self.steps))
+
+    def record_steps(self) -> list[int]:
+        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
+        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
+
+
+def warm_settings(preset: str, **overrides) -> WarmSettings:
+    """The :class:`WarmSettings` of a preset (:data:`~softmax_as_linear.experiments.presets.DEPTH_WARM`)."""
+    from .presets import DEPTH_WARM
+
+    checks.one_of("preset", preset, PRESETS)
+    return WarmSettings(**{**DEPTH_WARM[preset], **overrides})
+
+
+class _WarmCheckpointKey:
+    """What a warm-stage checkpoint is written for: the sweep's settings and the warm stage's."""
+
+    def __init__(self, settings: DepthSettings, warm: WarmSettings):
+        self.settings, self.warm = settings, warm
+
+    def as_dict(self) -> dict:
+        return {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
+
+
+def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", checkpoint=None, should_stop=None,
+               progress: bool = False, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0):
+    """Train two-layer softmax attention from the two-layer linear weights ``U (S, nL, 4, K, D, D)``, ``v (S, nL, 4,
+    K, D)`` of a finished sweep (model ``linear_2``); returns ``(stepper, records)``."""
+    cfg = dataclasses.replace(settings.deep_config(), models=(("softmax", 2),), lr=warm.lr)
+    stepper = DecayedDeepStepper(cfg, warm.decay_step, warm.decay_factor, device)
+    a = MODEL_NAMES.index("linear_2")
+    with torch.no_grad():
+        stepper.U.copy_(torch.as_tensor(np.asarray(U))[:, :, a:a + 1].to(stepper.U))
+        stepper.v.copy_(torch.as_tensor(np.asarray(v))[:, :, a:a + 1].to(stepper.v))
+    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm),
+                  checkpoint=checkpoint, checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds,
+                  progress=progress, should_stop=should_stop)
+    return stepper, records
+
+
+def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings, U, v) -> dict:
+    """The warm stage read on the sweep's own fresh prompts (the same as :func:`final_evaluation`'s, so paired with the
+    four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
+    ``minus_se`` ``{model: (S, nL)}`` (warm start minus each model); ``fall``, ``fall_se`` over the last half,
+    quarter, tenth; the held-out ``trajectory``; ``complete``, ``steps``; the settings."""
+    from ..engine.deep import DeepStepper
+
+    main = DeepStepper(settings.deep_config(), stepper.device)
+    weights = {"final": (stepper.U.detach(), stepper.v.detach())}
+    history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
+    last = records.last_step
+    for fraction in FALL_FRACTIONS:
+        step = warm.fall_step(fraction) * last // warm.steps
+        k = min(range(len(records.steps)), key=lambda i: abs(records.steps[i] - step))
+        weights[fraction] = history_U[:, :, :, k], history_v[:, :, :, k]
+    cfg = main.cfg
+    generators = [seeding.generator(seed, "evaluation", max(cfg.lengths)) for seed in cfg.seeds]
+    parts = {key: [] for key in weights}
+    parts["main"] = []
+    remaining = settings.final_prompts
+    while remaining > 0:
+        n = min(_EVAL_CHUNK, remaining)
+        batch = main._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+        parts["main"].append(_losses_with(main, torch.as_tensor(np.asarray(U)), torch.as_tensor(np.asarray(v)), batch))
+        for key, (U_k, v_k) in weights.items():
+            parts[key].append(_losses_with(stepper, U_k, v_k, batch))
+        remaining -= n
+    losses = {key: torch.cat(p, dim=-1) for key, p in parts.items()}
+    final = losses["final"][:, :, 0]
+    n = final.shape[-1]
+
+    def mean_se(values):
+        return values.mean(-1).numpy(), (values.std(-1) / math.sqrt(n)).numpy()
+
+    out = {"settings": dataclasses.asdict(warm), "complete": bool(records.complete),
+           "steps": [int(s) for s in records.up_to(last)["steps"]], "minus": {}, "minus_se": {}, "fall": {},
+           "fall_se": {}, "training_seconds": round(float(records.seconds), 1)}
+    out["risk"], out["risk_se"] = mean_se(final)
+    for a, name in enumerate(MODEL_NAMES):
+        out["minus"][name], out["minus_se"][name] = mean_se(final - losses["main"][:, :, a])
+    for fraction in FALL_FRACTIONS:
+        out["fall"][str(fraction)], out["fall_se"][str(fraction)] = mean_se(losses[fraction][:, :, 0] - final)
+    kept = records.up_to(last)
+    out["trajectory"] = kept["eval_risk"][:, :, 0]
+    return _jsonable(out)
+
+
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "WarmSettings", "cross_evaluation",
+           "depth_provenance", "depth_readings", "depth_settings", "depth_summary", "final_evaluation", "merge_per_seed",
+           "references", "seed_slopes", "train_depth", "train_warm", "warm_readings", "warm_settings"]

@@ -1,0 +1,87 @@
+"""Chapter 7's regression on the command line (``reproduce depth``): its file and provenance, time limit and resume,
+shards and merge, with a tiny preset."""
+import json
+
+import numpy as np
+import pytest
+
+import softmax_as_linear.cli as cli
+from softmax_as_linear.experiments import depth_regression, presets, reproduce
+
+TINY = dict(lengths=(4, 8), steps=12, record_every=4, batch_size=8, held_out_prompts=16, final_prompts=64,
+            pgd_samples=200, bayes_samples=100)
+RUN = ["reproduce", "depth", "--preset", "smoke", "--device", "cpu"]
+
+
+@pytest.fixture
+def tiny_depth(monkeypatch):
+    """The smoke preset of Chapter 7's regression shrunk further (12 steps, lengths 4 and 8)."""
+    monkeypatch.setitem(presets.DEPTH_SETTINGS, "smoke", {**presets.DEPTH_SETTINGS["smoke"], **TINY})
+
+
+def _load(path):
+    return json.loads(path.read_text())
+
+
+def test_depth_stops_at_its_time_limit_resumes_and_is_then_up_to_date(tmp_path, tiny_depth, run_cli, monkeypatch):
+    clock = iter([0.0] + [1e9] * 100_000)  # the deadline passes right after the start
+    monkeypatch.setattr(reproduce.time, "monotonic", lambda: next(clock))
+    code, out, err = run_cli(*RUN, "--out", str(tmp_path), "--max-minutes", "1")
+    assert code == cli.EXIT_PARTIAL == 3, err
+    partial = _load(tmp_path / "depth_smoke.json")
+    assert partial["complete"] is False and partial["steps"][-1] == 4
+    assert (tmp_path / "checkpoints" / "depth_smoke.pt").is_file()
+    monkeypatch.setattr(reproduce.time, "monotonic", lambda: 0.0)
+    code, out, err = run_cli(*RUN, "--out", str(tmp_path))
+    assert code == cli.EXIT_COMPLETE, err
+    assert "resuming the Chapter 7 regression sweep (smoke preset, seeds 327, 0) from step 4 of 12" in out
+    data = _load(tmp_path / "depth_smoke.json")
+    assert data["complete"] is True and data["steps"][-1] == 12 and data["run"] == "smoke"
+    where = data["provenance"]
+    assert where["preset"] == "smoke" and where["settings"]["seeds"] == [327, 0] and where["engine_path"] == "deep"
+    assert {"torch", "commit", "uncommitted_changes", "wall_seconds", "device_name", "date"} <= set(where)
+    per = data["per_seed"]
+    assert per["seeds"] == [327, 0] and set(per["risk"]) == set(depth_regression.MODEL_NAMES)
+    assert len(per["risk"]["softmax_2"]) == 2 and len(per["risk"]["softmax_2"][0]) == 2
+    warm = data["warm"]
+    assert warm["complete"] and len(warm["risk"]) == 2 and set(warm["minus"]) == set(depth_regression.MODEL_NAMES)
+    assert {"torch", "commit", "date"} <= set(warm["provenance"])
+    refs = data["references"]
+    assert len(refs["pgd_2"]) == 2 and refs["noise_floor"] == 0.05
+    summary = depth_regression.depth_summary(data)
+    assert summary["mean"]["second_layer_linear"].shape == (2,)
+    code, out, err = run_cli(*RUN, "--out", str(tmp_path))
+    assert code == 0 and "up to date" in out
+
+
+def test_a_checkpoint_of_other_settings_is_named(tmp_path, tiny_depth, run_cli, monkeypatch):
+    clock = iter([0.0] + [1e9] * 100_000)
+    monkeypatch.setattr(reproduce.time, "monotonic", lambda: next(clock))
+    assert run_cli(*RUN, "--out", str(tmp_path), "--max-minutes", "1")[0] == cli.EXIT_PARTIAL
+    monkeypatch.setattr(reproduce.time, "monotonic", lambda: 0.0)
+    monkeypatch.setitem(presets.DEPTH_SETTINGS, "smoke", {**presets.DEPTH_SETTINGS["smoke"], "steps": 16})
+    code, out, err = run_cli(*RUN, "--out", str(tmp_path))
+    assert code == cli.EXIT_ERROR and "was written for other settings" in err and "--restart" in err
+
+
+@pytest.mark.slow
+def test_depth_shards_merge_into_the_file_of_one_process(tmp_path, tiny_depth, run_cli):
+    single, sharded = tmp_path / "single", tmp_path / "sharded"
+    assert run_cli(*RUN, "--out", str(single))[0] == 0
+    code, out, err = run_cli("merge", *RUN[1:], "--shards", "2", "--out", str(sharded))
+    assert code == cli.EXIT_ERROR and "--shard 1/2" in err
+    for k in (2, 1):
+        code, out, err = run_cli(*RUN, "--shard", f"{k}/2", "--out", str(sharded))
+        assert code == 0, err
+        assert "merge depth" in err
+    code, out, err = run_cli("merge", *RUN[1:], "--shards", "2", "--out", str(sharded))
+    assert code == 0, err
+    one, joined = _load(single / "depth_smoke.json"), _load(sharded / "depth_smoke.json")
+    origin = joined.pop("provenance")
+    one.pop("provenance")
+    assert joined["per_seed"]["seeds"] == one["per_seed"]["seeds"] == [327, 0]
+    for name in depth_regression.MODEL_NAMES:  # every seed trains on its own streams: the same numbers
+        assert np.allclose(joined["per_seed"]["risk"][name], one["per_seed"]["risk"][name], rtol=1e-4)
+    assert joined["references"] == one["references"]
+    assert np.allclose(joined["warm"]["risk"], one["warm"]["risk"], rtol=1e-4)
+    assert [s["shard"] for s in origin["shards"]] == ["1/2", "2/2"] and origin["run"] == "smoke"
