@@ -91,8 +91,15 @@ def test_the_key_names_device_path_versions_and_source(monkeypatch):
     monkeypatch.setattr(np, "__version__", np.__version__ + "x")
     assert train_cache.key(cfg, CPU) != base
     monkeypatch.undo()
-    monkeypatch.setattr(train_cache, "source_digest", lambda root=None: "another engine")
+    monkeypatch.setattr(train_cache, "_running", "the engine as another process imported it")
     assert train_cache.key(cfg, CPU) != base
+
+
+def test_the_source_is_the_one_this_process_imported():
+    """Taken once: a file edited after the import (the kernel not restarted) cannot label the old code's sweeps."""
+    assert train_cache.running_digest() == train_cache.source_digest()
+    assert train_cache.key(TINY.replace(rng="torch"), CPU) == train_cache.key(TINY.replace(rng="torch"), CPU,
+                                                                             root=train_cache.PACKAGE)
 
 
 def test_every_module_training_imports_is_in_the_source():
