@@ -105,7 +105,8 @@ def table(results: dict[str, tuple[str, float]], stages: list[str], total: float
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stages", nargs="+", help="make targets; STAGE+STAGE runs both at the same time")
+    parser.add_argument("stages", nargs="+", help="make targets; STAGE+STAGE runs both at the same time; "
+                        "STAGE& runs beside the stages after it")
     parser.add_argument("--make", default=os.environ.get("MAKE", "make"), help="the make command (default: make)")
     parser.add_argument("--report", type=pathlib.Path, default=ROOT / "_build" / "stages.txt",
                         help="where the table is written (default: _build/stages.txt)")
