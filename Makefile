@@ -41,15 +41,18 @@ endif
 	touch $@
 
 book: $(READY)
-	$(PY) tools/execute_notebooks.py --unexecuted
+	SOFTMAX_AS_LINEAR_TRAIN_CACHE= $(PY) tools/execute_notebooks.py --unexecuted
 	$(JB)
 	@echo "The book is at _build/html/index.html"
 
 # Every stage runs, even after one failed; a table of the stages, their results and wall times ends the
 # output (and lands in _build/stages.txt). A failed stage makes `make test` fail. Each stage is also a
-# target of its own (`make nbval`). Stages joined by + run side by side: pip-path waits mostly on pip
-# while nbval computes. BOOK_BUILT=1: `browser` checks the book that `book-strict` just built.
-TEST_STAGES := lint unit nbval+pip-path book-strict browser live
+# target of its own (`make nbval`). Stages joined by + run side by side, and `live&` runs beside every
+# stage after it (tools/run_stages.py): alone, JupyterLab's tests keep about 1.3 of the 2 cores busy
+# (Chromium and the kernels) and pip-path waits mostly on pip, so the other stages fill the rest
+# (benchmarks/README.md, "Test suite"). book-strict comes first because it empties _build/, where live
+# writes its screenshots. BOOK_BUILT=1: `browser` checks the book that `book-strict` built.
+TEST_STAGES := lint book-strict 'live&' unit nbval+pip-path browser
 test:
 	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory BOOK_BUILT=1" setup $(TEST_STAGES)
 
@@ -74,11 +77,18 @@ unit: $(READY)
 slow: $(READY)
 	$(UNIT) -m slow
 
+# The sweeps the chapters train, kept between runs of `make nbval` (and so of `make test`) while their
+# configuration and the source of the modules that train them are unchanged: any change trains again
+# (src/softmax_as_linear/engine/train_cache.py; CONTRIBUTING.md). TRAIN_CACHE= trains everything;
+# `make clean` empties it.
+TRAIN_CACHE ?= .cache/sweeps
+CACHED := SOFTMAX_AS_LINEAR_TRAIN_CACHE=$(if $(strip $(TRAIN_CACHE)),$(abspath $(TRAIN_CACHE)))
+
 # Every chapter re-executed and compared with its stored outputs, a chapter per worker (each chapter's
 # cells run in order in one kernel: --dist loadfile), each kernel on one thread.
 nbval: $(READY)
-	$(if $(filter 0 1,$(WORKERS)),,OMP_NUM_THREADS=1 )$(PY) -m pytest --nbval $(CHAPTERS) -q -p no:cacheprovider \
-		$(XDIST) $(if $(filter 0,$(WORKERS)),,--dist loadfile)
+	$(CACHED) $(if $(filter 0 1,$(WORKERS)),,OMP_NUM_THREADS=1 )$(PY) -m pytest --nbval $(CHAPTERS) -q \
+		-p no:cacheprovider $(XDIST) $(if $(filter 0,$(WORKERS)),,--dist loadfile)
 
 book-strict: $(READY)
 	rm -rf _build
@@ -112,9 +122,10 @@ lab: $(READY)
 	PYTHONPATH=$(CURDIR)/tools $(VENV)/bin/jupyter lab notebooks --ip 127.0.0.1 \
 		$(if $(filter 0,$(shell id -u)),--allow-root) --ContentsManager.pre_save_hook=execute_notebooks.pre_save_hook
 
-# Re-execute every chapter, or one (CHAPTER=04), and store its outputs (run after editing a chapter).
+# Re-execute every chapter, or one (CHAPTER=04), and store its outputs (run after editing a chapter); the
+# outputs stored always come from training, never from TRAIN_CACHE.
 notebooks: $(READY)
-	$(PY) tools/execute_notebooks.py $(filter-out notebooks,$(CHAPTERS))
+	SOFTMAX_AS_LINEAR_TRAIN_CACHE= $(PY) tools/execute_notebooks.py $(filter-out notebooks,$(CHAPTERS))
 
 # Every external link of the book, checked over the network (the weekly .github/workflows/links.yml);
 # the results land in _build/linkcheck/output.json.
@@ -122,4 +133,4 @@ linkcheck: $(READY)
 	$(VENV)/bin/jupyter-book build . --builder custom --custom-builder linkcheck
 
 clean:
-	rm -rf _build $(VENV)
+	rm -rf _build $(VENV) $(TRAIN_CACHE)

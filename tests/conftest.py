@@ -18,3 +18,10 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def _deterministic():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _no_train_cache(monkeypatch):
+    """The tests train for real: a sweep stored by `make nbval` or `make live` (SOFTMAX_AS_LINEAR_TRAIN_CACHE) must
+    never stand in for the training a test checks (tests/engine/test_train_cache.py sets its own folder)."""
+    monkeypatch.delenv("SOFTMAX_AS_LINEAR_TRAIN_CACHE", raising=False)

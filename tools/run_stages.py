@@ -2,9 +2,13 @@
 
     python3 tools/run_stages.py setup lint unit nbval book-strict browser live pip-path
     python3 tools/run_stages.py --make "make BOOK_BUILT=1" setup lint unit+pip-path
+    python3 tools/run_stages.py setup 'live&' unit nbval
 
 Each stage is a make target, run as `make TARGET` with no standard input. Stages joined by `+` run at the
-same time (their output is printed as each one ends, so that it does not interleave). A failed `setup`
+same time, and the next stage starts when all of them have ended. A stage written `STAGE&` (quoted in a shell)
+starts with its group and runs beside it and the groups after it, as the shell's `&` would: the runner waits for
+it only at the end. The output of a stage that runs beside others is printed once it has ended and its group
+is over, so that it does not interleave. A failed `setup`
 leaves the other stages not run (they all need it); any other failure is reported and the next stage runs.
 The exit code is 0 when every stage passed, 1 when one failed, 130 when interrupted. The table is also
 written to _build/stages.txt (--report) and, on GitHub Actions, to the job's summary. Standard library only: it runs
@@ -68,6 +72,27 @@ def _run_group(make, stages, results, logs) -> None:
         raise
 
 
+def _name(stage: str) -> str:
+    return stage[:-1] if stage.endswith("&") else stage
+
+
+def _collect(background: dict, results: dict, wait: bool = False) -> None:
+    """Record and print the stages started with `&` that have ended (all of them, waiting, with ``wait``)."""
+    for stage, (process, log, began) in list(background.items()):
+        if wait:
+            process.wait()
+        if process.poll() is None:
+            continue
+        results[stage] = ("passed" if process.returncode == 0 else f"FAILED ({process.returncode})",
+                          time.monotonic() - began)
+        del background[stage]
+        log.seek(0)
+        print(f"--- {stage} (ran beside the stages after it) ---", flush=True)
+        sys.stdout.buffer.write(log.read())
+        sys.stdout.flush()
+        log.close()
+
+
 def table(results: dict[str, tuple[str, float]], stages: list[str], total: float) -> str:
     width = max(len(s) for s in stages + ["stage"])
     lines = [f"{'stage':<{width}}  {'result':<14}  wall time", f"{'-' * width}  {'-' * 14}  ---------"]
@@ -80,23 +105,36 @@ def table(results: dict[str, tuple[str, float]], stages: list[str], total: float
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("stages", nargs="+", help="make targets; STAGE+STAGE runs both at the same time")
+    parser.add_argument("stages", nargs="+", help="make targets; STAGE+STAGE runs both at the same time; "
+                        "STAGE& runs beside the stages after it")
     parser.add_argument("--make", default=os.environ.get("MAKE", "make"), help="the make command (default: make)")
     parser.add_argument("--report", type=pathlib.Path, default=ROOT / "_build" / "stages.txt",
                         help="where the table is written (default: _build/stages.txt)")
     args = parser.parse_args(argv)
     make = shlex.split(args.make)
     groups = [group.split("+") for group in args.stages]
-    stages = [stage for group in groups for stage in group]
+    stages = [_name(stage) for group in groups for stage in group]
     results: dict[str, tuple[str, float]] = {}
+    background: dict[str, tuple[subprocess.Popen, object, float]] = {}
     began, code = time.monotonic(), 0
-    try:
-        for group in groups:
-            run_group(make, group, results)
-            if "setup" in group and results["setup"][0] != "passed":
-                break  # every other stage needs the environment
-    except KeyboardInterrupt:
-        code = 130
+    with tempfile.TemporaryDirectory(prefix="stages-") as logs:  # not under _build/: book-strict empties it
+        try:
+            for group in groups:
+                for stage in (_name(s) for s in group if s.endswith("&")):
+                    print(f"\n=== {stage} (started; it runs beside the next stages) ", flush=True)
+                    background[stage] = (*_start(make, stage, pathlib.Path(logs)), time.monotonic())
+                now = [s for s in group if not s.endswith("&")]
+                if now:
+                    run_group(make, now, results)
+                _collect(background, results)
+                if "setup" in now and results["setup"][0] != "passed":
+                    break  # every other stage needs the environment
+            _collect(background, results, wait=True)
+        except KeyboardInterrupt:
+            code = 130
+            for stage, (process, log, started) in background.items():
+                process.wait()
+                results[stage] = ("interrupted", time.monotonic() - started)
     report = table(results, stages, time.monotonic() - began)
     print("\n" + report, flush=True)
     args.report.parent.mkdir(parents=True, exist_ok=True)

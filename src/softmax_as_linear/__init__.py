@@ -49,6 +49,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
     loop every path of the engine is checked against.
   - :mod:`~softmax_as_linear.engine.train`: the training loop of a sweep, every run at once.
+  - :mod:`~softmax_as_linear.engine.train_cache`: trained sweeps kept in a folder and reused while their
+    configuration and the code that trains them are unchanged (opt-in, for the chapters' checks).
   - :mod:`~softmax_as_linear.engine.stepper`: the step interface the loop is written against.
   - :mod:`~softmax_as_linear.engine.tensor_step`: the step on batches drawn as tensors (the CPU path, and the
     tensor formulas on a GPU).

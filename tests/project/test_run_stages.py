@@ -15,6 +15,8 @@ other:
 \t@echo other ran >> {log}
 slow:
 \t@sleep 0.5; echo slow ran >> {log}
+slowbad:
+\t@sleep 0.5; echo slowbad ran >> {log}; exit 4
 """
 
 
@@ -57,3 +59,18 @@ def test_a_failed_setup_leaves_the_other_stages_not_run(tmp_path):
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
     table = (tmp_path / "t.txt").read_text()
     assert done.returncode == 1 and _row(table, "good")[:2] == ["not", "run"]
+
+
+def test_a_stage_started_with_ampersand_runs_beside_the_next_stages(tmp_path):
+    done, ran, table = _run(tmp_path, "setup", "slow&", "good", "other")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert ran[::2] == ["good", "other", "slow"]  # good and other did not wait for slow
+    assert [_row(table, s)[0] for s in ("slow", "good", "other")] == ["passed"] * 3
+    assert "--- slow (ran beside the stages after it) ---" in done.stdout
+    assert table.splitlines()[2].split()[0] == "setup" and table.splitlines()[3].split()[0] == "slow"
+
+
+def test_a_failed_stage_beside_the_others_fails_the_run(tmp_path):
+    done, ran, table = _run(tmp_path, "setup", "slowbad&", "good")
+    assert done.returncode == 1 and ran[::2] == ["good", "slowbad"]
+    assert _row(table, "slowbad")[0] == "FAILED" and _row(table, "good")[0] == "passed"

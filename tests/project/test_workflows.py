@@ -9,6 +9,7 @@ The scripts they call (tools/colab_check.py, tools/linkcheck_report.py) are trie
 import json
 import pathlib
 import re
+import shlex
 import subprocess
 import sys
 
@@ -39,7 +40,8 @@ def test_every_check_of_make_test_runs_on_each_push_and_pull_request():
     jobs = workflow["jobs"]
     runs = "\n".join(_runs(job) for job in jobs.values())
     makefile = (ROOT / "Makefile").read_text()
-    make_test = re.search(r"^TEST_STAGES\s*:=(.*)$", makefile, re.M)[1].replace("+", " ").split()
+    make_test = [stage.rstrip("&") for stage in
+                 shlex.split(re.search(r"^TEST_STAGES\s*:=(.*)$", makefile, re.M)[1].replace("+", " "))]
     assert "$(TEST_STAGES)" in re.search(r"^test:.*\n\t(.*)$", makefile, re.M)[1]
     covered = {"lint": "make lint", "unit": "make unit", "nbval": "make nbval", "book-strict": "make browser",
                "browser": "make browser", "live": "make live", "pip-path": "make pip-path"}
@@ -141,3 +143,11 @@ def test_colab_check_names_chapters_and_refuses_outside_colab():
         done = subprocess.run([sys.executable, ROOT / "tools" / "colab_check.py", "--course", ROOT],
                               capture_output=True, text=True, timeout=60)
         assert done.returncode == 2 and "Colab's runtime image" in done.stderr
+
+
+def test_the_chapters_job_keeps_the_trained_sweeps_where_make_nbval_looks():
+    steps = _workflow("checks.yml")["jobs"]["chapters"]["steps"]
+    cache = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache@"))
+    default = re.search(r"^TRAIN_CACHE\s*\?=\s*(\S+)$", (ROOT / "Makefile").read_text(), re.M)[1]
+    assert steps[cache]["with"]["path"] == default and "src/softmax_as_linear/" in steps[cache]["with"]["key"]
+    assert [s.get("run") for s in steps].index("make nbval") > cache  # restored before the chapters run

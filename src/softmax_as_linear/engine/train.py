@@ -38,6 +38,7 @@ import torch
 from ..core import checks
 from ..core.devices import resolve_device
 from ..registry import ENGINE_PATHS, LIMIT_MODELS
+from . import train_cache
 from .batched import SweepModel
 from .data import CounterData, SweepData
 from .gpu import fused_softmax, prompt_kernel
@@ -186,6 +187,11 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
             runs here. A path asked for that cannot run, or that fell back to another while training, is an error.
 
     The result's ``engine_path`` names the path that ran (:attr:`~softmax_as_linear.engine.sweep.TrainResult.engine_path`).
+
+    When the environment variable ``SOFTMAX_AS_LINEAR_TRAIN_CACHE`` names a folder, a plain call (no
+    ``init_weights``, ``checkpoint`` or ``should_stop``) returns the sweep stored there by an earlier call with the same
+    configuration, device, path and engine source, and stores what it trains
+    (:mod:`~softmax_as_linear.engine.train_cache`).
     """
     if not isinstance(config, TrainConfig):
         raise ValueError(f"config must be a TrainConfig, got {type(config).__name__}")
@@ -193,6 +199,12 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     checkpoint_seconds = checks.positive_float("checkpoint_seconds", checkpoint_seconds, allow_zero=True)
     device = resolve_device(device)
     cfg = resolved(config, device)
+    cache = train_cache.folder() if init_weights is None and checkpoint is None and should_stop is None else None
+    if cache is not None:
+        cache_key = train_cache.key(cfg, device, path, cuda_graph)
+        cached = train_cache.load(cache, cache_key, cfg)
+        if cached is not None:
+            return cached
     stepper = make_stepper(cfg, device, init_weights, path=path, cuda_graph=cuda_graph)
     records = run(stepper, cfg.steps, cfg.record_steps(), config=cfg, checkpoint=checkpoint,
                   checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
@@ -201,6 +213,9 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         raise RuntimeError(f"path {path!r} was asked for, but {records.engine_path!r} ran (a fallback: see the "
                            "warnings above)")
     kept = records.up_to(records.last_step)
-    return TrainResult(cfg, kept["steps"], kept["train_risk"], kept["eval_risk"], kept["params"],
-                       stepper.diverged_at.cpu().numpy(), records.seconds, records.complete, kept["eval_sd"],
-                       records.engine_path)
+    result = TrainResult(cfg, kept["steps"], kept["train_risk"], kept["eval_risk"], kept["params"],
+                         stepper.diverged_at.cpu().numpy(), records.seconds, records.complete, kept["eval_sd"],
+                         records.engine_path)
+    if cache is not None:
+        train_cache.store(cache, cache_key, result)
+    return result
