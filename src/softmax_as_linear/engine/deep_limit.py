@@ -28,7 +28,8 @@ from .deep import DeepConfig, DeepStepper
 
 
 class DeepLimitStepper(DeepStepper):
-    """One optimisation step of the infinite-prompt run of every (seed, model column) of a :class:`DeepConfig`."""
+    """One optimisation step of the infinite-prompt run of every (seed, model column) of a
+    :class:`~softmax_as_linear.engine.deep.DeepConfig`."""
 
     path = "deep_limit"
 

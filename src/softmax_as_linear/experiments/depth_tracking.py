@@ -83,7 +83,7 @@ class TrackingSettings:
         return RegressionTask.isotropic(self.d, noise_var=self.noise_var)
 
     def config(self, K: int) -> DeepConfig:
-        """The :class:`DeepConfig` of depth ``K``: one column ``(activation, K)`` per activation, plain SGD."""
+        """The :class:`~softmax_as_linear.engine.deep.DeepConfig` of depth ``K``: one column ``(activation, K)`` per activation, plain SGD."""
         return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths),
                           models=tuple((a, K) for a in self.activations), batch_size=self.batch_size, lr=self.lr,
                           optimizer="sgd", alpha=self.alpha, held_out_prompts=self.held_out_prompts)

@@ -133,6 +133,7 @@ def beyond_config(preset: str, law: str = "uniform", **overrides) -> TrainConfig
 # attention from the block start of Assumption 5.1 (alpha = 0.3, every layer) on the same batches, with Adam, whose
 # step is divided by ten for the last quarter of training so that the final risks measure the models, not the
 # optimiser's noise. A softmax layer over the prompt costs O(L^2 D) per prompt: the lengths are sized to the device.
+#: Chapter 7's regression sweeps by preset: depths, lengths, seeds, steps and step decay (``reproduce depth``).
 DEPTH_SETTINGS = {
     # one GPU, a few minutes: five seeds, prompts to 160 tokens, 8,000 steps of 256 prompts
     "paper": dict(lengths=(10, 20, 40, 80, 160), seeds=sweep_seeds(5), steps=8_000, batch_size=256, lr=0.01,
@@ -147,6 +148,7 @@ DEPTH_SETTINGS = {
                   held_out_prompts=64, final_prompts=400, pgd_samples=2_000, bayes_samples=1_000),
 }
 # Chapter 7's second stage: two-layer softmax attention trained from the trained two-layer linear weights.
+#: Chapter 7's warm stage by preset: two-layer softmax retrained from the trained two-layer linear weights.
 DEPTH_WARM = {
     "paper": dict(steps=4_000, lr=0.003, record_every=200),
     "lecture": dict(steps=6_000, lr=0.003, record_every=100),

@@ -383,7 +383,8 @@ def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard,
 # Chapter 7 ------------------------------------------------------------------------------------------------------
 
 def depth_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
-    """The seeds of a Chapter 7 regression reproduction: the preset's, or the first ``seeds`` of :func:`sweep_seeds`."""
+    """The seeds of a Chapter 7 regression reproduction: the preset's, or the first ``seeds`` of
+    :func:`~softmax_as_linear.experiments.presets.sweep_seeds`."""
     from .depth_regression import depth_settings
 
     return depth_settings(preset).seeds if seeds is None else sweep_seeds(seeds)

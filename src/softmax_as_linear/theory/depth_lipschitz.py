@@ -123,7 +123,7 @@ def _rms(squared: Tensor) -> tuple[float, float]:
 
 def lipschitz_comparison(mean, cov, U, V, L: int, n_prompts: int, seed: int = 0, n_samples: int = 1 << 16) -> dict:
     r"""The chain :math:`B_K` against the measured error :math:`e_K`, ``K = 1..len(U)``, for softmax layers on tokens
-    :math:`N(m, \Gamma)` at prompt length ``L`` (``n_prompts`` prompts and queries of :func:`gaussian_prompts`).
+    :math:`N(m, \Gamma)` at prompt length ``L`` (``n_prompts`` prompts and queries of :func:`~softmax_as_linear.theory.depth.gaussian_prompts`).
 
     Returns, each a list over :math:`K` (entry :math:`K - 1`): ``measured`` :math:`e_K` and ``measured_se`` (root mean
     square over the prompts, delta-method standard error); ``one_layer`` :math:`g_\ell` and ``one_layer_se`` (layer
