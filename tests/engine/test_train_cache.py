@@ -59,7 +59,7 @@ def test_a_hit_returns_exactly_what_training_returned(cache, monkeypatch):
 
 
 @pytest.mark.parametrize("change", [dict(seeds=(0, 2)), dict(lr=0.011), dict(steps=16), dict(law="uniform"),
-                                    dict(dtype="float64"), dict(activations=("softmax",))])
+                                    dict(dtype="float64"), dict(models=("softmax",))])
 def test_another_configuration_trains_again(cache, monkeypatch, change):
     train(TINY, device="cpu")
     built = _trained_again(monkeypatch)
