@@ -23,6 +23,8 @@ uses. Each test opens a chapter and checks what a student sees:
 - a panel whose computation fails says why, and what to change, in its message line: Chapter 5's
   flow for a singular or a stiff Σ, Chapter 3's gap for Laplace tokens.
 - Chapter 6's panel trains the covariate law chosen in it and draws the distances to the limits.
+- Chapter 7's panel redraws the token cloud for the number of layers and the attention chosen in it, and a bad
+  number typed into it shows a message.
 
 Screenshots land in ``_build/lab-screenshots/``; ``LAB_NOTEBOOKS=DIR`` tests the chapters stored in ``DIR``. ``make test`` runs this file with ``REQUIRE_LAB=1``,
 which turns a missing JupyterLab, jupyterlab-myst, Playwright or Chromium into a failure instead of a skip.
@@ -751,5 +753,35 @@ def test_chapter_6_panel_trains_the_chosen_law(open_chapter, lab):
     seed.fill("123456")
     seed.press("Enter")
     time.sleep(1)
+    no_traceback(output)
+    assert not chapter.errors, chapter.errors
+
+
+def test_chapter_7_panel_redraws_for_depth_and_attention_and_reports_a_bad_value(open_chapter, lab):
+    chapter, index, output = run_to_panel(open_chapter, lab, "07_depth", "depth_panel(")
+    output.locator(".widget-slider").first.wait_for(timeout=60_000)
+    before = figure(output)
+    assert "K = 3" in before["title"], before["title"]
+    chapter.shot("depth-panel", output)
+    # the number of layers, moved with the keyboard as a student would
+    slider = output.locator(".widget-hslider", has=chapter.page.locator("text=layers K")).first
+    slider.locator(".noUi-handle, .ui-slider-handle").first.focus()
+    chapter.page.keyboard.press("ArrowRight")
+    deeper = wait_for_new_figure(output, before)
+    assert "K = 4" in deeper["title"], deeper["title"]
+    # linear attention instead of softmax (the second drop-down, after the family of weights)
+    output.locator("select").nth(1).select_option(label="linear")
+    linear = wait_for_new_figure(output, deeper)
+    assert linear["title"].startswith("Linear attention"), linear["title"]
+    # a non-number, then an out-of-range number, typed into the first number box
+    entry = output.locator(".sal-typed-entry input").first
+    entry.fill("abc")
+    entry.press("Enter")
+    note = output.locator(".sal-message")
+    note.filter(has_text="not a number").wait_for(timeout=30_000)
+    entry.fill("99")
+    entry.press("Enter")
+    note.filter(has_text="outside").wait_for(timeout=30_000)
+    chapter.shot("depth-panel-bad-value", output)
     no_traceback(output)
     assert not chapter.errors, chapter.errors

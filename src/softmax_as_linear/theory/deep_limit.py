@@ -6,8 +6,9 @@ K-layer residual network of :mod:`~softmax_as_linear.theory.depth` is the exact 
 :func:`~softmax_as_linear.theory.depth.gaussian_recursion` started from :math:`(m_0, \Gamma_0) = (0, \Gamma_w)` with the
 query :math:`z_q^{(0)} = (x_q, 0)`:
 
-.. math:: A_\ell = I + V_\ell \Gamma_{\ell-1} U_\ell, \quad \Gamma_\ell = A_\ell \Gamma_{\ell-1} A_\ell^\top, \quad
-    z_q^{(\ell)} = A_\ell z_q^{(\ell-1)}, \qquad \hat y_\infty = \big(z_q^{(K)}\big)_D .
+.. math::
+    A_\ell &= I + V_\ell \Gamma_{\ell-1} U_\ell, \qquad \Gamma_\ell = A_\ell \Gamma_{\ell-1} A_\ell^\top, \\
+    z_q^{(\ell)} &= A_\ell z_q^{(\ell-1)}, \qquad \hat y_\infty = \big(z_q^{(K)}\big)_D .
 
 The tokens are centred, so :math:`m_\ell = 0` at every layer and the softmax and normalised linear recursions are the
 same function of the weights (Chapter 7, Section 7.2): one infinite-prompt model serves both activations. At

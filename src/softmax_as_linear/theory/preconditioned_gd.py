@@ -13,8 +13,9 @@ so :math:`w_K = B_K h` with :math:`B_0 = 0`, :math:`B_k = B_{k-1} + \Gamma_k (I 
 covariance :math:`P`, query inputs of covariance :math:`Q`), :math:`h = M w + \frac1L X^\top \varepsilon`, and given
 the prompt inputs the risk :math:`R = \frac12 \mathbb{E}(\hat y - y_q)^2` is exact:
 
-.. math:: R(\Gamma \mid X) = \tfrac12\Big[\tau^2 \operatorname{tr}\big((B_K M - I)^\top Q (B_K M - I)\big)
-    + \tfrac{s^2}{L} \operatorname{tr}(B_K^\top Q B_K M) + s^2\Big].
+.. math::
+    R(\Gamma \mid X) = \tfrac12\Big[&\tau^2 \operatorname{tr}\big((B_K M - I)^\top Q (B_K M - I)\big) \\
+    &+ \tfrac{s^2}{L} \operatorname{tr}(B_K^\top Q B_K M) + s^2\Big].
 
 It depends on the inputs through :math:`M` alone; :func:`pgd_risk` averages it over sampled :math:`M`.
 
