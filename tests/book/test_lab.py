@@ -293,6 +293,16 @@ def wait_for_new_figure(locator, before: dict, timeout: float = 120) -> dict:
                          f"text: {locator.inner_text()[-600:]!r}")
 
 
+def type_bad_numbers(output, entry):
+    """Type a non-number, then an out-of-range number, into ``entry``: the panel's message line says what became of
+    each ("not a number", "outside ...")."""
+    note = output.locator(".sal-message")
+    for typed, said in (("abc", "not a number"), ("99", "outside")):
+        entry.fill(typed)
+        entry.press("Enter")
+        note.filter(has_text=said).wait_for(timeout=30_000)
+
+
 def no_traceback(locator):
     text = locator.inner_text()
     assert "Traceback" not in text and locator.locator("[data-mime-type='application/vnd.jupyter.stderr']").count() == 0, \
@@ -371,14 +381,7 @@ def test_measure_view_panel_redraws_for_L_and_reports_a_bad_value(open_chapter, 
     after = wait_for_new_figure(output, before)
     assert after["title"] != before["title"] and "L = " in after["title"]
     # a non-number and an out-of-range number typed into the scale of U
-    entry = output.locator("input.widget-input, .sal-typed-entry input").first
-    entry.fill("abc")
-    entry.press("Enter")
-    note = output.locator(".sal-message")
-    note.filter(has_text="not a number").wait_for(timeout=30_000)
-    entry.fill("99")
-    entry.press("Enter")
-    note.filter(has_text="outside").wait_for(timeout=30_000)
+    type_bad_numbers(output, output.locator("input.widget-input, .sal-typed-entry input").first)
     chapter.shot("measure-panel-bad-value", output)
     no_traceback(output)
     assert not chapter.errors, chapter.errors
@@ -773,15 +776,8 @@ def test_chapter_7_panel_redraws_for_depth_and_attention_and_reports_a_bad_value
     output.locator("select").nth(1).select_option(label="linear")
     linear = wait_for_new_figure(output, deeper)
     assert linear["title"].startswith("Linear attention"), linear["title"]
-    # a non-number, then an out-of-range number, typed into the first number box
-    entry = output.locator(".sal-typed-entry input").first
-    entry.fill("abc")
-    entry.press("Enter")
-    note = output.locator(".sal-message")
-    note.filter(has_text="not a number").wait_for(timeout=30_000)
-    entry.fill("99")
-    entry.press("Enter")
-    note.filter(has_text="outside").wait_for(timeout=30_000)
+    # a non-number, then an out-of-range number, typed into the first number box (the number of layers)
+    type_bad_numbers(output, output.locator(".sal-typed-entry input").first)
     chapter.shot("depth-panel-bad-value", output)
     no_traceback(output)
     assert not chapter.errors, chapter.errors

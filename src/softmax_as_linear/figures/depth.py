@@ -62,9 +62,16 @@ def layer_cloud_figure(tokens, means, covs, queries=None, limit_queries=None, *,
 def depth_gap_figure(lengths, estimates: dict[str, Estimate], *, n_prompts: int) -> go.Figure:
     """:math:`E_L` (mean squared distance of the query to the recursion) against ``L`` for each label (K), with the
     intervals of each :class:`~softmax_as_linear.core.stats.Estimate` as bands and a :math:`1/L` guide."""
+    return estimates_against_length(lengths, estimates,
+                                    title=f"Distance to the infinite-prompt recursion ({n_prompts} prompts per point)",
+                                    y_title="E_L = E‖z_q⁽ᴷ⁾(μ̂_L) − z_q⁽ᴷ⁾(μ)‖²")
+
+
+def estimates_against_length(lengths, estimates: dict[str, Estimate], *, title: str, y_title: str) -> go.Figure:
+    """One curve per label against ``L`` on log-log axes: each :class:`~softmax_as_linear.core.stats.Estimate`'s mean
+    with its interval as a band, and a :math:`1/L` guide through the first label's first point."""
     lengths = np.asarray(lengths, dtype=float)
-    fig = style.new_figure(f"Distance to the infinite-prompt recursion ({n_prompts} prompts per point)",
-                           "prompt length L", "E_L = E‖z_q⁽ᴷ⁾(μ̂_L) − z_q⁽ᴷ⁾(μ)‖²", logx=True, logy=True)
+    fig = style.new_figure(title, "prompt length L", y_title, logx=True, logy=True)
     for index, (label, est) in enumerate(estimates.items()):
         if est.mean.shape != lengths.shape:
             raise ValueError(f"estimate {label!r} has {est.mean.size} points for {lengths.size} lengths")
