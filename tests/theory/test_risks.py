@@ -276,3 +276,25 @@ def test_references_under_a_covariate_law_monte_carlo(law, kind, L):
 def test_bad_input_names_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_a_seeded_bayes_estimate_is_drawn_once_per_law(monkeypatch):
+    """The same seed, L, n_samples and law return the first estimate without drawing again; any other law of the
+    task (covariance, sampler, covariates, variances) draws its own."""
+    drawn = []
+    real = risks._bayes_risk
+    monkeypatch.setattr(risks, "_BAYES_SEEDED", {})
+    monkeypatch.setattr(risks, "_bayes_risk", lambda *args: drawn.append(args[:3]) or real(*args))
+    task = regression.RegressionTask(3)
+    first = risks.bayes_risk(7, task, n_samples=300, seed=5)
+    assert risks.bayes_risk(7, regression.RegressionTask(3), n_samples=300, seed=5) == first and len(drawn) == 1
+    assert first == real(7, task, 300, torch.Generator().manual_seed(5))
+    others = [regression.RegressionTask.kms(3, rho=0.5), regression.RegressionTask(3, noise_var=0.2),
+              regression.RegressionTask(3, task_var=0.5), regression.RegressionTask.kms(3, rho=0.5, sampler="published"),
+              regression.RegressionTask(3, law="uniform")]
+    for other in others:
+        risks.bayes_risk(7, other, n_samples=300, seed=5)
+    risks.bayes_risk(8, task, n_samples=300, seed=5)
+    risks.bayes_risk(7, task, n_samples=301, seed=5)
+    risks.bayes_risk(7, task, n_samples=300, seed=6)
+    assert len(drawn) == 1 + len(others) + 3

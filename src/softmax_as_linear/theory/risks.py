@@ -234,12 +234,32 @@ def bayes_risk(L: int, task: RegressionTask, n_samples: int = 20_000, generator:
     the inputs (Gaussian prior, Gaussian noise), so ridge regression stays Bayes-optimal for every covariate
     law; only the law of :math:`X` (:meth:`~softmax_as_linear.theory.regression.RegressionTask.draw_inputs`) changes the risk.
 
-    Returns ``(estimate, standard_error)`` over ``n_samples`` draws of the inputs :math:`X` (``L x d``).
+    Returns ``(estimate, standard_error)`` over ``n_samples`` draws of the inputs :math:`X` (``L x d``). An estimate
+    drawn from ``seed`` (no ``generator``) is kept for the rest of the process and returned again, without drawing,
+    for the same ``L``, ``n_samples``, ``seed`` and law of the task (a chapter asks for the same reference risks
+    in several figures; at ``L = 1000`` one estimate takes seconds).
     """
     L = checks.positive_int("L", L)
     n_samples = checks.int_at_least("n_samples", n_samples, 2)
     if generator is None:
-        generator = torch.Generator().manual_seed(seed)
+        key = (L, n_samples, int(seed), _law_of(task))
+        if key not in _BAYES_SEEDED:
+            _BAYES_SEEDED[key] = _bayes_risk(L, task, n_samples, torch.Generator().manual_seed(seed))
+        return _BAYES_SEEDED[key]
+    return _bayes_risk(L, task, n_samples, generator)
+
+
+# bayes_risk's estimates drawn from a seed, by (L, n_samples, seed, law of the task)
+_BAYES_SEEDED: dict[tuple, tuple[float, float]] = {}
+
+
+def _law_of(task: RegressionTask) -> tuple:
+    """Everything the Bayes risk of ``task`` depends on: its input law and covariances, its variances."""
+    return (task.d, task.sampler, task.law, float(task.task_var), float(task.noise_var),
+            task.covariance.cpu().numpy().tobytes())
+
+
+def _bayes_risk(L: int, task: RegressionTask, n_samples: int, generator: torch.Generator) -> tuple[float, float]:
     d = task.d
     sigma = task.query_covariance
     totals = []
