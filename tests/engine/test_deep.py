@@ -85,6 +85,25 @@ def test_a_diverged_run_stops_and_says_when():
     assert torch.equal(stepper.U.detach()[dead], frozen[dead])
 
 
+def test_a_run_whose_risk_exceeds_blowup_times_the_zero_risk_diverges_as_in_the_main_engine():
+    """The engine's rule (engine.stepper.sgd_update): finite but above blowup x the zero predictor's risk is
+    diverged; the run records the step it crossed at and keeps it while the others go on."""
+    first = DeepStepper(_cfg()).batch_risk()  # (S, nL, nA): the risks on the batch the first step draws
+    low, high = float(first.min()), float(first.max())
+    assert torch.isfinite(first).all() and low < high
+    blowup = (low + high) / 2 / TASK.zero_risk()
+    stepper = DeepStepper(_cfg(blowup=blowup))
+    assert stepper.threshold == pytest.approx(blowup * TASK.zero_risk())
+    stepper.step()
+    over = first > stepper.threshold
+    assert over.any() and (~over).any()
+    assert torch.equal(~stepper.alive, over)
+    assert bool((stepper.diverged_at[over] == 0).all()) and bool((stepper.diverged_at[~over] == -1).all())
+    stepper.step()  # later steps: the stopped runs keep step 0, a run crossing now records step 1
+    assert bool((stepper.diverged_at[over] == 0).all())
+    assert bool((stepper.diverged_at[(~over) & ~stepper.alive] == 1).all())
+
+
 def test_bad_settings_are_named():
     with pytest.raises(ValueError, match="optimizer"):
         _cfg(optimizer="lbfgs")
@@ -92,6 +111,8 @@ def test_bad_settings_are_named():
         _cfg(models=(("relu", 1),))
     with pytest.raises(ValueError, match="lengths"):
         _cfg(lengths=(0,))
+    with pytest.raises(ValueError, match="blowup"):
+        _cfg(blowup=0.0)
 
 
 def test_the_engine_loop_trains_a_deep_stepper_as_stepping_it_by_hand():

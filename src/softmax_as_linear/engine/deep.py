@@ -31,7 +31,11 @@ from ..theory.regression import RegressionTask
 
 @dataclass(frozen=True)
 class DeepConfig:
-    """Settings of a deep sweep: the task, seeds, prompt lengths, model columns ``(activation, K)`` and optimiser."""
+    """Settings of a deep sweep: the task, seeds, prompt lengths, model columns ``(activation, K)`` and optimiser.
+
+    ``blowup``: the divergence threshold in units of the zero predictor's risk, as in
+    :class:`~softmax_as_linear.engine.sweep.TrainConfig` (a run whose batch risk is not finite or exceeds
+    ``blowup * task.zero_risk()`` is diverged and stops)."""
 
     task: RegressionTask
     seeds: tuple[int, ...]
@@ -42,6 +46,7 @@ class DeepConfig:
     optimizer: str = "adam"
     alpha: float = 0.3
     held_out_prompts: int = 512
+    blowup: float = 1e3
 
     def __post_init__(self):
         if not self.seeds or not self.lengths or not self.models:
@@ -57,6 +62,7 @@ class DeepConfig:
         checks.int_at_least("held_out_prompts", self.held_out_prompts, 2)
         checks.positive_float("lr", self.lr)
         checks.positive_float("alpha", self.alpha)
+        checks.positive_float("blowup", self.blowup)
         checks.one_of("optimizer", self.optimizer, OPTIMIZERS)
 
     @property
@@ -86,6 +92,7 @@ class DeepStepper:
         self.alive = torch.ones(S, nL, nA, dtype=torch.bool, device=self.device)
         self.diverged_at = torch.full((S, nL, nA), -1, dtype=torch.long, device=self.device)
         self.step_count = 0
+        self.threshold = cfg.blowup * cfg.task.zero_risk()
         self.generators = [seeding.generator(seed, "train") for seed in cfg.seeds]
         held = [cfg.task.sample(cfg.held_out_prompts, max(cfg.lengths), seeding.generator(seed, "held_out"))
                 for seed in cfg.seeds]
@@ -128,10 +135,13 @@ class DeepStepper:
 
     # --------------------------------------------------------------------------------------------- the interface
     def step(self) -> None:
-        """One step of every live run on a fresh batch per seed; a run whose loss is not finite stops (diverged)."""
+        """One step of every live run on a fresh batch per seed. The engine's rule of divergence
+        (:func:`~softmax_as_linear.engine.stepper.sgd_update`): a live run whose batch risk is not finite or exceeds
+        ``blowup`` times the zero predictor's risk stops, and records this step in ``diverged_at``; a run already
+        stopped keeps the step it diverged at."""
         batch = self._draw()
         risk = self.losses(*batch).mean(-1)
-        newly = self.alive & ~torch.isfinite(risk)
+        newly = self.alive & (~torch.isfinite(risk) | (risk > self.threshold))
         self.diverged_at[newly] = self.step_count
         self.alive &= ~newly
         total = torch.where(self.alive, risk, torch.zeros_like(risk)).sum()
