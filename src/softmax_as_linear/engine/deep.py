@@ -16,6 +16,7 @@ column of ``K`` layers costs :math:`O((K - 1) L^2 D)` per prompt, a linear one :
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -64,6 +65,32 @@ class DeepConfig:
         checks.positive_float("alpha", self.alpha)
         checks.positive_float("blowup", self.blowup)
         checks.one_of("optimizer", self.optimizer, OPTIMIZERS)
+
+    def as_dict(self) -> dict:
+        r"""Every setting as plain data, what a checkpoint of :func:`~softmax_as_linear.engine.train.run` records and
+        is compared on: the task by its ``d``, :math:`\Sigma` (nested lists), variances, sampler and law; and, as in
+        every training checkpoint, ``rng`` (``"torch"``: the batches come from torch's generators) and the covariate
+        ``law`` at the top level. :meth:`from_dict` is the inverse."""
+        task = self.task
+        out = {"task": {"d": task.d, "covariance": task.covariance.tolist(), "task_var": task.task_var,
+                        "noise_var": task.noise_var, "sampler": task.sampler, "law": task.law}}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "models":
+                out["models"] = [[activation, K] for activation, K in value]
+            elif field.name != "task":
+                out[field.name] = list(value) if isinstance(value, tuple) else value
+        return {**out, "rng": "torch", "law": task.law}
+
+    @classmethod
+    def from_dict(cls, fields: dict) -> "DeepConfig":
+        """The configuration :meth:`as_dict` describes (settings checked again)."""
+        fields = {k: v for k, v in fields.items() if k not in ("rng", "law")}
+        task = dict(fields.pop("task"))
+        task["covariance"] = torch.tensor(task["covariance"], dtype=torch.float64)  # as written, not through float32
+        return cls(task=RegressionTask(**task), seeds=tuple(fields.pop("seeds")),
+                   lengths=tuple(fields.pop("lengths")), models=tuple((a, K) for a, K in fields.pop("models")),
+                   **fields)
 
     @property
     def depth(self) -> int:
