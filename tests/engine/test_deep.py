@@ -85,6 +85,46 @@ def test_a_diverged_run_stops_and_says_when():
     assert torch.equal(stepper.U.detach()[dead], frozen[dead])
 
 
+def test_a_run_whose_risk_exceeds_blowup_times_the_zero_risk_diverges_as_in_the_main_engine():
+    """The engine's rule (engine.stepper.sgd_update): finite but above blowup x the zero predictor's risk is
+    diverged; the run records the step it crossed at and keeps it while the others go on."""
+    first = DeepStepper(_cfg()).batch_risk()  # (S, nL, nA): the risks on the batch the first step draws
+    low, high = float(first.min()), float(first.max())
+    assert torch.isfinite(first).all() and low < high
+    blowup = (low + high) / 2 / TASK.zero_risk()
+    stepper = DeepStepper(_cfg(blowup=blowup))
+    assert stepper.threshold == pytest.approx(blowup * TASK.zero_risk())
+    stepper.step()
+    over = first > stepper.threshold
+    assert over.any() and (~over).any()
+    assert torch.equal(~stepper.alive, over)
+    assert bool((stepper.diverged_at[over] == 0).all()) and bool((stepper.diverged_at[~over] == -1).all())
+    stepper.step()  # later steps: the stopped runs keep step 0, a run crossing now records step 1
+    assert bool((stepper.diverged_at[over] == 0).all())
+    assert bool((stepper.diverged_at[(~over) & ~stepper.alive] == 1).all())
+
+
+def test_the_configuration_round_trips_and_a_run_resumes_from_a_checkpoint_of_the_engine_loop(tmp_path):
+    from softmax_as_linear.engine.train import run
+
+    cfg = _cfg(task=RegressionTask.kms(d=2, rho=0.4, law="uniform"), models=(("softmax", 2), ("linear", 1)))
+    again = DeepConfig.from_dict(cfg.as_dict())
+    assert again.as_dict() == cfg.as_dict() and torch.equal(again.task.covariance, cfg.task.covariance)
+    assert (again.task.law, again.models, again.seeds) == ("uniform", cfg.models, cfg.seeds)
+    whole = run(DeepStepper(cfg), 4, [0, 2, 4])
+    calls = []
+    part = run(DeepStepper(cfg), 4, [0, 2, 4], config=cfg, checkpoint=tmp_path / "deep.pt", checkpoint_every=2,
+               should_stop=lambda: calls.append(1) or True)
+    assert not part.complete and part.last_step == 2
+    resumed_stepper = DeepStepper(cfg)
+    resumed = run(resumed_stepper, 4, [0, 2, 4], config=cfg, checkpoint=tmp_path / "deep.pt")
+    assert resumed.complete and resumed.engine_path == "deep"
+    assert torch.equal(torch.as_tensor(resumed.eval_risk), torch.as_tensor(whole.eval_risk))
+    assert torch.equal(torch.as_tensor(resumed.history["U"]), torch.as_tensor(whole.history["U"]))
+    with pytest.raises(ValueError, match="different configuration"):
+        run(DeepStepper(_cfg(lr=0.01)), 4, [0, 2, 4], config=_cfg(lr=0.01), checkpoint=tmp_path / "deep.pt")
+
+
 def test_bad_settings_are_named():
     with pytest.raises(ValueError, match="optimizer"):
         _cfg(optimizer="lbfgs")
@@ -92,6 +132,8 @@ def test_bad_settings_are_named():
         _cfg(models=(("relu", 1),))
     with pytest.raises(ValueError, match="lengths"):
         _cfg(lengths=(0,))
+    with pytest.raises(ValueError, match="blowup"):
+        _cfg(blowup=0.0)
 
 
 def test_the_engine_loop_trains_a_deep_stepper_as_stepping_it_by_hand():

@@ -16,6 +16,7 @@ column of ``K`` layers costs :math:`O((K - 1) L^2 D)` per prompt, a linear one :
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -31,7 +32,11 @@ from ..theory.regression import RegressionTask
 
 @dataclass(frozen=True)
 class DeepConfig:
-    """Settings of a deep sweep: the task, seeds, prompt lengths, model columns ``(activation, K)`` and optimiser."""
+    """Settings of a deep sweep: the task, seeds, prompt lengths, model columns ``(activation, K)`` and optimiser.
+
+    ``blowup``: the divergence threshold in units of the zero predictor's risk, as in
+    :class:`~softmax_as_linear.engine.sweep.TrainConfig` (a run whose batch risk is not finite or exceeds
+    ``blowup * task.zero_risk()`` is diverged and stops)."""
 
     task: RegressionTask
     seeds: tuple[int, ...]
@@ -42,6 +47,7 @@ class DeepConfig:
     optimizer: str = "adam"
     alpha: float = 0.3
     held_out_prompts: int = 512
+    blowup: float = 1e3
 
     def __post_init__(self):
         if not self.seeds or not self.lengths or not self.models:
@@ -57,7 +63,34 @@ class DeepConfig:
         checks.int_at_least("held_out_prompts", self.held_out_prompts, 2)
         checks.positive_float("lr", self.lr)
         checks.positive_float("alpha", self.alpha)
+        checks.positive_float("blowup", self.blowup)
         checks.one_of("optimizer", self.optimizer, OPTIMIZERS)
+
+    def as_dict(self) -> dict:
+        r"""Every setting as plain data, what a checkpoint of :func:`~softmax_as_linear.engine.train.run` records and
+        is compared on: the task by its ``d``, :math:`\Sigma` (nested lists), variances, sampler and law; and, as in
+        every training checkpoint, ``rng`` (``"torch"``: the batches come from torch's generators) and the covariate
+        ``law`` at the top level. :meth:`from_dict` is the inverse."""
+        task = self.task
+        out = {"task": {"d": task.d, "covariance": task.covariance.tolist(), "task_var": task.task_var,
+                        "noise_var": task.noise_var, "sampler": task.sampler, "law": task.law}}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name == "models":
+                out["models"] = [[activation, K] for activation, K in value]
+            elif field.name != "task":
+                out[field.name] = list(value) if isinstance(value, tuple) else value
+        return {**out, "rng": "torch", "law": task.law}
+
+    @classmethod
+    def from_dict(cls, fields: dict) -> "DeepConfig":
+        """The configuration :meth:`as_dict` describes (settings checked again)."""
+        fields = {k: v for k, v in fields.items() if k not in ("rng", "law")}
+        task = dict(fields.pop("task"))
+        task["covariance"] = torch.tensor(task["covariance"], dtype=torch.float64)  # as written, not through float32
+        return cls(task=RegressionTask(**task), seeds=tuple(fields.pop("seeds")),
+                   lengths=tuple(fields.pop("lengths")), models=tuple((a, K) for a, K in fields.pop("models")),
+                   **fields)
 
     @property
     def depth(self) -> int:
@@ -86,6 +119,7 @@ class DeepStepper:
         self.alive = torch.ones(S, nL, nA, dtype=torch.bool, device=self.device)
         self.diverged_at = torch.full((S, nL, nA), -1, dtype=torch.long, device=self.device)
         self.step_count = 0
+        self.threshold = cfg.blowup * cfg.task.zero_risk()
         self.generators = [seeding.generator(seed, "train") for seed in cfg.seeds]
         held = [cfg.task.sample(cfg.held_out_prompts, max(cfg.lengths), seeding.generator(seed, "held_out"))
                 for seed in cfg.seeds]
@@ -128,10 +162,13 @@ class DeepStepper:
 
     # --------------------------------------------------------------------------------------------- the interface
     def step(self) -> None:
-        """One step of every live run on a fresh batch per seed; a run whose loss is not finite stops (diverged)."""
+        """One step of every live run on a fresh batch per seed. The engine's rule of divergence
+        (:func:`~softmax_as_linear.engine.stepper.sgd_update`): a live run whose batch risk is not finite or exceeds
+        ``blowup`` times the zero predictor's risk stops, and records this step in ``diverged_at``; a run already
+        stopped keeps the step it diverged at."""
         batch = self._draw()
         risk = self.losses(*batch).mean(-1)
-        newly = self.alive & ~torch.isfinite(risk)
+        newly = self.alive & (~torch.isfinite(risk) | (risk > self.threshold))
         self.diverged_at[newly] = self.step_count
         self.alive &= ~newly
         total = torch.where(self.alive, risk, torch.zeros_like(risk)).sum()

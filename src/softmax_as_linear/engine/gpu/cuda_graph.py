@@ -18,7 +18,8 @@ def cuda_graphed(step: Callable, sources: list, warmup: int = 3) -> Callable:
     changes from step to step lives on the device (torch generators, registered with the graph here so that each
     replay draws what the eager step would have drawn; or a step counter in a device tensor). A source that keeps its
     position in Python (a counter the graph would bake in, replaying one batch for ever) is refused with a
-    ``ValueError``. Where this machine cannot capture (a driver without the operation), a warning says so and the
+    ``ValueError``. Where this machine cannot capture (``cudaErrorNotSupported``:
+    :func:`~softmax_as_linear.engine.gpu.fallback.is_capture_unsupported`), a warning says so and the
     steps go on op by op (an error in strict mode, :mod:`~softmax_as_linear.engine.gpu.fallback`); the returned
     function's ``captured`` says whether the graph runs. Any other error while capturing is raised.
     """
@@ -49,7 +50,7 @@ def cuda_graphed(step: Callable, sources: list, warmup: int = 3) -> Callable:
                 with torch.cuda.graph(graph):
                     out = step()
             except RuntimeError as error:
-                if "not supported" not in str(error):  # cudaErrorNotSupported: the driver cannot capture
+                if not fallback.is_capture_unsupported(error):
                     raise
                 fallback.fall_back("capturing the training step as a CUDA graph", error, "going on op by op")
                 graph = False

@@ -41,6 +41,28 @@ def is_driver_error(error: BaseException) -> bool:
     return isinstance(error, RuntimeError) and str(error).startswith("Triton Error")
 
 
+#: ``cudaErrorNotSupported``, what ``cudaStreamBeginCapture`` returns where the driver or the GPU (some virtualised or
+#: partitioned GPUs, old drivers) cannot capture a graph; CUDA's text for it is "operation not supported".
+CUDA_ERROR_NOT_SUPPORTED = 801
+
+
+def is_capture_unsupported(error: BaseException) -> bool:
+    """Whether capturing a CUDA graph failed because this machine cannot capture (``cudaErrorNotSupported``), not
+    because the captured step did something a graph forbids (a synchronisation: ``cudaErrorStreamCaptureUnsupported``,
+    900; an invalidated capture, 901), which is a bug.
+
+    PyTorch 2.8 and later raise ``torch.AcceleratorError`` carrying the CUDA error code (``error_code``): the code
+    decides. Older versions raise a plain ``RuntimeError`` whose message is the only record of the code; there, CUDA's
+    own text for code 801 (``CUDA error: operation not supported``) is matched, and nothing looser.
+    """
+    if not isinstance(error, RuntimeError):
+        return False
+    code = getattr(error, "error_code", None)
+    if code is not None:
+        return int(code) == CUDA_ERROR_NOT_SUPPORTED
+    return "CUDA error: operation not supported" in str(error)
+
+
 def fall_back(what: str, error: BaseException, instead: str) -> None:
     """Warn that ``what`` does not run here and ``instead`` is used; in strict mode raise instead."""
     message = f"{what} does not run on this machine ({type(error).__name__}: {str(error)[:300]}); {instead}"

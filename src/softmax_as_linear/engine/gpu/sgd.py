@@ -20,6 +20,20 @@ if triton is not None:
         x = tl.where(x != x, 0.0, x)
         return tl.minimum(tl.maximum(x, -FLOAT_MAX_C), FLOAT_MAX_C)
 
+    @triton.jit
+    def _load_weights(wq_ptr, wk_ptr, wv_ptr, wo_ptr, run, D: tl.constexpr, DP: tl.constexpr):
+        """The four matrices of run ``run``: W_Q, W_K, W_V ``(DP, DP)`` and W_O ``(DP,)``, zero-padded past ``D``;
+        with the offsets ``sq2`` and masks ``in_dd``, ``in_d`` that store them back."""
+        i = tl.arange(0, DP)
+        in_d = i < D
+        sq2 = i[:, None] * D + i[None, :]
+        in_dd = in_d[:, None] & in_d[None, :]
+        wq = tl.load(wq_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
+        wk = tl.load(wk_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
+        wv = tl.load(wv_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
+        wo = tl.load(wo_ptr + run * D + i, mask=in_d, other=0.0)
+        return wq, wk, wv, wo, sq2, in_dd, in_d
+
     @triton.jit(do_not_specialize=["n_prompts", "runs_per_seed"])
     def _sgd_kernel(out_ptr, query_ptr, target_ptr, wq_ptr, wk_ptr, wv_ptr, wo_ptr, alive_ptr,
                     diverged_ptr, risk_ptr, step_ptr, n_prompts, runs_per_seed, lr, threshold, inv_sqrt_D,
@@ -56,12 +70,7 @@ if triton is not None:
         scale = tl.where(alive, 2.0 / n_prompts, 0.0)
         G = G * scale
         gv = gv * scale
-        sq2 = i[:, None] * D + i[None, :]
-        in_dd = in_d[:, None] & in_d[None, :]
-        wq = tl.load(wq_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
-        wk = tl.load(wk_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
-        wv = tl.load(wv_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
-        wo = tl.load(wo_ptr + run * D + i, mask=in_d, other=0.0)
+        wq, wk, wv, wo, sq2, in_dd, in_d = _load_weights(wq_ptr, wk_ptr, wv_ptr, wo_ptr, run, D, DP)
         g_wq = _nan_to_num(tl.sum(wk[:, :, None] * G[None, :, :], 1) * inv_sqrt_D)  # W_K G / sqrt(D)
         g_wk = _nan_to_num(tl.sum(wq[:, None, :] * G[None, :, :], 2) * inv_sqrt_D)  # W_Q G^T / sqrt(D)
         g_wo = _nan_to_num(tl.sum(wv * gv[None, :], 1))  # W_V g_v
@@ -87,12 +96,6 @@ if triton is not None:
     def _uv_kernel(wq_ptr, wk_ptr, wv_ptr, wo_ptr, U_ptr, v_ptr, inv_sqrt_D, D: tl.constexpr, DP: tl.constexpr):
         run = tl.program_id(0)
         i = tl.arange(0, DP)
-        in_d = i < D
-        sq2 = i[:, None] * D + i[None, :]
-        in_dd = in_d[:, None] & in_d[None, :]
-        wq = tl.load(wq_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
-        wk = tl.load(wk_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
-        wv = tl.load(wv_ptr + run * D * D + sq2, mask=in_dd, other=0.0)
-        wo = tl.load(wo_ptr + run * D + i, mask=in_d, other=0.0)
+        wq, wk, wv, wo, sq2, in_dd, in_d = _load_weights(wq_ptr, wk_ptr, wv_ptr, wo_ptr, run, D, DP)
         _store_uv(wq, wk, wv, wo, U_ptr + run * D * D + sq2, v_ptr + run * D + i, in_dd, in_d, inv_sqrt_D)
 
