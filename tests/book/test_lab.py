@@ -2,7 +2,10 @@
 
 JupyterLab is started from this environment on a free port of 127.0.0.1 with a random token, on a
 temporary copy of ``notebooks/`` (nothing tracked is touched), with the save hook that ``make lab``
-uses. Each test opens a chapter and checks what a student sees:
+uses. Each test opens one chapter (the references test: every chapter, one after the other), starts its
+kernel once and checks what a student sees; a test opens its chapter in the page the previous test left,
+without loading JupyterLab again (a new page after a failure), and shuts the kernel of the chapter it
+leaves down (JupyterLab would keep it running). Checked:
 
 - the lecture boxes (theorems, proofs, exercises, solutions) are rendered by jupyterlab-myst as
   formatted boxes, solutions folded, with no directive fence left as text;
@@ -11,18 +14,20 @@ uses. Each test opens a chapter and checks what a student sees:
 - running only the cells a live panel needs (found from the names they define and use) shows its
   widgets, and moving its controls changes the figure it draws (read from the plotly data in the
   page, not from pixels): the prompt length L, the covariance Σ and the initialisation α;
-- a bad value typed into a control shows a message, never a traceback;
+- a bad value typed into a control shows a message, never a traceback; a value out of range is clamped and
+  said so (Chapter 1's scale of U, then redrawn at the clamped value; Chapter 5's α);
 - the training panel trains, shows progress, stops within seconds when *Stop* is pressed and draws
   the partial result marked as stopped; *Kernel > Interrupt* and running its cell again stop it too;
   its controls that do nothing for the current choice are disabled, *Stop* looks disabled until a run
-  starts, and its seed box takes exactly the trainer's seeds;
+  starts, and its seed box takes exactly the trainer's seeds (Chapter 4);
 - every chapter reads as the book does: citations "Boyer & Boursier (2025)" linked to the book's
   bibliography, references to other chapters linked to them, no raw key or warning icon, exercises,
   boxes and equations numbered within the chapter as in the book; the Colab set-up cell is folded;
 - Chapter 4's paper figures keep their titles clear of the axis titles at JupyterLab's width;
 - a panel whose computation fails says why, and what to change, in its message line: Chapter 5's
-  flow for a singular or a stiff Σ, Chapter 3's gap for Laplace tokens.
-- Chapter 6's panel trains the covariate law chosen in it and draws the distances to the limits.
+  flow for a singular or a stiff Σ, Chapter 3's gap for Laplace tokens;
+- Chapter 6's panel trains the covariate law chosen in it and draws the distances to the limits; a seed
+  beyond the seeding rule's range typed into it brings no traceback;
 - Chapter 7's panel redraws the token cloud for the number of layers and the attention chosen in it, and a bad
   number typed into it shows a message.
 
@@ -32,6 +37,7 @@ which turns a missing JupyterLab, jupyterlab-myst, Playwright or Chromium into a
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import pathlib
@@ -126,7 +132,12 @@ def run_to_panel(open_chapter, lab, name: str, marker: str):
     index = panel_cell(path, marker)
     chapter = open_chapter(name)
     chapter.run(cells_for(path, index))
-    return chapter, index, chapter.cell(index).locator(".jp-OutputArea").first
+    return chapter, index, _panel_output(chapter, index)
+
+
+def _panel_output(chapter, index: int):
+    """The output area of code cell ``index`` (where its panel draws)."""
+    return chapter.cell(index).locator(".jp-OutputArea").first
 
 
 # --- JupyterLab and the browser -------------------------------------------------------------------
@@ -154,7 +165,8 @@ def lab(tmp_path_factory):
                f"--ServerApp.port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
                f"--ServerApp.root_dir={folder}", f"--LabApp.user_settings_dir={home / 'settings'}",
                f"--LabApp.workspaces_dir={home / 'workspaces'}",
-               "--ContentsManager.pre_save_hook=execute_notebooks.pre_save_hook"]
+               "--ContentsManager.pre_save_hook=execute_notebooks.pre_save_hook",
+               "--LabApp.expose_app_in_browser=True"]  # window.jupyterapp: open the next chapter in the loaded page
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         command.append("--allow-root")
     log = open(home / "lab.log", "w")
@@ -246,21 +258,65 @@ class Chapter:
             locator.scroll_into_view_if_needed()
         self.page.screenshot(path=str(SHOTS / f"{self.name.replace('/', '-')}-{label}.png"))
 
+    def switch(self, name: str):
+        """Close this chapter and open ``name`` in the same page: JupyterLab is not loaded again."""
+        self.page.evaluate("""async path => {
+            const app = window.jupyterapp;
+            for (const widget of [...app.shell.widgets('main')]) {
+                if (widget.context) widget.context.model.dirty = false;  // closed without a dialog
+                widget.dispose();
+            }
+            const widget = await app.commands.execute('docmanager:open', {path});
+            await widget.context.ready;
+            await widget.sessionContext.ready;  // its kernel started
+        }""", f"{name}.ipynb")
+        self.errors.clear()
+        self.page.wait_for_function("() => document.querySelectorAll('.jp-Notebook').length === 1")
+        end_sessions(self.url, self.token, f"{self.name}.ipynb")
+        self.name = name
+        self.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
+        self.wait_idle()
+
     def close(self):
         self.page.close()
+        end_sessions(self.url, self.token, f"{self.name}.ipynb")
+
+
+def end_sessions(url: str, token: str, path: str):
+    """Shut down the kernel of ``path``'s session: JupyterLab leaves it running when its page or tab closes."""
+    headers = {"Authorization": f"token {token}"}
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/api/sessions", headers=headers), timeout=30) as answer:
+        sessions = json.loads(answer.read())
+    for session in sessions:
+        if session["path"] == path:
+            urllib.request.urlopen(urllib.request.Request(f"{url}/api/sessions/{session['id']}", method="DELETE",
+                                                          headers=headers), timeout=60).close()
+
+
+@pytest.fixture(scope="module")
+def _held(browser, lab):
+    """The page a passing test leaves open, for the next test to open its chapter in (``Chapter.switch``)."""
+    held = []
+    yield held
+    for chapter in held:
+        chapter.close()
 
 
 @pytest.fixture
-def open_chapter(browser, lab):
-    opened = []
+def open_chapter(request, browser, lab, _held):
+    """``open_chapter(name)``: the chapter open in JupyterLab, in the page the last test left when it passed,
+    else in a new one (a failed test may leave a dialog or a busy kernel behind: its page is closed)."""
+    failed = request.session.testsfailed
 
     def open_(name: str) -> Chapter:
-        chapter = Chapter(browser, lab, name)
-        opened.append(chapter)
-        return chapter
+        if _held:
+            _held[0].switch(name)
+        else:
+            _held.append(Chapter(browser, lab, name))
+        return _held[0]
     yield open_
-    for chapter in opened:
-        chapter.close()
+    if request.session.testsfailed > failed and _held:
+        _held.pop().close()
 
 
 def figure(locator, timeout: float = 120) -> dict:
@@ -293,14 +349,26 @@ def wait_for_new_figure(locator, before: dict, timeout: float = 120) -> dict:
                          f"text: {locator.inner_text()[-600:]!r}")
 
 
-def type_bad_numbers(output, entry):
+def type_bad_numbers(output, entry, redraws_when_clamped: bool = False):
     """Type a non-number, then an out-of-range number, into ``entry``: the panel's message line says what became of
-    each ("not a number", "outside ...")."""
+    each ("not a number", "outside ..."); with ``redraws_when_clamped``, the figure is redrawn for the clamped value."""
     note = output.locator(".sal-message")
     for typed, said in (("abc", "not a number"), ("99", "outside")):
+        before = figure(output) if redraws_when_clamped and typed == "99" else None
         entry.fill(typed)
         entry.press("Enter")
         note.filter(has_text=said).wait_for(timeout=30_000)
+    if redraws_when_clamped:
+        wait_for_new_figure(output, before)
+
+
+@contextlib.contextmanager
+def check(what: str):
+    """A step of a test that checks several things in one chapter: its failure says which check failed."""
+    try:
+        yield
+    except Exception as error:  # an assertion, or Playwright's time-out
+        raise AssertionError(f"{what}: {type(error).__name__}: {error}") from error
 
 
 def no_traceback(locator):
@@ -342,8 +410,7 @@ def test_lecture_boxes_are_formatted_and_solutions_folded(open_chapter, lab):
     chapter.shot("solution-open", solution)
 
 
-def test_a_panel_not_yet_run_says_it_needs_a_kernel(open_chapter):
-    chapter = open_chapter("04_isotropic_icl")
+def _panel_not_yet_run_says_it_needs_a_kernel(chapter):
     index = panel_cell(chapter.folder / "04_isotropic_icl.ipynb", "regression_panel(")
     output = chapter.cell(index).locator(".jp-OutputArea").first
     output.scroll_into_view_if_needed()
@@ -353,10 +420,8 @@ def test_a_panel_not_yet_run_says_it_needs_a_kernel(open_chapter):
     assert "Live panel: its controls appear when this cell runs" in text, text
 
 
-def test_opening_and_saving_a_chapter_changes_no_byte(open_chapter, lab):
-    stored = lab[2] / "01_measure_view.ipynb"
-    before = stored.read_bytes()
-    chapter = open_chapter("01_measure_view")
+def _opening_and_saving_changes_no_byte(chapter, before: bytes):
+    stored = chapter.folder / f"{chapter.name}.ipynb"
     chapter.page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)  # figures drawn (and snapshotted)
     time.sleep(2)
     chapter.save()
@@ -364,12 +429,11 @@ def test_opening_and_saving_a_chapter_changes_no_byte(open_chapter, lab):
     if after != before:
         import difflib
         diff = list(difflib.unified_diff(before.decode().splitlines(), after.decode().splitlines(), lineterm="", n=1))
-        pytest.fail("saving an unchanged chapter rewrote it (see tools/execute_notebooks.py):\n"
-                    + "\n".join(line[:200] for line in diff[:40]))
+        raise AssertionError("saving an unchanged chapter rewrote it (see tools/execute_notebooks.py):\n"
+                             + "\n".join(line[:200] for line in diff[:40]))
 
 
-def test_measure_view_panel_redraws_for_L_and_reports_a_bad_value(open_chapter, lab):
-    chapter, index, output = run_to_panel(open_chapter, lab, "01_measure_view", "widgets.panel(|measure_panel(")
+def _measure_panel_redraws_for_L_and_reports_bad_values(chapter, output):
     output.locator(".widget-slider").first.wait_for(timeout=60_000)
     before = figure(output)
     chapter.shot("measure-panel", output)
@@ -380,26 +444,28 @@ def test_measure_view_panel_redraws_for_L_and_reports_a_bad_value(open_chapter, 
     chapter.page.keyboard.press("ArrowRight")
     after = wait_for_new_figure(output, before)
     assert after["title"] != before["title"] and "L = " in after["title"]
-    # a non-number and an out-of-range number typed into the scale of U
-    type_bad_numbers(output, output.locator("input.widget-input, .sal-typed-entry input").first)
+    # a non-number and an out-of-range number typed into the scale of U: messages, and a redraw for the clamped value
+    type_bad_numbers(output, output.locator("input.widget-input, .sal-typed-entry input").first, redraws_when_clamped=True)
     chapter.shot("measure-panel-bad-value", output)
     no_traceback(output)
     assert not chapter.errors, chapter.errors
 
 
-def test_measure_view_panel_redraws_after_a_clamped_value(open_chapter, lab):
-    chapter, index, output = run_to_panel(open_chapter, lab, "01_measure_view", "widgets.panel(|measure_panel(")
-    output.locator(".widget-slider").first.wait_for(timeout=60_000)
-    before = figure(output)
-    entry = output.locator("input.widget-input, .sal-typed-entry input").first
-    entry.fill("99")
-    entry.press("Enter")
-    output.locator(".sal-message").filter(has_text="outside").wait_for(timeout=30_000)
-    wait_for_new_figure(output, before)
+def test_chapter_1_saves_unchanged_and_its_panel_redraws_and_reports_bad_values(open_chapter, lab):
+    """Chapter 1, opened once: saving it unchanged writes it back byte for byte; its measure panel redraws for L,
+    and a non-number or an out-of-range number typed into it gets a message (the clamped value redrawn)."""
+    path = lab[2] / "01_measure_view.ipynb"
+    before = path.read_bytes()
+    chapter = open_chapter("01_measure_view")
+    with check("opening and saving Chapter 1"):
+        _opening_and_saving_changes_no_byte(chapter, before)
+    index = panel_cell(path, "widgets.panel(|measure_panel(")
+    chapter.run(cells_for(path, index))
+    with check("Chapter 1's measure panel"):
+        _measure_panel_redraws_for_L_and_reports_bad_values(chapter, _panel_output(chapter, index))
 
 
-def test_flow_panel_redraws_for_the_covariance_and_the_initialisation(open_chapter, lab):
-    chapter, index, output = run_to_panel(open_chapter, lab, "05_anisotropic_icl", "covariance_flow_panel(")
+def _flow_panel_redraws_for_the_covariance_and_the_initialisation(chapter, output):
     output.locator("select").first.wait_for(timeout=60_000)
     first = figure(output)
     chapter.shot("flow-panel", output)
@@ -416,7 +482,10 @@ def test_flow_panel_redraws_for_the_covariance_and_the_initialisation(open_chapt
     chapter.shot("flow-panel-changed", output)
     no_traceback(output)
     assert not chapter.errors, chapter.errors
-    # saved and reloaded, the panel says what to do, not `VBox(children=...`
+
+
+def _flow_panel_saved_and_reloaded_says_what_to_do(chapter, index):
+    """Saved and reloaded, the panel says what to do, not `VBox(children=...`."""
     chapter.save()
     chapter.page.reload()
     chapter.page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=120_000)
@@ -429,8 +498,7 @@ def test_flow_panel_redraws_for_the_covariance_and_the_initialisation(open_chapt
     assert "VBox(children" not in text and ("Live panel" in text or output.locator("select").count()), text
 
 
-def test_training_panel_trains_stops_and_shows_the_partial_result(open_chapter, lab):
-    chapter, index, output = run_to_panel(open_chapter, lab, "04_isotropic_icl", "regression_panel(")
+def _training_panel_trains_stops_and_shows_the_partial_result(chapter, output):
     train = output.locator("button", has_text="Train")
     stop = output.locator("button", has_text="Stop")
     train.wait_for(timeout=60_000)
@@ -500,10 +568,11 @@ def _rendered(chapter: Chapter, settle: float = 3.0) -> dict:
         time.sleep(settle)
 
 
-def test_citations_references_and_numbers_read_as_in_the_book(open_chapter, lab):
+def test_citations_references_numbers_and_the_set_up_cell_read_as_in_the_book(open_chapter, lab):
     """Every chapter: no raw key or warning icon; citations read "Boyer & Boursier (2025)" and link to the
     book's bibliography; references to another chapter link to it; exercises, boxes and equations carry the
-    chapter's numbers (Exercise 2.3), the same as in the book."""
+    chapter's numbers (Exercise 2.3), the same as in the book; the Colab set-up cell (Chapter 0's first code
+    cell) is folded."""
     import re
     import sys as _sys
 
@@ -521,6 +590,11 @@ def test_citations_references_and_numbers_read_as_in_the_book(open_chapter, lab)
     problems = []
     for name in CHAPTERS:
         chapter = open_chapter(f"text_only/{name}")
+        if name == "00_quick_tour":
+            try:
+                _the_colab_set_up_cell_is_folded_away(chapter)
+            except AssertionError as error:
+                problems.append(f"{name}: {error}")
         report = _rendered(chapter)
         if report["warnings"] or report["raw"]:
             problems.append(f"{name}: unresolved {report['warnings'][:5]} raw {[t[:80] for t in report['raw'][:2]]}")
@@ -561,14 +635,12 @@ def test_citations_references_and_numbers_read_as_in_the_book(open_chapter, lab)
             exercise = chapter.page.locator(".jp-MarkdownCell aside.myst-exercise")
             if exercise.count():
                 chapter.shot("exercise", exercise.first)
-        chapter.close()
     assert not problems, "\n".join(problems)
 
 
-def test_the_colab_set_up_cell_is_folded_away(open_chapter, lab):
+def _the_colab_set_up_cell_is_folded_away(chapter):
     """The first code cell (the Colab set-up) shows folded, not as the first code a student reads."""
-    chapter = open_chapter("00_quick_tour")
-    cells = json.loads((lab[2] / "00_quick_tour.ipynb").read_text())["cells"]
+    cells = json.loads((chapter.folder / f"{chapter.name}.ipynb").read_text())["cells"]
     index = next(i for i, c in enumerate(cells) if c["cell_type"] == "code")
     cell = chapter.cell(index)
     cell.scroll_into_view_if_needed()
@@ -582,9 +654,8 @@ def _overlaps(a: dict, b: dict) -> bool:
         a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"]
 
 
-def test_paper_figures_keep_their_titles_clear_of_the_axes(open_chapter, lab):
+def _paper_figures_keep_their_titles_clear_of_the_axes(chapter, output):
     """Chapter 4's paper figures (show_saved) at JupyterLab's width: no axis title over the figure's title."""
-    chapter, index, output = run_to_panel(open_chapter, lab, "04_isotropic_icl", "show_saved(")
     plots = output.locator(".js-plotly-plot")
     plots.first.wait_for(timeout=120_000)
     problems = []
@@ -620,10 +691,9 @@ def _wait_message(output, timeout: float = 60) -> str:
     return _message(output)
 
 
-def test_flow_panel_takes_a_singular_covariance_and_says_what_to_change(open_chapter, lab):
+def _flow_panel_takes_a_singular_covariance_and_says_what_to_change(chapter, output):
     """Chapter 5's flow for any Σ: a singular Σ (Appendix F.3) draws its flow; a Σ too stiff to integrate,
     or one that is not a covariance, gets a message naming what to change in the panel, never a traceback."""
-    chapter, index, output = run_to_panel(open_chapter, lab, "05_anisotropic_icl", "flow for any|covariance_flow_panel(")
     output.locator("select").first.wait_for(timeout=60_000)
     first = figure(output)
     output.locator("select").first.select_option(label="eigenvalues")
@@ -679,11 +749,10 @@ def _disabled(output, description: str) -> bool:
         x => x.disabled || x.hasAttribute('disabled') || x.classList.contains('disabled'))""")
 
 
-def test_training_panel_controls_seed_interrupt_and_rerun(open_chapter, lab):
+def _training_panel_controls_seed_interrupt_and_rerun(chapter, index, output):
     """The training panel: controls that do nothing for the current choice are disabled; Stop looks disabled
     until a run starts; the seed box takes exactly the trainer's seeds; Kernel > Interrupt stops training;
     running the panel's cell again stops the run of the old panel and says so."""
-    chapter, index, output = run_to_panel(open_chapter, lab, "04_isotropic_icl", "regression_panel(")
     page = chapter.page
     train = output.locator("button", has_text="Train")
     stop = output.locator("button", has_text="Stop")
@@ -781,3 +850,37 @@ def test_chapter_7_panel_redraws_for_depth_and_attention_and_reports_a_bad_value
     chapter.shot("depth-panel-bad-value", output)
     no_traceback(output)
     assert not chapter.errors, chapter.errors
+
+
+def test_chapter_4_panel_before_a_run_paper_figures_and_training_panel(open_chapter, lab):
+    """Chapter 4, opened once, its kernel started once: the panel not yet run says it needs a kernel; the paper
+    figures keep their titles clear; the training panel trains and stops, then (run again, fresh) its controls."""
+    path = lab[2] / "04_isotropic_icl.ipynb"
+    chapter = open_chapter("04_isotropic_icl")
+    with check("Chapter 4's panel before a run"):
+        _panel_not_yet_run_says_it_needs_a_kernel(chapter)
+    figures = panel_cell(path, "show_saved(")
+    done = cells_for(path, figures)
+    chapter.run(done)
+    with check("Chapter 4's paper figures"):
+        _paper_figures_keep_their_titles_clear_of_the_axes(chapter, _panel_output(chapter, figures))
+    index = panel_cell(path, "regression_panel(")
+    chapter.run([i for i in cells_for(path, index) if i not in done])
+    with check("Chapter 4's training panel trains and stops"):
+        _training_panel_trains_stops_and_shows_the_partial_result(chapter, _panel_output(chapter, index))
+    chapter.run([index])  # a fresh panel, at its defaults
+    with check("Chapter 4's training panel controls, seed, interrupt and rerun"):
+        _training_panel_controls_seed_interrupt_and_rerun(chapter, index, _panel_output(chapter, index))
+
+
+def test_chapter_5_flow_panel_redraws_takes_a_singular_covariance_and_reloads(open_chapter, lab):
+    """Chapter 5, opened once: the flow panel redraws for Σ and α; run again (fresh), it takes a singular Σ and
+    says what to change for a stiff one; saved and reloaded, it says how to bring it to life."""
+    chapter, index, output = run_to_panel(open_chapter, lab, "05_anisotropic_icl", "covariance_flow_panel(")
+    with check("Chapter 5's flow panel redraws"):
+        _flow_panel_redraws_for_the_covariance_and_the_initialisation(chapter, output)
+    chapter.run([index])  # a fresh panel, at its defaults
+    with check("Chapter 5's flow panel with a singular or a stiff Σ"):
+        _flow_panel_takes_a_singular_covariance_and_says_what_to_change(chapter, _panel_output(chapter, index))
+    with check("Chapter 5 saved and reloaded"):
+        _flow_panel_saved_and_reloaded_says_what_to_do(chapter, index)
