@@ -117,21 +117,21 @@ def _degenerate_task(sampler="paper"):
     return RegressionTask(5, a.T @ a, sampler=sampler)  # rank 2
 
 
-def _setup(cfg, task=None, scale=1.0, law="gaussian", pairs=4, per_tile=2, per_tile_eval=3):
+def _setup(cfg, task=None, scale=1.0, covariates="gaussian", pairs=4, per_tile=2, per_tile_eval=3):
     sweep = SweepModel(cfg, CPU, None)
     with torch.no_grad():
         U, v = sweep.uv()
     U, v = (U * scale).contiguous(), v.contiguous()
-    kernel = pk.PromptKernel(cfg, CPU, law=law, pairs=pairs, per_tile=per_tile, per_tile_eval=per_tile_eval,
+    kernel = pk.PromptKernel(cfg, CPU, covariates=covariates, pairs=pairs, per_tile=per_tile, per_tile_eval=per_tile_eval,
                              task=task)
     return sweep, U, v, kernel
 
 
-def _reference_batch(cfg, kernel, stream, step, n, law, task=None, first=0):
+def _reference_batch(cfg, kernel, stream, step, n, covariates, task=None, first=0):
     task = task or cfg.task()
     F, Fq = ref.task_factors(task)
     return ref.draw(kernel.keys(stream).tolist(), step, n, max(cfg.lengths), d=cfg.d, factor=F, query_factor=Fq,
-                    task_var=task.task_var, noise_var=task.noise_var, law=law, first_prompt=first)
+                    task_var=task.task_var, noise_var=task.noise_var, covariates=covariates, first_prompt=first)
 
 
 def _scratch_tokens(kernel, tag, n_prompts, L):
@@ -159,15 +159,15 @@ def _per_prompt_reference(tokens, query, U, v, L, activation):
 
 
 CASES = {
-    "one seed, isotropic": dict(cfg=dict(seeds=(327,), lengths=(5, 13, 37)), law="gaussian"),
-    "two seeds, KMS": dict(cfg=dict(seeds=(327, 4), lengths=(5, 13, 37), covariance="kms"), law="gaussian"),
+    "one seed, isotropic": dict(cfg=dict(seeds=(327,), lengths=(5, 13, 37)), covariates="gaussian"),
+    "two seeds, KMS": dict(cfg=dict(seeds=(327, 4), lengths=(5, 13, 37), covariance="kms"), covariates="gaussian"),
     "published sampler": dict(cfg=dict(seeds=(327, 4), lengths=(3, 16, 17), covariance="kms", sampler="published"),
-                              law="gaussian"),
-    "uniform law": dict(cfg=dict(seeds=(2,), lengths=(7, 25), covariance="kms"), law="uniform"),
-    "rademacher law": dict(cfg=dict(seeds=(2,), lengths=(1, 25), covariance="kms"), law="rademacher"),
-    "degenerate covariance": dict(cfg=dict(seeds=(5,), lengths=(4, 19)), law="gaussian", task=_degenerate_task()),
-    "sharp attention": dict(cfg=dict(seeds=(327,), lengths=(6, 40)), law="gaussian", scale=300.0),
-    "one activation": dict(cfg=dict(seeds=(1,), lengths=(9, 11, 30), models=("linear",)), law="uniform"),
+                              covariates="gaussian"),
+    "uniform covariates": dict(cfg=dict(seeds=(2,), lengths=(7, 25), covariance="kms"), covariates="uniform"),
+    "rademacher covariates": dict(cfg=dict(seeds=(2,), lengths=(1, 25), covariance="kms"), covariates="rademacher"),
+    "degenerate covariance": dict(cfg=dict(seeds=(5,), lengths=(4, 19)), covariates="gaussian", task=_degenerate_task()),
+    "sharp attention": dict(cfg=dict(seeds=(327,), lengths=(6, 40)), covariates="gaussian", scale=300.0),
+    "one activation": dict(cfg=dict(seeds=(1,), lengths=(9, 11, 30), models=("linear",)), covariates="uniform"),
 }
 
 
@@ -176,12 +176,12 @@ def test_kernel_prompts_and_sums_match_the_reference_and_the_tensor_formulas(cas
     spec = CASES[case]
     cfg = TrainConfig(batch_size=2, **spec["cfg"])
     task = spec.get("task")
-    sweep, U, v, kernel = _setup(cfg, task, spec.get("scale", 1.0), spec["law"])
+    sweep, U, v, kernel = _setup(cfg, task, spec.get("scale", 1.0), spec["covariates"])
     alive = torch.ones(sweep.shape, dtype=torch.bool)
     step = torch.tensor(11, dtype=torch.int64)
     out, query, target = kernel.grad_sums(U, v, alive, kernel.keys("train"), step)
     L = max(cfg.lengths)
-    tokens, q_ref, y_ref = _reference_batch(cfg, kernel, "train", 11, 2, spec["law"], task)
+    tokens, q_ref, y_ref = _reference_batch(cfg, kernel, "train", 11, 2, spec["covariates"], task)
     torch.testing.assert_close(_scratch_tokens(kernel, "train", 2, L), tokens, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(query.transpose(1, 2), q_ref, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(target, y_ref, rtol=1e-6, atol=1e-6)
@@ -328,7 +328,7 @@ def test_short_training_equals_the_tensor_path(monkeypatch):
 
 def test_training_through_autograd_with_adam_equals_the_tensor_path(monkeypatch):
     cfg = TrainConfig(**{**SHORT, "steps": 6, "record_every": 3, "optimizer": "adam", "lr": 0.01,
-                         "parametrisation": "uv", "seeds": (327,), "law": "rademacher"})
+                         "parametrisation": "uv", "seeds": (327,), "covariates": "rademacher"})
     expected = _tensor_path(cfg, monkeypatch)
     got = train(cfg, device="cpu")
     for n in got.params:
@@ -349,6 +349,6 @@ def test_resuming_from_a_checkpoint_reproduces_the_run(tmp_path):
         np.testing.assert_array_equal(resumed.params[n], whole.params[n])
 
 
-def test_bad_law_is_named():
-    with pytest.raises(ValueError, match="law"):
-        pk.PromptKernel(TrainConfig(), CPU, law="cauchy")
+def test_bad_covariate_law_is_named():
+    with pytest.raises(ValueError, match="covariates"):
+        pk.PromptKernel(TrainConfig(), CPU, covariates="cauchy")
