@@ -3,7 +3,7 @@
     python benchmarks/beyond_gaussian.py [options of reproduce beyond]
 
 is ``python -m softmax_as_linear reproduce beyond --preset paper [options]`` (the paper preset unless ``--preset``
-is given): the same options (``--law``, ``--seeds``, ``--lengths``, ``--device``, ``--out``, ``--max-minutes``,
+is given): the same options (``--covariates``, ``--seeds``, ``--lengths``, ``--device``, ``--out``, ``--max-minutes``,
 ``--shard``, ``--allow-dirty``, ...), progress, resume, shards and exit codes; see its ``--help``. Kept so that older
 notes keep working; a pip-installed library has the command line, not this file.
 

@@ -2,7 +2,7 @@
 
 Its folders are its layers; a module imports only from its own layer and the ones listed before it.
 
-- :mod:`~softmax_as_linear.registry`: the named choices (figures, presets, samplers, laws, devices, the
+- :mod:`~softmax_as_linear.registry`: the named choices (figures, presets, samplers, token and covariate laws, devices, the
   paper's seed, the version), without torch.
 - ``core``: foundations that know nothing of the paper.
 

@@ -3,10 +3,10 @@
 
     python -m softmax_as_linear reproduce {fig1,...,fig8,beyond,all} [more] [--preset {paper,lecture,smoke}]
         [--device {auto,cpu,cuda}] [--out DIR] [--max-minutes M] [--seeds N] [--sampler {paper,published}]
-        [--rng {auto,torch,philox}] [--law LAW...] [--lengths L...] [--threads T] [--restart] [--allow-dirty]
+        [--rng {auto,torch,philox}] [--covariates LAW...] [--lengths L...] [--threads T] [--restart] [--allow-dirty]
         [--shard K/N | --shards N [--launcher {local,slurm}] [cluster options]]
     python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--rng R]
-        [--law LAW...] [--lengths L...] [--out DIR] [--allow-dirty]
+        [--covariates LAW...] [--lengths L...] [--out DIR] [--allow-dirty]
 
 What they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` and
 :mod:`softmax_as_linear.experiments.shards`. Nothing heavy is imported before a command runs, so
@@ -21,7 +21,7 @@ import signal
 import sys
 import tempfile
 
-from .registry import COVARIATE_LAWS, DEVICES, EXPERIMENTS, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
+from .registry import COVARIATES, DEVICES, EXPERIMENTS, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
 
 FIGURE_CHOICES = (*EXPERIMENTS, "all")
 
@@ -47,7 +47,7 @@ examples:
   python -m softmax_as_linear reproduce fig1                                  # lecture preset, a few minutes
   python -m softmax_as_linear reproduce beyond --preset paper --device cuda    # Chapter 6: uniform and Rademacher
   python -m softmax_as_linear reproduce depth --preset lecture                 # Chapter 7: one and two layers
-  # Chapter 6 on a 2-core CPU, reduced (written as beyond_<law>_paper_3seeds_L10-30-100-300-1000.json)
+  # Chapter 6 on a 2-core CPU, reduced (written as beyond_<covariates>_paper_3seeds_L10-30-100-300-1000.json)
   python -m softmax_as_linear reproduce beyond --preset paper --seeds 3 --lengths 10 30 100 300 1000
   SOFTMAX_AS_LINEAR_RESULTS=~/runs python -m softmax_as_linear reproduce fig6 fig7 fig8
   # ten seeds in five shards: a SLURM job array (one GPU each), merged when all are done
@@ -59,7 +59,7 @@ examples:
 
 # ValueErrors of the library name its parameters; the command line names its options.
 OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
-             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng", "laws": "--law",
+             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng", "covariates": "--covariates",
              "lengths": "--lengths"}
 
 
@@ -91,6 +91,14 @@ def interrupted_exit(stop: KeyboardInterrupt) -> int:
     """Say how to resume, and return the exit code a shell gives the signal: 130 (Ctrl-C), 143 (SIGTERM)."""
     print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
     return 128 + getattr(stop, "signum", signal.SIGINT)
+
+
+class _RenamedOption(argparse.Action):
+    """An option's former name (``--law``, now ``--covariates``): still accepted, with a note naming the new one."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"note: {option_string} is now --{self.dest}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
 
 
 class _Formatter(argparse.HelpFormatter):
@@ -153,8 +161,8 @@ def _key_value(text: str) -> tuple[str, str]:
 def _common_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("figure", nargs="+", choices=FIGURE_CHOICES, metavar="FIGURE",
                          help=f"one or more of {', '.join(FIGURE_CHOICES)}; the figures of one sweep (2-4, 6-8) "
-                              "share its training; beyond: Chapter 6's sweeps, one per covariate law (--law), "
-                              "written as beyond_<law>_<preset>.json; depth: Chapter 7's in-context regression with one and "
+                              "share its training; beyond: Chapter 6's sweeps, one per covariate law (--covariates), "
+                              "written as beyond_<covariates>_<preset>.json; depth: Chapter 7's in-context regression with one and "
                               "two layers, written as depth_<preset>.json; all: the paper's figures (not beyond, "
                               "not depth)")
     command.add_argument("--preset", choices=PRESETS, default="lecture",
@@ -172,13 +180,15 @@ def _common_options(command: argparse.ArgumentParser) -> None:
                          help="inputs of the KMS sweep (Figures 6-8): paper (prompts and queries N(0, Sigma)) or "
                               "published (the published code: prompts N(0, C Sigma C^T), queries N(0, I)) "
                               "(default: %(default)s)")
-    command.add_argument("--law", dest="laws", nargs="+", choices=COVARIATE_LAWS, default=None, metavar="LAW",
-                         help="beyond: the covariate laws, among " + ", ".join(COVARIATE_LAWS)
+    command.add_argument("--covariates", nargs="+", choices=COVARIATES, default=None, metavar="LAW",
+                         help="beyond: the covariate laws, among " + ", ".join(COVARIATES)
                               + " (default: uniform rademacher)")
+    command.add_argument("--law", dest="covariates", nargs="+", choices=COVARIATES, default=None,
+                         action=_RenamedOption, help=argparse.SUPPRESS)
     command.add_argument("--lengths", nargs="+", type=_positive_int, default=None, metavar="L",
                          help="beyond: the prompt lengths, increasing (default: the preset's); a run with other "
                               "seeds or lengths than its preset's is written under a name that says so, "
-                              "beyond_<law>_<preset>_<N>seeds_L<lengths>.json")
+                              "beyond_<covariates>_<preset>_<N>seeds_L<lengths>.json")
     command.add_argument("--allow-dirty", action="store_true",
                          help="write results although the library has uncommitted changes (they then say so); "
                               "without it such a run stops before computing anything")
@@ -201,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep = commands.add_parser(
         "reproduce", formatter_class=_Formatter, help="compute and save the data of paper figures",
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
-                    "per figure (beyond_LAW_PRESET.json per law of Chapter 6), with the sweep it came from, into the "
+                    "per figure (beyond_COVARIATES_PRESET.json per covariate law of Chapter 6), with the sweep it came from, into the "
                     "output folder.",
         epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
     _common_options(rep)
@@ -290,7 +300,7 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     renamed = {} if getattr(args, "shard", None) else {"shard": "--shards"}
     try:
         names = figures_of(args.figure)
-        extra = dict(names=names, laws=args.laws, lengths=args.lengths)
+        extra = dict(names=names, covariates=args.covariates, lengths=args.lengths)
         if args.command == "merge":
             check_options(args.preset, None, args.seeds, args.sampler, args.rng, shard=(1, args.shards), **extra)
         else:
@@ -320,7 +330,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
     threads = torch.get_num_threads()
     common = dict(preset=args.preset, out=args.out, seeds=args.seeds, sampler=args.sampler, rng=args.rng,
-                  laws=args.laws, lengths=args.lengths, allow_dirty=args.allow_dirty)
+                  covariates=args.covariates, lengths=args.lengths, allow_dirty=args.allow_dirty)
     try:
         with interruptible():  # Ctrl-C and a polite kill (SIGTERM) save a checkpoint before leaving
             if args.command == "merge":
@@ -364,7 +374,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         options = (("" if args.seeds is None else f" --seeds {args.seeds}")
                    + ("" if args.sampler == "paper" else f" --sampler {args.sampler}")
                    + ("" if args.rng == "auto" else f" --rng {args.rng}")
-                   + ("" if args.laws is None else f" --law {' '.join(args.laws)}")
+                   + ("" if args.covariates is None else f" --covariates {' '.join(args.covariates)}")
                    + ("" if args.lengths is None else f" --lengths {' '.join(map(str, args.lengths))}")
                    + ("" if args.out is None else f" --out {args.out.absolute()}")
                    + (" --allow-dirty" if args.allow_dirty else ""))

@@ -54,9 +54,9 @@ OPTIMIZERS = ("sgd", "adam")
 #: ``"+graph"`` when the step was replayed as a CUDA graph.
 ENGINE_PATHS = ("auto", "cpu", "tensor", "fused_softmax", "prompt_kernel")
 
-#: Laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
+#: Covariate laws of Chapter 6: laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
 #: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
-COVARIATE_LAWS = ("gaussian", "uniform", "rademacher")
+COVARIATES = ("gaussian", "uniform", "rademacher")
 COVARIATE_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "rademacher": "Rademacher"}
 
 #: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.

@@ -33,11 +33,12 @@ TABLE = [
     ([*SHARDED, "--launcher", "slurm"], "reproduce", "argument --launcher: needs --shards"),
     ([*SHARDED, "--shard", "1/3", "--shards", "3"], "reproduce", "not allowed with argument"),
     ([*SHARDED, "--slurm-option", "account"], "reproduce", "argument --slurm-option: must be KEY=VALUE"),
+    ([*BEYOND, "--covariates", "cauchy"], "reproduce", "argument --covariates: invalid choice: 'cauchy'"),
     ([*BEYOND, "--law", "cauchy"], "reproduce", "argument --law: invalid choice: 'cauchy'"),
     ([*BEYOND, "--lengths", "30", "10"], "reproduce", "argument --lengths: must be a non-empty increasing sequence"),
     ([*BEYOND, "--lengths", "0"], "reproduce", "argument --lengths: must be a positive integer"),
     ([*FIG2, "--lengths", "10", "30"], "reproduce", "argument --lengths: applies to Chapter 6's sweeps only"),
-    ([*FIG2, "--law", "uniform"], "reproduce", "argument --law: applies to Chapter 6's sweeps only"),
+    ([*FIG2, "--covariates", "uniform"], "reproduce", "argument --covariates: applies to Chapter 6's sweeps only"),
     (["merge", "fig2", "--preset", "smoke", "--shards", "2"], "merge",
      "argument --shards: needs a seed at least per shard: 2 shards, and this reproduction has 1 seed; add --seeds 2"),
     (["merge", "fig2", "--preset", "smoke"], "merge", "the following arguments are required: --shards"),
@@ -53,6 +54,18 @@ def test_bad_arguments_exit_2_naming_the_option(argv, command, message, tmp_path
     assert f"usage: python -m softmax_as_linear {command}".rstrip() in err
     assert f"python -m softmax_as_linear {command}".rstrip() + ": error:" in err
     assert "Traceback" not in err and not out.exists()
+
+
+def test_the_former_law_option_still_names_the_covariate_laws(capsys):
+    """``--law`` was renamed ``--covariates``: still accepted, hidden from the help, with a note naming the new name."""
+    parser = cli.build_parser()
+    args = parser.parse_args([*BEYOND, "--law", "rademacher"])
+    assert args.covariates == ["rademacher"] and "--law is now --covariates" in capsys.readouterr().err
+    assert parser.parse_args([*BEYOND, "--covariates", "uniform", "rademacher"]).covariates == ["uniform", "rademacher"]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["reproduce", "--help"])
+    help_text = capsys.readouterr().out
+    assert "--covariates" in help_text and "--law" not in help_text
 
 
 @pytest.mark.skipif(torch.version.cuda is not None, reason="a PyTorch built with CUDA")

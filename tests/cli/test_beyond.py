@@ -8,14 +8,14 @@ import softmax_as_linear.cli as cli
 from softmax_as_linear.experiments import presets, reproduce
 
 TINY = dict(lengths=(5, 20), seeds=(327, 0), steps=20, record_every=10, eval_prompts=32, batch_size=16)
-RUN = ["reproduce", "beyond", "--preset", "smoke", "--law", "uniform", "--device", "cpu"]
+RUN = ["reproduce", "beyond", "--preset", "smoke", "--covariates", "uniform", "--device", "cpu"]
 
 
 @pytest.fixture
 def tiny_beyond(monkeypatch):
     """The smoke preset of Chapter 6 shrunk further (20 steps, lengths 5 and 20, two seeds)."""
-    def config(preset, law="uniform", **overrides):
-        return presets.beyond_config(preset, law, **{**TINY, **overrides})
+    def config(preset, covariates="uniform", **overrides):
+        return presets.beyond_config(preset, covariates, **{**TINY, **overrides})
     monkeypatch.setattr(reproduce, "beyond_config", config)
     monkeypatch.setattr("softmax_as_linear.experiments.shards.beyond_config", config)
     monkeypatch.setitem(presets.BEYOND_FINAL_PROMPTS, "smoke", 200)
@@ -30,13 +30,13 @@ def test_beyond_writes_its_file_with_provenance_and_reuses_its_sweep(tmp_path, t
     code, out, err = run_cli(*RUN, "--out", str(tmp_path))
     assert code == cli.EXIT_COMPLETE, err
     data = _load(tmp_path / "beyond_uniform_smoke.json")
-    assert data["complete"] and data["law"] == "uniform" and data["run"] == "smoke"
+    assert data["complete"] and data["covariates"] == "uniform" and data["run"] == "smoke"
     where = data["provenance"]
     assert where["preset"] == "smoke" and where["overrides"] == {} and where["settings"]["seeds"] == [327, 0]
-    assert where["settings"]["law"] == "uniform" and "engine_path" in where and "uncommitted_changes" in where
+    assert where["settings"]["covariates"] == "uniform" and "engine_path" in where and "uncommitted_changes" in where
     assert (tmp_path / "sweep_beyond_uniform_smoke.npz").is_file()
     assert (tmp_path / "checkpoints" / "sweep_beyond_uniform_smoke.pt").is_file()
-    assert not (tmp_path / "beyond_rademacher_smoke.json").exists()  # --law uniform only
+    assert not (tmp_path / "beyond_rademacher_smoke.json").exists()  # --covariates uniform only
     code, out, err = run_cli(*RUN, "--out", str(tmp_path))
     assert code == 0 and "up to date" in out
 

@@ -117,21 +117,21 @@ def _degenerate_task(sampler="paper"):
     return RegressionTask(5, a.T @ a, sampler=sampler)  # rank 2
 
 
-def _setup(cfg, task=None, scale=1.0, law="gaussian", pairs=4, per_tile=2, per_tile_eval=3):
+def _setup(cfg, task=None, scale=1.0, covariates="gaussian", pairs=4, per_tile=2, per_tile_eval=3):
     sweep = SweepModel(cfg, CPU, None)
     with torch.no_grad():
         U, v = sweep.uv()
     U, v = (U * scale).contiguous(), v.contiguous()
-    kernel = pk.PromptKernel(cfg, CPU, law=law, pairs=pairs, per_tile=per_tile, per_tile_eval=per_tile_eval,
+    kernel = pk.PromptKernel(cfg, CPU, covariates=covariates, pairs=pairs, per_tile=per_tile, per_tile_eval=per_tile_eval,
                              task=task)
     return sweep, U, v, kernel
 
 
-def _reference_batch(cfg, kernel, stream, step, n, law, task=None, first=0):
+def _reference_batch(cfg, kernel, stream, step, n, covariates, task=None, first=0):
     task = task or cfg.task()
     F, Fq = ref.task_factors(task)
     return ref.draw(kernel.keys(stream).tolist(), step, n, max(cfg.lengths), d=cfg.d, factor=F, query_factor=Fq,
-                    task_var=task.task_var, noise_var=task.noise_var, law=law, first_prompt=first)
+                    task_var=task.task_var, noise_var=task.noise_var, covariates=covariates, first_prompt=first)
 
 
 def _scratch_tokens(kernel, tag, n_prompts, L):
@@ -163,12 +163,12 @@ def _per_prompt_reference(tokens, query, U, v, L, activation):
 # activation. Sharp attention is test_sharp_attention_needs_and_takes_the_second_pass.
 CASES = {
     "two seeds, KMS, published sampler": dict(cfg=dict(seeds=(327, 4), lengths=(5, 17), covariance="kms",
-                                                       sampler="published"), law="gaussian"),
-    "one seed, isotropic, d = 2": dict(cfg=dict(seeds=(327,), lengths=(3, 16, 17), d=2), law="gaussian"),
-    "uniform law, degenerate covariance": dict(cfg=dict(seeds=(5,), lengths=(4, 19)), law="uniform",
+                                                       sampler="published"), covariates="gaussian"),
+    "one seed, isotropic, d = 2": dict(cfg=dict(seeds=(327,), lengths=(3, 16, 17), d=2), covariates="gaussian"),
+    "uniform covariates, degenerate covariance": dict(cfg=dict(seeds=(5,), lengths=(4, 19)), covariates="uniform",
                                                task=_degenerate_task()),
-    "rademacher law, one activation, d = 3": dict(cfg=dict(seeds=(2,), lengths=(1, 25), covariance="kms", d=3,
-                                                           models=("linear",)), law="rademacher"),
+    "rademacher covariates, one activation, d = 3": dict(cfg=dict(seeds=(2,), lengths=(1, 25), covariance="kms", d=3,
+                                                           models=("linear",)), covariates="rademacher"),
 }
 
 
@@ -177,12 +177,12 @@ def test_kernel_prompts_and_sums_match_the_reference_and_the_tensor_formulas(cas
     spec = CASES[case]
     cfg = TrainConfig(batch_size=2, **spec["cfg"])
     task = spec.get("task")
-    sweep, U, v, kernel = _setup(cfg, task, spec.get("scale", 1.0), spec["law"])
+    sweep, U, v, kernel = _setup(cfg, task, spec.get("scale", 1.0), spec["covariates"])
     alive = torch.ones(sweep.shape, dtype=torch.bool)
     step = torch.tensor(11, dtype=torch.int64)
     out, query, target = kernel.grad_sums(U, v, alive, kernel.keys("train"), step)
     L = max(cfg.lengths)
-    tokens, q_ref, y_ref = _reference_batch(cfg, kernel, "train", 11, 2, spec["law"], task)
+    tokens, q_ref, y_ref = _reference_batch(cfg, kernel, "train", 11, 2, spec["covariates"], task)
     torch.testing.assert_close(_scratch_tokens(kernel, "train", 2, L), tokens, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(query.transpose(1, 2), q_ref, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(target, y_ref, rtol=1e-6, atol=1e-6)
@@ -337,13 +337,13 @@ def test_training_equals_the_tensor_path_and_resumes_bit_for_bit(tmp_path):
 
 def test_training_through_autograd_with_adam_equals_the_tensor_path():
     cfg = TrainConfig(**{**SHORT, "record_every": 2, "optimizer": "adam", "lr": 0.01, "parametrisation": "uv",
-                         "law": "rademacher"})
+                         "covariates": "rademacher"})
     expected = train(cfg, device="cpu", path="tensor")
     got = train(cfg, device="cpu", path="prompt_kernel")
     for n in got.params:
         np.testing.assert_allclose(got.params[n], expected.params[n], rtol=1e-4, atol=1e-6)
 
 
-def test_bad_law_is_named():
-    with pytest.raises(ValueError, match="law"):
-        pk.PromptKernel(TrainConfig(), CPU, law="cauchy")
+def test_bad_covariate_law_is_named():
+    with pytest.raises(ValueError, match="covariates"):
+        pk.PromptKernel(TrainConfig(), CPU, covariates="cauchy")

@@ -36,22 +36,22 @@ def test_uniform_and_box_muller_follow_tritons_formulas():
     assert abs(float(a) - radius * math.cos(angle)) < 1e-6 and abs(float(b) - radius * math.sin(angle)) < 1e-6
 
 
-def _draw(task, n, L, law="gaussian", keys=(10_327, 10_001), step=3, first=0):
+def _draw(task, n, L, covariates="gaussian", keys=(10_327, 10_001), step=3, first=0):
     F, Fq = cs.task_factors(task)
     return cs.draw(list(keys), step, n, L, d=task.d, factor=F, query_factor=Fq, task_var=task.task_var,
-                   noise_var=task.noise_var, law=law, first_prompt=first)
+                   noise_var=task.noise_var, covariates=covariates, first_prompt=first)
 
 
 def _within(estimate, target, se, k=5.0):
     return bool(((estimate - target).abs() <= k * se + 1e-12).all())
 
 
-@pytest.mark.parametrize("law", ["gaussian", "uniform", "rademacher"])
+@pytest.mark.parametrize("covariates", ["gaussian", "uniform", "rademacher"])
 @pytest.mark.parametrize("sampler", ["paper", "published"])
-def test_moments_of_the_prompts_within_their_standard_errors(law, sampler):
+def test_moments_of_the_prompts_within_their_standard_errors(covariates, sampler):
     task = RegressionTask.kms(5, 0.5, sampler=sampler)
     n, L = 3000, 24
-    tokens, query, target = _draw(task, n, L, law)
+    tokens, query, target = _draw(task, n, L, covariates)
     x = tokens[..., :5].reshape(-1, 5).double()
     N = x.shape[0]
     second = torch.einsum("ni,nj->nij", x, x)
@@ -71,12 +71,12 @@ def test_moments_of_the_prompts_within_their_standard_errors(law, sampler):
     # the raw covariates: fourth moment 3 (Gaussian), 9/5 (uniform), 1 (Rademacher)
     F, _ = cs.task_factors(task)
     xi = torch.linalg.solve_triangular(F, x.T, upper=False).T
-    fourth = {"gaussian": 3.0, "uniform": 1.8, "rademacher": 1.0}[law]
+    fourth = {"gaussian": 3.0, "uniform": 1.8, "rademacher": 1.0}[covariates]
     assert _within((xi**4).mean(0), torch.full((5,), fourth, dtype=torch.float64),
                    (xi**4).std(0) / math.sqrt(N) + 1e-4)  # Rademacher: exactly 1, up to rounding
-    if law == "rademacher":
+    if covariates == "rademacher":
         assert torch.allclose(xi.abs(), torch.ones_like(xi), atol=1e-5)
-    if law == "uniform":
+    if covariates == "uniform":
         assert float(xi.abs().max()) <= math.sqrt(3) + 1e-5
     # the two tokens drawn from one Philox counter (positions 2q, 2q + 1) are independent
     pairs = tokens[:, :, :L].reshape(2, n, L // 2, 2, 6).double()
@@ -105,12 +105,12 @@ def test_a_degenerate_covariance_draws_inputs_in_its_range():
     assert int(torch.linalg.matrix_rank(x.T @ x, rtol=1e-4)) == 2
 
 
-def test_bad_law_is_named():
+def test_bad_covariate_law_is_named():
     task = RegressionTask.isotropic(5)
-    with pytest.raises(ValueError, match="law"):
-        _draw(task, 2, 3, law="cauchy")
-    with pytest.raises(ValueError, match="law"):
-        TrainConfig(law="cauchy")
+    with pytest.raises(ValueError, match="covariates"):
+        _draw(task, 2, 3, covariates="cauchy")
+    with pytest.raises(ValueError, match="covariates"):
+        TrainConfig(covariates="cauchy")
     with pytest.raises(ValueError, match="rng 'philox' does not hand out the task vectors"):
         TrainConfig(models=("softmax", "softmax_limit"), rng="philox")
     with pytest.raises(ValueError, match="rng"):
@@ -119,7 +119,7 @@ def test_bad_law_is_named():
 
 def test_auto_stream_is_resolved_for_the_device():
     assert resolved(TrainConfig(), "cpu").rng == "torch"  # torch's generators are the fast draw on a CPU
-    assert resolved(TrainConfig(law="rademacher"), "cpu").rng == "torch"  # torch's generators draw every law
+    assert resolved(TrainConfig(covariates="rademacher"), "cpu").rng == "torch"  # torch's generators draw every law
     assert resolved(TrainConfig(models=("softmax", "softmax_limit")), "cpu").rng == "torch"
     assert resolved(TrainConfig(rng="philox"), "cpu").rng == "philox"
 
@@ -146,7 +146,7 @@ def test_training_on_the_counter_stream_resumes_bit_for_bit(tmp_path):
     if prompt_kernel.INTERPRETED:
         pytest.skip("the tensor path is checked here; the kernel in tests/engine/prompt_kernel_interpreted.py")
     cfg = TrainConfig(lengths=(3, 9), seeds=(327, 1), batch_size=4, steps=12, record_every=4, eval_prompts=6,
-                      lr=0.05, rng="philox", law="uniform")
+                      lr=0.05, rng="philox", covariates="uniform")
     whole = train(cfg, device="cpu")
     assert whole.config.rng == "philox" and np.isfinite(whole.eval_risk).all() and np.isfinite(whole.eval_sd).all()
     calls = []
@@ -170,9 +170,9 @@ def test_sweep_files_from_before_the_stream_choice_read_as_torch(tmp_path):
     path = save_sweep(tmp_path / "s.npz", result)
     arrays = load_npz(path)
     fields = json.loads(str(arrays["config_json"]))
-    del fields["rng"], fields["law"]  # as written before these fields existed
+    del fields["rng"], fields["covariates"]  # as written before these fields existed
     arrays["config_json"] = np.array(json.dumps(fields))
     del arrays["engine_path"]  # nor did files name the engine's path
     save_npz(tmp_path / "old.npz", **arrays)
     old = load_sweep(tmp_path / "old.npz")
-    assert old.config.rng == "torch" and old.config.law == "gaussian" and old.engine_path == "unknown"
+    assert old.config.rng == "torch" and old.config.covariates == "gaussian" and old.engine_path == "unknown"

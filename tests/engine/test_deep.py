@@ -107,10 +107,10 @@ def test_a_run_whose_risk_exceeds_blowup_times_the_zero_risk_diverges_as_in_the_
 def test_the_configuration_round_trips_and_a_run_resumes_from_a_checkpoint_of_the_engine_loop(tmp_path):
     from softmax_as_linear.engine.train import run
 
-    cfg = _cfg(task=RegressionTask.kms(d=2, rho=0.4, law="uniform"), models=(("softmax", 2), ("linear", 1)))
+    cfg = _cfg(task=RegressionTask.kms(d=2, rho=0.4, covariates="uniform"), models=(("softmax", 2), ("linear", 1)))
     again = DeepConfig.from_dict(cfg.as_dict())
     assert again.as_dict() == cfg.as_dict() and torch.equal(again.task.covariance, cfg.task.covariance)
-    assert (again.task.law, again.models, again.seeds) == ("uniform", cfg.models, cfg.seeds)
+    assert (again.task.covariates, again.models, again.seeds) == ("uniform", cfg.models, cfg.seeds)
     whole = run(DeepStepper(cfg), 4, [0, 2, 4])
     calls = []
     part = run(DeepStepper(cfg), 4, [0, 2, 4], config=cfg, checkpoint=tmp_path / "deep.pt", checkpoint_every=2,

@@ -96,7 +96,7 @@ def test_it_runs_through_the_engine_loop_and_resumes_exactly():
 
 def test_refuses_non_gaussian_covariates():
     with pytest.raises(ValueError, match="Gaussian"):
-        DeepLimitStepper(_cfg(task=RegressionTask.isotropic(d=2, law="uniform")))
+        DeepLimitStepper(_cfg(task=RegressionTask.isotropic(d=2, covariates="uniform")))
 
 
 @pytest.mark.slow

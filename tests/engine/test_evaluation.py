@@ -53,7 +53,7 @@ def test_final_evaluation_scores_the_infinite_prompt_models():
     from softmax_as_linear.theory.limit_model import infinite_prompt_risk_estimate
     from softmax_as_linear.theory.risks import infinite_prompt_risk
 
-    cfg = TrainConfig(law="rademacher", lengths=(6,), models=("softmax", "linear", "softmax_limit", "linear_limit"),
+    cfg = TrainConfig(covariates="rademacher", lengths=(6,), models=("softmax", "linear", "softmax_limit", "linear_limit"),
                       seeds=(1,), steps=20, lr=0.05, batch_size=32, record_every=10, eval_prompts=32, dtype="float64")
     result = train(cfg)
     evaluation = final_evaluation(result, n_prompts=40_000, dtype=torch.float64)

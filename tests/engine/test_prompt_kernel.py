@@ -60,11 +60,11 @@ def _per_prompt(tokens, query, U, v, L, activation):
 @cuda
 # two compilations only (each variant is one; the sweeps reuse them): the KMS paper sweep's kernel, and the
 # published sampler with uniform inputs and sharp attention (the second pass); the rest is checked interpreted
-@pytest.mark.parametrize("covariance, sampler, law, scale", [
+@pytest.mark.parametrize("covariance, sampler, covariates, scale", [
     ("kms", "paper", "gaussian", 1.0), ("kms", "published", "uniform", 300.0)])
-def test_cuda_kernel_matches_the_reference(covariance, sampler, law, scale):
+def test_cuda_kernel_matches_the_reference(covariance, sampler, covariates, scale):
     cfg = TrainConfig(lengths=(5, 70, 130, 257), seeds=(327, 4), batch_size=8, covariance=covariance, sampler=sampler,
-                      law=law, rng="philox")
+                      covariates=covariates, rng="philox")
     dev = torch.device("cuda")
     sweep = SweepModel(cfg, dev, None)
     with torch.no_grad():
@@ -76,7 +76,7 @@ def test_cuda_kernel_matches_the_reference(covariance, sampler, law, scale):
     task = cfg.task()
     F, Fq = cs.task_factors(task)
     tokens, q_ref, y_ref = cs.draw(kernel.keys("train").tolist(), 3, 8, 257, d=5, factor=F, query_factor=Fq,
-                                   task_var=task.task_var, noise_var=task.noise_var, law=law, device=dev)
+                                   task_var=task.task_var, noise_var=task.noise_var, covariates=covariates, device=dev)
     # the hardware sine and cosine: a few units of the sixth decimal
     torch.testing.assert_close(_scratch_tokens(kernel, "train", 8, 257), tokens, rtol=1e-5, atol=3e-5)
     torch.testing.assert_close(query.transpose(1, 2), q_ref, rtol=1e-5, atol=3e-5)

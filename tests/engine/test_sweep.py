@@ -70,36 +70,45 @@ def test_checkpoint_round_trip_and_configuration_check(tmp_path):
 
 
 def _as_written_before(config: TrainConfig) -> dict:
-    """The configuration as files before the rename of ``activations`` to ``models`` and before ``rng`` and ``law``
-    stored it."""
+    """The configuration as files before the rename of ``activations`` to ``models`` and before ``rng`` and the
+    covariate law stored it."""
     fields = config.as_dict()
     fields["activations"] = fields.pop("models")
-    del fields["rng"], fields["law"]
+    del fields["rng"], fields["covariates"]
     return fields
 
 
-def test_files_written_with_the_old_field_names_still_load(tmp_path):
+def _as_written_with_law(config: TrainConfig) -> dict:
+    """The configuration as files stored it before the rename of the covariate law ``law`` to ``covariates``."""
+    fields = config.as_dict()
+    fields["law"] = fields.pop("covariates")
+    return fields
+
+
+@pytest.mark.parametrize("written", [_as_written_before, _as_written_with_law])
+def test_files_written_with_the_old_field_names_still_load(tmp_path, written):
     import json
 
     from softmax_as_linear.core.artifacts import load_npz, save_npz
     from softmax_as_linear.experiments.reproduce import final_key, same_final_key
 
-    config = TINY.replace(rng="torch", models=("linear", "softmax"))
+    config = TINY.replace(rng="torch", models=("linear", "softmax"),
+                          covariates="gaussian" if written is _as_written_before else "uniform")
     result = _result(config)
     arrays = load_npz(save_sweep(tmp_path / "new.npz", result))
-    arrays["config_json"] = np.array(json.dumps(_as_written_before(config)))
+    arrays["config_json"] = np.array(json.dumps(written(config)))
     old = load_sweep(save_npz(tmp_path / "old.npz", **arrays))
     assert old.config == config and old.config.models == ("linear", "softmax")
     np.testing.assert_array_equal(old.eval_risk, result.eval_risk)
 
-    path = save_checkpoint(tmp_path / "old.pt", {"config": _as_written_before(config), "step": 1})
+    path = save_checkpoint(tmp_path / "old.pt", {"config": written(config), "step": 1})
     assert load_checkpoint(path, config, "cpu")["step"] == 1
     with pytest.raises(ValueError, match="different configuration"):
         load_checkpoint(path, config.replace(models=("linear",)), "cpu")
 
     # a cached final evaluation written before the rename is still this sweep's
     key = final_key(result, 100)
-    before = json.dumps({"config": _as_written_before(config), "steps": 2, "n_prompts": 100})
+    before = json.dumps({"config": written(config), "steps": 2, "n_prompts": 100})
     assert same_final_key(before, key) and same_final_key(key, key)
     assert not same_final_key(before, final_key(result, 200)) and not same_final_key("", key)
 

@@ -316,7 +316,7 @@ def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
     from softmax_as_linear.core import seeding
     from softmax_as_linear.theory.limit_model import infinite_prompt_prediction
 
-    cfg = TrainConfig(law="uniform", lengths=(4, 9), models=("softmax", "softmax_limit", "linear_limit"),
+    cfg = TrainConfig(covariates="uniform", lengths=(4, 9), models=("softmax", "softmax_limit", "linear_limit"),
                       seeds=(3,), steps=6, lr=0.05, batch_size=16, record_every=3, eval_prompts=8, dtype="float64")
     result = train(cfg)
     for name, value in result.params.items():
@@ -343,8 +343,8 @@ def test_infinite_prompt_models_train_on_the_tasks_and_queries_of_the_batches():
         sweep.predict(tokens, query)
     with pytest.raises(ValueError, match="models"):
         TrainConfig(models=("softmax", "tanh_limit"))
-    with pytest.raises(ValueError, match="law"):
-        TrainConfig(law="cauchy")
+    with pytest.raises(ValueError, match="covariates"):
+        TrainConfig(covariates="cauchy")
 
 
 def test_a_data_source_a_cuda_graph_would_freeze_is_refused():

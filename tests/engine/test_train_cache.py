@@ -58,7 +58,7 @@ def test_a_hit_returns_exactly_what_training_returned(cache, monkeypatch):
     _same(train(TINY, device="cpu"), trained, seconds=False)  # what training again gives (seconds aside)
 
 
-@pytest.mark.parametrize("change", [dict(seeds=(0, 2)), dict(lr=0.011), dict(steps=16), dict(law="uniform"),
+@pytest.mark.parametrize("change", [dict(seeds=(0, 2)), dict(lr=0.011), dict(steps=16), dict(covariates="uniform"),
                                     dict(dtype="float64"), dict(models=("softmax",))])
 def test_another_configuration_trains_again(cache, monkeypatch, change):
     train(TINY, device="cpu")

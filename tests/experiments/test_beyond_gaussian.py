@@ -23,7 +23,7 @@ def smoke():
 def test_smoke_experiment_reads_its_sweep(smoke, tmp_path):
     json.loads(json.dumps(smoke))  # JSON-ready
     tracking = smoke["tracking"]
-    assert tracking["law"] == "uniform" and tracking["lengths"] == [10, 30]
+    assert tracking["covariates"] == "uniform" and tracking["lengths"] == [10, 30]
     for activation in ("softmax", "linear"):
         distance = np.asarray(tracking["distance"][activation])
         assert np.all(distance[..., 0] == 0) and np.all(distance[..., -1] > 0)  # same start, then apart
@@ -36,9 +36,9 @@ def test_smoke_experiment_reads_its_sweep(smoke, tmp_path):
     assert np.all(np.asarray(final["bayes"]) < np.asarray(final["optimal_linear"]))
     assert np.all(np.asarray(final["optimal_linear"]) < np.asarray(final["optimal_linear_gaussian"]))
     origin = smoke["provenance"]
-    assert origin["settings"]["law"] == "uniform" and origin["device"] == "cpu" and "torch" in origin
+    assert origin["settings"]["covariates"] == "uniform" and origin["device"] == "cpu" and "torch" in origin
     path = save_json(tmp_path / beyond_gaussian.result_name("uniform", "smoke"), smoke)
-    assert beyond_gaussian.saved_result("uniform", "smoke", folder=tmp_path)["law"] == "uniform"
+    assert beyond_gaussian.saved_result("uniform", "smoke", folder=tmp_path)["covariates"] == "uniform"
     assert beyond_gaussian.saved_result("rademacher", "smoke", folder=tmp_path) is None
     assert path.name == "beyond_uniform_smoke.json"
 
@@ -73,8 +73,8 @@ def test_concentration_check_recovers_the_delta_method_rate():
 
 def test_names_and_bad_input():
     assert beyond_gaussian.reproduce_command("rademacher", "paper") == \
-        "python -m softmax_as_linear reproduce beyond --law rademacher --preset paper"
-    with pytest.raises(ValueError, match="law"):
+        "python -m softmax_as_linear reproduce beyond --covariates rademacher --preset paper"
+    with pytest.raises(ValueError, match="covariates"):
         beyond_gaussian.result_name("gaussian-ish")
     with pytest.raises(ValueError, match="preset"):
         beyond_gaussian.beyond_experiment("uniform", "huge")
@@ -90,11 +90,11 @@ def test_script_is_reproduce_beyond_at_the_paper_preset(monkeypatch, capsys):
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     with pytest.raises(SystemExit) as bad:
-        script.main(["--law", "cauchy"])
-    assert bad.value.code == 2 and "--law" in capsys.readouterr().err
+        script.main(["--covariates", "cauchy"])
+    assert bad.value.code == 2 and "--covariates" in capsys.readouterr().err
     calls = []
     monkeypatch.setattr("softmax_as_linear.cli.main", lambda argv: calls.append(argv) or 0)
-    assert script.main(["--law", "uniform", "--seeds", "3"]) == 0
+    assert script.main(["--covariates", "uniform", "--seeds", "3"]) == 0
     assert script.main(["--preset=smoke", "--device", "cpu"]) == 0
-    assert calls == [["reproduce", "beyond", "--preset", "paper", "--law", "uniform", "--seeds", "3"],
+    assert calls == [["reproduce", "beyond", "--preset", "paper", "--covariates", "uniform", "--seeds", "3"],
                      ["reproduce", "beyond", "--preset=smoke", "--device", "cpu"]]

@@ -15,9 +15,9 @@ CORE = pathlib.Path(softmax_as_linear.__file__).parent / "core"
     ("fig2_lecture.json", "reproduce fig2 fig3 fig4 --preset lecture"),
     ("fig8_paper.json", "reproduce fig6 fig7 fig8 --preset paper"),
     ("fig6_paper_published.json", "reproduce fig6 fig7 fig8 --preset paper --sampler published"),
-    ("beyond_uniform_paper.json", "reproduce beyond --law uniform --preset paper"),
+    ("beyond_uniform_paper.json", "reproduce beyond --covariates uniform --preset paper"),
     ("beyond_rademacher_paper_3seeds_L10-30-100-300-1000.json",
-     "reproduce beyond --law rademacher --preset paper --seeds 3 --lengths 10 30 100 300 1000"),
+     "reproduce beyond --covariates rademacher --preset paper --seeds 3 --lengths 10 30 100 300 1000"),
     ("depth_lecture.json", "reproduce depth --preset lecture"),
     ("depth_paper_10seeds.json", "reproduce depth --preset paper --seeds 10"),
 ])
@@ -80,11 +80,11 @@ def test_committed_chapter_6_files_are_named_after_what_they_ran():
     files = sorted(root.glob("beyond_*.json"))
     assert files
     for path in files:
-        data = artifacts.load_json(path)
+        data = result_files.beyond_with_current_names(artifacts.load_json(path))
         where = data["provenance"]
-        assert path.name == result_files.beyond_file(data["law"], data["run"]) and where["run"] == data["run"]
+        assert path.name == result_files.beyond_file(data["covariates"], data["run"]) and where["run"] == data["run"]
         preset, seeds, lengths = result_files.parse_run(data["run"])
-        expected = beyond_config(preset, data["law"])
+        expected = beyond_config(preset, data["covariates"])
         assert where["preset"] == data["preset"] == preset
         assert len(where["settings"]["seeds"]) == (seeds or len(expected.seeds))
         assert tuple(where["settings"]["lengths"]) == (lengths or expected.lengths)
@@ -98,3 +98,36 @@ def test_committed_chapter_6_files_are_named_after_what_they_ran():
     # Chapter 6 asks for the paper preset's files: the full run's when there is one (committed), else a reduced run
     assert result_files.saved_beyond("uniform", "paper")["run"] == "paper"
 
+
+def test_chapter_6_files_written_before_the_rename_of_law_read_with_todays_names():
+    """The committed files hold the covariate law as ``law`` (kept as written); they are read as ``covariates``."""
+    from softmax_as_linear.engine.sweep import TrainConfig, config_fields
+
+    root = pathlib.Path(softmax_as_linear.__file__).parents[2] / "results"
+    raw = artifacts.load_json(root / "beyond_uniform_paper.json")
+    assert raw["law"] == raw["tracking"]["law"] == raw["provenance"]["settings"]["law"] == "uniform"
+    data = result_files.saved_beyond("uniform", "paper")
+    assert data["covariates"] == "uniform" and "law" not in data
+    for part in ("tracking", "limits", "final"):
+        assert data[part]["covariates"] == "uniform" and "law" not in data[part], part
+    settings = data["provenance"]["settings"]
+    assert settings["covariates"] == "uniform" and "law" not in settings
+    config = TrainConfig(**{k: tuple(v) if isinstance(v, list) else v
+                            for k, v in config_fields(raw["provenance"]["settings"]).items()})
+    assert config.covariates == "uniform" and config.task().covariates == "uniform"
+    assert data["tracking"]["distance"] == raw["tracking"]["distance"]  # the numbers as written
+    new = {"covariates": "rademacher", "tracking": {"covariates": "rademacher"}, "provenance": {"settings": {}}}
+    assert result_files.beyond_with_current_names(new) == new
+
+
+
+def test_committed_chapter_7_file_is_up_to_date_for_its_settings_whatever_it_calls_the_covariate_law():
+    """``reproduce depth`` reuses a complete depth file whose settings are the run's: the committed one, written when
+    the covariate law was ``law``, still is (read through the renamed fields)."""
+    from softmax_as_linear.engine.sweep import config_fields
+    from softmax_as_linear.experiments.depth_regression import depth_settings
+
+    root = pathlib.Path(softmax_as_linear.__file__).parents[2] / "results"
+    settings = artifacts.load_json(root / "depth_lecture.json")["provenance"]["settings"]
+    assert settings["law"] == "gaussian"  # as written
+    assert config_fields(settings) == depth_settings("lecture").as_dict()

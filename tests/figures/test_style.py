@@ -122,18 +122,29 @@ def test_softmax_and_linear_stay_apart(vision):
 
 @pytest.mark.parametrize("vision", CVD)
 def test_laws_stay_apart(vision):
-    pairs = itertools.combinations(style.LAW_COLORS.values(), 2)
+    every_law = {**style.TOKEN_LAW_COLORS, **style.COVARIATE_COLORS}
+    pairs = itertools.combinations(set(every_law.values()), 2)
     assert min(_distance(a, b, vision) for a, b in pairs) > 20
 
 
-def test_a_law_has_one_colour_in_every_chapter():
-    """Token laws (Chapters 1-3) and covariate laws (Chapter 6) share one palette: "uniform" is one colour."""
-    from softmax_as_linear.figures import beyond_gaussian
-    from softmax_as_linear.registry import COVARIATE_LAWS, LAW_KINDS
-    assert set(style.LAW_COLORS) == set(LAW_KINDS) | set(COVARIATE_LAWS)
-    assert len(set(style.LAW_COLORS.values())) == len(style.LAW_COLORS)
-    fig = beyond_gaussian.tilted_entry_figure([0.0, 1.0], {law: [0.0, 0.5] for law in COVARIATE_LAWS})
-    assert [trace.line.color for trace in fig.data] == [style.LAW_COLORS[law] for law in COVARIATE_LAWS]
+def test_token_laws_and_covariate_laws_have_their_own_maps_and_a_name_one_colour():
+    """Token laws (Chapters 1-3) and covariate laws (Chapter 6) each have their colour map; a name both use
+    ("gaussian", "uniform") has one colour in both, and distinct laws of one map distinct colours."""
+    from softmax_as_linear.figures import beyond_gaussian, measure_view
+    from softmax_as_linear.registry import COVARIATES, LAW_KINDS
+    assert tuple(style.TOKEN_LAW_COLORS) == LAW_KINDS and tuple(style.COVARIATE_COLORS) == COVARIATES
+    for colours in (style.TOKEN_LAW_COLORS, style.COVARIATE_COLORS):
+        assert len(set(colours.values())) == len(colours)
+    shared = set(LAW_KINDS) & set(COVARIATES)
+    assert shared == {"gaussian", "uniform"}
+    assert all(style.TOKEN_LAW_COLORS[name] == style.COVARIATE_COLORS[name] for name in shared)
+    # Rademacher, a covariate law only, takes no token law's colour
+    assert style.COVARIATE_COLORS["rademacher"] not in style.TOKEN_LAW_COLORS.values()
+    fig = beyond_gaussian.tilted_entry_figure([0.0, 1.0], {name: [0.0, 0.5] for name in COVARIATES})
+    assert [trace.line.color for trace in fig.data] == [style.COVARIATE_COLORS[name] for name in COVARIATES]
+    lengths = [10, 100, 1000]
+    fig = measure_view.lln_figure(lengths, {kind: [1.0, 0.3, 0.1] for kind in LAW_KINDS}, n_prompts=8)
+    assert [trace.line.color for trace in fig.data[:len(LAW_KINDS)]] == [style.TOKEN_LAW_COLORS[k] for k in LAW_KINDS]
 
 
 def _contrast_on_white(color: str) -> float:

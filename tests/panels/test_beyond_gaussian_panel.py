@@ -8,12 +8,12 @@ from softmax_as_linear.panels import training as tp
 def test_controls_give_the_lecture_preset_at_one_length():
     controls = panel.beyond_controls()
     values = {name: widget.value for name, widget in controls.items()}
-    assert values["law"] == "uniform" and values["L"] == panel.BEYOND_PANEL["L"]
+    assert values["covariates"] == "uniform" and values["L"] == panel.BEYOND_PANEL["L"]
     config = panel.beyond_panel_config(**values)
-    assert config.law == "uniform" and config.lengths == (100,) and config.seeds == (327,)
+    assert config.covariates == "uniform" and config.lengths == (100,) and config.seeds == (327,)
     assert set(config.models) == {"softmax", "linear", "softmax_limit", "linear_limit"}
     assert config.record_every * 50 == config.steps
-    with pytest.raises(ValueError, match="law"):
+    with pytest.raises(ValueError, match="covariates"):
         panel.beyond_panel_config("cauchy", 10, 1, 0.01, 100)
     with pytest.raises(ValueError, match="lr"):
         panel.beyond_panel_config("uniform", 10, 1, -0.01, 100)
@@ -31,5 +31,5 @@ def test_one_click_draws_the_distances_to_the_limits():
 
 def test_the_panel_builds_with_its_buttons():
     built = panel.beyond_panel()
-    assert set(built.controls) == {"law", "L", "seed", "lr", "steps"}
+    assert set(built.controls) == {"covariates", "L", "seed", "lr", "steps"}
     assert built.state["run"] is None

@@ -56,9 +56,9 @@ def test_quadrature_integrates_the_moments(law):
 
 
 def test_bad_law_names_the_argument():
-    with pytest.raises(ValueError, match="law"):
-        covariates.check_law("laplace")
-    with pytest.raises(ValueError, match="law"):
+    with pytest.raises(ValueError, match="covariates"):
+        covariates.check_covariates("laplace")
+    with pytest.raises(ValueError, match="covariates"):
         covariates.tilted_mean("cauchy", torch.zeros(2))
     with pytest.raises(ValueError, match="k must"):
         covariates.moment("uniform", 3)

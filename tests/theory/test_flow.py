@@ -159,7 +159,7 @@ def test_label_noise_leaves_the_block_flow_and_remark_5_3_unchanged():
 
 
 def test_rademacher_flow_converges_to_an_exact_minimiser_other_than_remark_5_3():
-    task = regression.RegressionTask.isotropic(5, law="rademacher")
+    task = regression.RegressionTask.isotropic(5, covariates="rademacher")
     flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [0, 60], max_dt=0.25)
     A, v = flow["U"][-1, :5, :5], flow["V"][-1, -1, -1]
     a = A[0, 0]
@@ -170,7 +170,7 @@ def test_rademacher_flow_converges_to_an_exact_minimiser_other_than_remark_5_3()
 
 
 def test_uniform_flow_has_no_limit_and_follows_its_drift_asymptotics():
-    task = regression.RegressionTask.isotropic(5, law="uniform")
+    task = regression.RegressionTask.isotropic(5, covariates="uniform")
     times = [250, 500, 1000]
     # The flow reduced to (a, v) in the isotropic block structure, which is the flow itself
     # (test_reduced_isotropic_flow_is_the_flow), integrated by an adaptive solver over this long horizon.
@@ -187,7 +187,7 @@ def test_uniform_flow_has_no_limit_and_follows_its_drift_asymptotics():
 
 
 def test_non_gaussian_flow_needs_the_block_structure():
-    task = regression.RegressionTask.isotropic(3, law="uniform")
+    task = regression.RegressionTask.isotropic(3, covariates="uniform")
     U0, V0 = flow_limits.block_init(task, 0.3)
     U0[3, 0] = 0.1
     with pytest.raises(ValueError, match="U0"):
@@ -195,16 +195,16 @@ def test_non_gaussian_flow_needs_the_block_structure():
     linear = infinite_prompt_flow(U0, V0, task, [1.0], activation="linear")  # linear attention: any start
     assert np.isfinite(linear["risk"]).all()
     with pytest.raises(ValueError, match="task"):
-        flow_module.drift_asymptotics(regression.RegressionTask.isotropic(3, law="rademacher"), [1.0])
+        flow_module.drift_asymptotics(regression.RegressionTask.isotropic(3, covariates="rademacher"), [1.0])
 
 
-@pytest.mark.parametrize("law", ["uniform", "rademacher"])
-def test_reduced_isotropic_flow_is_the_flow(law):
-    task = regression.RegressionTask.isotropic(5, law=law)
+@pytest.mark.parametrize("covariates", ["uniform", "rademacher"])
+def test_reduced_isotropic_flow_is_the_flow(covariates):
+    task = regression.RegressionTask.isotropic(5, covariates=covariates)
     times = [2.0, 10.0, 30.0]
     full = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, times, max_dt=0.1)
     reduced = flow_module.isotropic_block_flow(task, 0.3, times)
     assert np.allclose(reduced["a"], full["U"][:, 0, 0], atol=1e-6) and np.allclose(reduced["v"], full["V"][:, -1, -1], atol=1e-6)
     assert np.allclose(reduced["risk"], full["risk"], atol=1e-9)
     with pytest.raises(ValueError, match="task"):
-        flow_module.isotropic_block_flow(regression.RegressionTask.kms(3, law=law), 0.3, times)
+        flow_module.isotropic_block_flow(regression.RegressionTask.kms(3, covariates=covariates), 0.3, times)

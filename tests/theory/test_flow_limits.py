@@ -97,4 +97,4 @@ def test_bad_input_names_the_argument(call, match):
 
 def test_finite_prompt_limit_is_for_gaussian_covariates_only():
     with pytest.raises(ValueError, match="L"):
-        flow_limits.limit_parameters(regression.RegressionTask.isotropic(3, law="uniform"), L=10)
+        flow_limits.limit_parameters(regression.RegressionTask.isotropic(3, covariates="uniform"), L=10)

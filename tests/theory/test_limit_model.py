@@ -8,13 +8,13 @@ import torch
 from softmax_as_linear.theory import covariates, flow_limits, limit_model, regression, risks
 from softmax_as_linear.theory.concentration import stream_moments
 
-LAWS = ("uniform", "rademacher")
+NON_GAUSSIAN = ("uniform", "rademacher")
 
 
-def _task(law, covariance="isotropic", sampler="paper"):
+def _task(name, covariance="isotropic", sampler="paper"):
     if covariance == "isotropic":
-        return regression.RegressionTask.isotropic(3, 0.4, 0.2, sampler, law)
-    return regression.RegressionTask.kms(3, 0.5, 0.4, 0.2, sampler, law)
+        return regression.RegressionTask.isotropic(3, 0.4, 0.2, sampler, name)
+    return regression.RegressionTask.kms(3, 0.5, 0.4, 0.2, sampler, name)
 
 
 def _uv(seed, scale=0.5, D=4):
@@ -36,10 +36,10 @@ def test_gaussian_law_gives_lemma_2_1(covariance):
                           (V[-1] * (gamma @ (stream.query @ U.T).unsqueeze(-1)).squeeze(-1)).sum(-1), atol=1e-12)
 
 
-@pytest.mark.parametrize("law", LAWS)
+@pytest.mark.parametrize("name", NON_GAUSSIAN)
 @pytest.mark.parametrize("covariance", ["isotropic", "kms"])
-def test_tilted_moments_are_the_gradient_and_hessian_of_the_cgf(law, covariance):
-    task = _task(law, covariance)
+def test_tilted_moments_are_the_gradient_and_hessian_of_the_cgf(name, covariance):
+    task = _task(name, covariance)
     w = torch.randn(3, dtype=torch.float64, generator=torch.Generator().manual_seed(3)) * 0.6
     u = torch.tensor([0.3, -0.8, 0.5, 0.7], dtype=torch.float64, requires_grad=True)
     K = limit_model.token_log_mgf(task, u, w)
@@ -54,11 +54,11 @@ def test_tilted_moments_are_the_gradient_and_hessian_of_the_cgf(law, covariance)
     assert abs(math.log(float(weights.mean())) - float(K.detach())) < 0.02
 
 
-@pytest.mark.parametrize("law", LAWS)
+@pytest.mark.parametrize("name", NON_GAUSSIAN)
 @pytest.mark.parametrize("covariance", ["isotropic", "kms"])
-def test_long_prompts_converge_at_the_delta_method_rate(law, covariance):
+def test_long_prompts_converge_at_the_delta_method_rate(name, covariance):
     # L E[(yhat_L - yhat_inf)^2 / C] -> 1 for each (w, x_q): the mean over prompts, with its standard error
-    task = _task(law, covariance)
+    task = _task(name, covariance)
     U, V = _uv(5)
     P, L = 300, 20_000
     stream = task.stream(P, torch.Generator().manual_seed(6))
@@ -70,9 +70,9 @@ def test_long_prompts_converge_at_the_delta_method_rate(law, covariance):
     assert abs(mean - 1) < 4 * se + 0.05, (mean, se)
 
 
-@pytest.mark.parametrize("law", LAWS)
-def test_linear_attention_limit_depends_on_second_moments_only(law):
-    task = _task(law, "kms")
+@pytest.mark.parametrize("name", NON_GAUSSIAN)
+def test_linear_attention_limit_depends_on_second_moments_only(name):
+    task = _task(name, "kms")
     U, V = _uv(7)
     stream = task.stream(40, torch.Generator().manual_seed(8))
     moments = stream_moments(stream.tokens, 200_000, stream.query.unsqueeze(1), U)
@@ -86,14 +86,14 @@ def test_linear_attention_limit_depends_on_second_moments_only(law):
     assert float(((softmax - limit) ** 2).mean()) > 0.01
 
 
-@pytest.mark.parametrize("law", ("gaussian",) + LAWS)
-def test_risk_estimate_matches_the_closed_forms_and_its_error(law):
-    task = _task(law, "kms")
+@pytest.mark.parametrize("name", ("gaussian",) + NON_GAUSSIAN)
+def test_risk_estimate_matches_the_closed_forms_and_its_error(name):
+    task = _task(name, "kms")
     U, V = _uv(9)
     mean, se = limit_model.infinite_prompt_risk_estimate(U, V, task, 1 << 17, seed=3, activation="linear")
     closed = float(risks.infinite_prompt_risk(U, V, task, activation="linear"))
     assert abs(float(mean) - closed) < 4 * float(se)
-    if law == "gaussian":
+    if name == "gaussian":
         mean, se = limit_model.infinite_prompt_risk_estimate(U, V, task, 1 << 17, seed=3)
         assert abs(float(mean) - float(risks.infinite_prompt_risk(U, V, task))) < 4 * float(se)
     else:
@@ -103,10 +103,10 @@ def test_risk_estimate_matches_the_closed_forms_and_its_error(law):
     assert batched.shape == (2,)
 
 
-@pytest.mark.parametrize("law", LAWS)
+@pytest.mark.parametrize("name", NON_GAUSSIAN)
 @pytest.mark.parametrize("covariance", ["isotropic", "kms"])
-def test_block_risk_by_quadrature_matches_monte_carlo(law, covariance):
-    task = _task(law, covariance)
+def test_block_risk_by_quadrature_matches_monte_carlo(name, covariance):
+    task = _task(name, covariance)
     g = torch.Generator().manual_seed(10)
     U, V = flow_limits.block_init(task, 0.3)
     U[:3, :3] = 0.4 * torch.randn(3, 3, generator=g, dtype=torch.float64)
@@ -123,7 +123,7 @@ def test_block_risk_by_quadrature_matches_monte_carlo(law, covariance):
 
 
 def test_block_risk_does_not_depend_on_the_label_noise_but_through_its_constant():
-    noisy, clean = _task("uniform"), regression.RegressionTask.isotropic(3, 0.4, 0.0, law="uniform")
+    noisy, clean = _task("uniform"), regression.RegressionTask.isotropic(3, 0.4, 0.0, covariates="uniform")
     A, v = 0.3 * torch.eye(3, dtype=torch.float64), torch.tensor(2.0, dtype=torch.float64)
     assert abs(float(limit_model.block_infinite_prompt_risk(A, v, noisy))
                - float(limit_model.block_infinite_prompt_risk(A, v, clean)) - 0.1) < 1e-14

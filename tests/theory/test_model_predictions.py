@@ -8,7 +8,7 @@ from softmax_as_linear.theory.regression import RegressionTask
 
 @pytest.fixture
 def batch_and_weights():
-    task = RegressionTask.isotropic(3, law="uniform")
+    task = RegressionTask.isotropic(3, covariates="uniform")
     batch = task.sample(64, 50, torch.Generator().manual_seed(0))
     g = torch.Generator().manual_seed(1)
     U, V = 0.5 * torch.randn(4, 4, generator=g), 0.5 * torch.randn(4, 4, generator=g)

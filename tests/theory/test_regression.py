@@ -3,7 +3,7 @@ covariate laws, a degenerate input covariance (Appendix F.3), bad input."""
 import pytest
 import torch
 
-from softmax_as_linear.theory import regression
+from softmax_as_linear.theory import covariates, regression
 
 from helpers import REGRESSION_TASKS, rank_four_covariance
 
@@ -122,17 +122,17 @@ def test_covariance_of_and_noise_floor():
     assert REGRESSION_TASKS["isotropic"]().noise_floor() == pytest.approx(0.1)
 
 
-def _laws_and_samplers():
+def _covariates_and_samplers():
     cases = []
-    for law in ("gaussian", "uniform", "rademacher"):
-        cases += [(law, lambda law=law: regression.RegressionTask.kms(4, 0.5, 0.3, 0.2, "paper", law)),
-                  (law, lambda law=law: regression.RegressionTask.kms(4, 0.5, 0.3, 0.2, "published", law)),
-                  (law, lambda law=law: regression.RegressionTask(5, rank_four_covariance()[0], 0.3, 0.2, "paper", law))]
+    for name in ("gaussian", "uniform", "rademacher"):
+        cases += [(name, lambda name=name: regression.RegressionTask.kms(4, 0.5, 0.3, 0.2, "paper", name)),
+                  (name, lambda name=name: regression.RegressionTask.kms(4, 0.5, 0.3, 0.2, "published", name)),
+                  (name, lambda name=name: regression.RegressionTask(5, rank_four_covariance()[0], 0.3, 0.2, "paper", name))]
     return cases
 
 
-@pytest.mark.parametrize("law,make", _laws_and_samplers())
-def test_every_path_draws_the_prompts_of_sample_from_the_same_random_numbers(law, make):
+@pytest.mark.parametrize("name,make", _covariates_and_samplers())
+def test_every_path_draws_the_prompts_of_sample_from_the_same_random_numbers(name, make):
     """sample(), sample_stacked(), stream() (queries and token chunks), token_draw (through stream()) and
     draw_inputs (the Bayes risk) turn the same standard draws into the same prompts."""
     task = make()
@@ -150,7 +150,7 @@ def test_every_path_draws_the_prompts_of_sample_from_the_same_random_numbers(law
     # view in another order than a contiguous tensor)
     g = torch.Generator().manual_seed(5)
     w_raw = torch.randn(n, d, generator=g, dtype=torch.float64)
-    query_entries = regression.covariates.draw(task.law, n, d, generator=g)
+    query_entries = covariates.draw(task.covariates, n, d, generator=g)
     query_noise = torch.randn(n, generator=g, dtype=torch.float64)
     first = task.fill_standard_(torch.empty(n, 4, d + 1, dtype=torch.float64), g)
     second = task.fill_standard_(torch.empty(n, 5, d + 1, dtype=torch.float64), g)
@@ -162,7 +162,7 @@ def test_every_path_draws_the_prompts_of_sample_from_the_same_random_numbers(law
     assert torch.allclose(torch.cat(chunks, 1), assembled.tokens, atol=1e-12)
     # the inputs alone, as the Bayes risk draws them
     X = task.draw_inputs(n, L, torch.Generator().manual_seed(8))
-    xi = regression.covariates.draw(task.law, n, L, d, generator=torch.Generator().manual_seed(8))
+    xi = covariates.draw(task.covariates, n, L, d, generator=torch.Generator().manual_seed(8))
     z = torch.cat([xi, torch.zeros(n, L, 1, dtype=torch.float64)], -1)
     assert torch.allclose(X, task._assemble(torch.zeros(n, d, dtype=torch.float64),
                                             torch.cat([z[:, :1], z], 1)).tokens[..., :d], atol=1e-12)
@@ -183,19 +183,19 @@ def test_gaussian_law_draws_what_the_course_always_drew():
     assert torch.equal(batch.tokens, expected.tokens) and torch.equal(batch.target, expected.target)
 
 
-@pytest.mark.parametrize("law", ["uniform", "rademacher"])
-def test_sampled_inputs_have_the_law_and_the_covariance(law):
-    task = regression.RegressionTask.kms(3, 0.6, law=law)
+@pytest.mark.parametrize("name", ["uniform", "rademacher"])
+def test_sampled_inputs_have_the_law_and_the_covariance(name):
+    task = regression.RegressionTask.kms(3, 0.6, covariates=name)
     X = task.draw_inputs(2000, 100, torch.Generator().manual_seed(1)).reshape(-1, 3)
     xi = torch.linalg.solve_triangular(task.prompt_factor, X.T, upper=False).T
     assert torch.allclose(X.T @ X / X.shape[0], task.covariance, atol=0.01)
     assert abs(float((xi**4).mean()) - task.fourth_moment) < 0.01
-    if law == "rademacher":
+    if name == "rademacher":
         assert torch.allclose(xi.abs(), torch.ones_like(xi), atol=1e-9)
 
 
-def test_law_is_checked_and_shown():
-    with pytest.raises(ValueError, match="law"):
-        regression.RegressionTask.isotropic(3, law="laplace")
-    assert "law='uniform'" in repr(regression.RegressionTask.isotropic(3, law="uniform"))
-    assert "law" not in repr(regression.RegressionTask.isotropic(3))
+def test_covariate_law_is_checked_and_shown():
+    with pytest.raises(ValueError, match="covariates"):
+        regression.RegressionTask.isotropic(3, covariates="laplace")
+    assert "covariates='uniform'" in repr(regression.RegressionTask.isotropic(3, covariates="uniform"))
+    assert "covariates" not in repr(regression.RegressionTask.isotropic(3))

@@ -229,12 +229,12 @@ def test_the_risk_identity_behind_the_scaling_of_the_bound():
         assert float(left) == pytest.approx(c * float(right), rel=1e-12)
 
 
-@pytest.mark.parametrize("law", ["uniform", "rademacher"])
+@pytest.mark.parametrize("covariates", ["uniform", "rademacher"])
 @pytest.mark.parametrize("kind", ["isotropic", "kms"])
 @pytest.mark.parametrize("L", [4, 30])
-def test_references_under_a_covariate_law_monte_carlo(law, kind, L):
-    task = (regression.RegressionTask.isotropic(3, 0.5, 0.2, law=law) if kind == "isotropic"
-            else regression.RegressionTask.kms(3, 0.6, 0.5, 0.2, law=law))
+def test_references_under_a_covariate_law_monte_carlo(covariates, kind, L):
+    task = (regression.RegressionTask.isotropic(3, 0.5, 0.2, covariates=covariates) if kind == "isotropic"
+            else regression.RegressionTask.kms(3, 0.6, 0.5, 0.2, covariates=covariates))
     g = torch.Generator().manual_seed(L)
     # exact risk of linear attention at random (U, V), fourth moments included
     U, V = random_uv(L, scale=0.4)
@@ -291,7 +291,7 @@ def test_a_seeded_bayes_estimate_is_drawn_once_per_law(monkeypatch):
     assert first == real(7, task, 300, torch.Generator().manual_seed(5))
     others = [regression.RegressionTask.kms(3, rho=0.5), regression.RegressionTask(3, noise_var=0.2),
               regression.RegressionTask(3, task_var=0.5), regression.RegressionTask.kms(3, rho=0.5, sampler="published"),
-              regression.RegressionTask(3, law="uniform")]
+              regression.RegressionTask(3, covariates="uniform")]
     for other in others:
         risks.bayes_risk(7, other, n_samples=300, seed=5)
     risks.bayes_risk(8, task, n_samples=300, seed=5)

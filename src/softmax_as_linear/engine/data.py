@@ -120,7 +120,7 @@ class CounterData:
         the tasks (the stream does not hand them out; no infinite-prompt model trains on it)."""
         return *counter_stream.draw(keys, step, n_prompts, self.L_max, d=self.cfg.d, factor=self.factor,
                                    query_factor=self.query_factor, task_var=self.task.task_var,
-                                   noise_var=self.task.noise_var, law=self.cfg.law, device=self.device,
+                                   noise_var=self.task.noise_var, covariates=self.cfg.covariates, device=self.device,
                                    dtype=self.dtype), None
 
     def peek(self):

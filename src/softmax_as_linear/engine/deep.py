@@ -68,24 +68,24 @@ class DeepConfig:
 
     def as_dict(self) -> dict:
         r"""Every setting as plain data, what a checkpoint of :func:`~softmax_as_linear.engine.train.run` records and
-        is compared on: the task by its ``d``, :math:`\Sigma` (nested lists), variances, sampler and law; and, as in
-        every training checkpoint, ``rng`` (``"torch"``: the batches come from torch's generators) and the covariate
-        ``law`` at the top level. :meth:`from_dict` is the inverse."""
+        is compared on: the task by its ``d``, :math:`\Sigma` (nested lists), variances, sampler and covariates; and, as in
+        every training checkpoint, ``rng`` (``"torch"``: the batches come from torch's generators) and the
+        ``covariates`` at the top level. :meth:`from_dict` is the inverse."""
         task = self.task
         out = {"task": {"d": task.d, "covariance": task.covariance.tolist(), "task_var": task.task_var,
-                        "noise_var": task.noise_var, "sampler": task.sampler, "law": task.law}}
+                        "noise_var": task.noise_var, "sampler": task.sampler, "covariates": task.covariates}}
         for field in dataclasses.fields(self):
             value = getattr(self, field.name)
             if field.name == "models":
                 out["models"] = [[activation, K] for activation, K in value]
             elif field.name != "task":
                 out[field.name] = list(value) if isinstance(value, tuple) else value
-        return {**out, "rng": "torch", "law": task.law}
+        return {**out, "rng": "torch", "covariates": task.covariates}
 
     @classmethod
     def from_dict(cls, fields: dict) -> "DeepConfig":
         """The configuration :meth:`as_dict` describes (settings checked again)."""
-        fields = {k: v for k, v in fields.items() if k not in ("rng", "law")}
+        fields = {k: v for k, v in fields.items() if k not in ("rng", "covariates")}
         task = dict(fields.pop("task"))
         task["covariance"] = torch.tensor(task["covariance"], dtype=torch.float64)  # as written, not through float32
         return cls(task=RegressionTask(**task), seeds=tuple(fields.pop("seeds")),

@@ -36,9 +36,9 @@ class DeepLimitStepper(DeepStepper):
     def __init__(self, cfg: DeepConfig, device: torch.device | str = "cpu", dtype=torch.float32):
         if not isinstance(cfg, DeepConfig):
             raise ValueError(f"cfg must be a DeepConfig, got {type(cfg).__name__}")
-        if cfg.task.law != "gaussian":
+        if cfg.task.covariates != "gaussian":
             raise ValueError(f"cfg: the infinite-prompt deep network is the Gaussian recursion, exact for Gaussian "
-                             f"covariates only; the task's law is {cfg.task.law!r}")
+                             f"covariates only; the task's covariates are {cfg.task.covariates!r}")
         self.finite_config = cfg
         # One length: the longest, so that every batch is drawn as the finite sweep draws it (same random numbers).
         super().__init__(replace(cfg, lengths=(max(cfg.lengths),)), device, dtype)

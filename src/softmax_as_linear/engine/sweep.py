@@ -24,7 +24,7 @@ from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_n
 from ..registry import (
     ACTIVATIONS,
     COVARIANCES,
-    COVARIATE_LAWS,
+    COVARIATES,
     INIT_SCHEMES,
     LIMIT_MODELS,
     MODELS,
@@ -48,7 +48,7 @@ class TrainConfig:
         sampler: ``"paper"`` (prompt and query inputs :math:`N(0, \\Sigma)`, the paper's model) or
             ``"published"`` (prompt inputs :math:`N(0, C\\Sigma C^\\top)`, queries :math:`N(0, I)`, as the
             published code draws them); see :class:`~softmax_as_linear.theory.regression.RegressionTask`.
-        law: law of the standardised input entries (:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
+        covariates: law of the standardised input entries (:data:`~softmax_as_linear.registry.COVARIATES`):
             ``"gaussian"`` (the paper), ``"uniform"`` or ``"rademacher"`` (Chapter 6).
         task_var: :math:`\\tau^2` (``None``: ``1/d`` as in the paper). noise_var: :math:`s^2`.
         lengths: prompt lengths ``L``, increasing. models: distinct models among
@@ -85,7 +85,7 @@ class TrainConfig:
     covariance: str = "isotropic"
     rho: float = 0.5
     sampler: str = "paper"
-    law: str = "gaussian"
+    covariates: str = "gaussian"
     task_var: float | None = None
     noise_var: float = 0.1
     lengths: tuple[int, ...] = (10, 100)
@@ -110,7 +110,7 @@ class TrainConfig:
         checks.one_of("covariance", self.covariance, COVARIANCES)
         checks.in_open_interval("rho", self.rho, -1.0, 1.0)
         checks.one_of("sampler", self.sampler, SAMPLERS)
-        checks.one_of("law", self.law, COVARIATE_LAWS)
+        checks.one_of("covariates", self.covariates, COVARIATES)
         if self.task_var is not None:
             checks.positive_float("task_var", self.task_var)
         checks.positive_float("noise_var", self.noise_var, allow_zero=True)
@@ -167,8 +167,8 @@ class TrainConfig:
     def task(self) -> RegressionTask:
         """The in-context regression task the sweep trains on."""
         if self.covariance == "isotropic":
-            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.law)
-        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.law)
+            return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.covariates)
+        return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.covariates)
 
     def record_steps(self) -> list[int]:
         """The steps at which risks and parameters are recorded: every ``record_every`` steps, and the last."""
@@ -278,10 +278,10 @@ def save_sweep(path, result: TrainResult) -> pathlib.Path:
 
 
 #: Fields that files written before they existed lack, with the values those files were computed with.
-_BEFORE = {"rng": "torch", "law": "gaussian"}
+_BEFORE = {"rng": "torch", "covariates": "gaussian"}
 #: Fields renamed since files were first written: old name -> name (``activations`` held every model of a sweep,
-#: infinite-prompt limits included).
-RENAMED_FIELDS = {"activations": "models"}
+#: infinite-prompt limits included; ``law`` was the covariate law of Chapter 6).
+RENAMED_FIELDS = {"activations": "models", "law": "covariates"}
 
 
 def config_fields(fields: dict) -> dict:

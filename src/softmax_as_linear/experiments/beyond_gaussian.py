@@ -13,7 +13,7 @@ infinite-prompt models, from the same initialisation and on the same batches. Re
   constant against measured output gaps);
 - :func:`final_comparison`: the final risks on fresh prompts against the :math:`L`-Bayes risk and the best
   linear attention under the same law;
-- :func:`beyond_experiment`: all of it, with provenance, as the JSON-ready content of ``beyond_<law>_<preset>.json``.
+- :func:`beyond_experiment`: all of it, with provenance, as the JSON-ready content of ``beyond_<covariates>_<preset>.json``.
 
 Distances are squared Euclidean norms over the four trained matrices (as in the paper's Figure 3);
 risks are :math:`R = \tfrac12\mathrm{MSE}`.
@@ -32,7 +32,7 @@ from ..core.stats import loglog_slope, mean_se
 from ..engine.evaluation import final_evaluation
 from ..engine.sweep import TrainResult
 from ..engine.train import train
-from ..registry import COVARIATE_LAWS, PRESETS
+from ..registry import COVARIATES, PRESETS
 from ..theory.limit_model import gap_constant, infinite_prompt_prediction
 from ..theory.regression import RegressionTask
 from ..theory.risks import bayes_risk, optimal_linear_risk
@@ -94,7 +94,7 @@ def limit_tracking(result: TrainResult, horizon: float | None = None, fit_from: 
     lengths = np.array(cfg.lengths)
     fit = lengths >= fit_from  # the slopes need three lengths or more (None otherwise)
     out = {"lengths": lengths.tolist(), "times": times.tolist(), "horizon": horizon, "seeds": list(cfg.seeds),
-           "fit_lengths": lengths[fit].tolist(), "law": cfg.law, "distance": {}, "sup": {}, "risk_gap": {},
+           "fit_lengths": lengths[fit].tolist(), "covariates": cfg.covariates, "distance": {}, "sup": {}, "risk_gap": {},
            "slopes": {}, "risk_gap_slopes": {}}
     for activation in ("softmax", "linear"):
         a, limit = _index(result, activation), _index(result, f"{activation}_limit")
@@ -137,7 +137,7 @@ def limit_comparison(result: TrainResult, n_samples: int = 1 << 18, seed: int = 
     w, query = stream.w, stream.query
     truth = (query[:, :-1] * w).sum(-1)
     d = task.d
-    out = {"seeds": list(cfg.seeds), "n_samples": n, "law": cfg.law}
+    out = {"seeds": list(cfg.seeds), "n_samples": n, "covariates": cfg.covariates}
     losses = {}
     for model, limit in (("softmax_limit", "softmax"), ("linear_limit", "linear")):
         U, V = _uv_final(result, model)
@@ -207,7 +207,7 @@ def final_comparison(result: TrainResult, evaluation: dict, n_bayes_samples: int
     gaussian = RegressionTask(task.d, task.covariance, task.task_var, task.noise_var, task.sampler)
     bayes = [bayes_risk(L, task, n_samples=n_bayes_samples, seed=seeding.stream_seed(seeding.REFERENCE_SEED, "bayes", L))
              for L in cfg.lengths]
-    out = {"lengths": list(cfg.lengths), "seeds": list(cfg.seeds), "law": cfg.law, "final_prompts": int(evaluation["n_prompts"]),
+    out = {"lengths": list(cfg.lengths), "seeds": list(cfg.seeds), "covariates": cfg.covariates, "final_prompts": int(evaluation["n_prompts"]),
            "noise_floor": task.noise_var / 2, "bayes": [b[0] for b in bayes], "bayes_se": [b[1] for b in bayes],
            "optimal_linear": [optimal_linear_risk(L, task) for L in cfg.lengths],
            "optimal_linear_gaussian": [optimal_linear_risk(L, gaussian) for L in cfg.lengths],
@@ -230,7 +230,7 @@ def beyond_readings(result: TrainResult, evaluation: dict, preset: str, n_bayes_
     risks along training, as a JSON-ready dict without provenance; ``"complete"`` is False for a stopped run."""
     checks.one_of("preset", preset, PRESETS)
     config = result.config
-    return {"experiment": "beyond_gaussian", "law": config.law, "preset": preset, "complete": result.complete,
+    return {"experiment": "beyond_gaussian", "covariates": config.covariates, "preset": preset, "complete": result.complete,
             "steps": result.steps.tolist(), "times": result.times.tolist(),
             "eval_risk": {model: result.eval_risk[:, :, a].tolist() for a, model in enumerate(config.models)},
             "tracking": limit_tracking(result), "limits": limit_comparison(result, BEYOND_LIMIT_SAMPLES[preset]),
@@ -249,19 +249,19 @@ def beyond_provenance(result: TrainResult, preset: str, device, wall_seconds: fl
             "date": utc_now()}
 
 
-def beyond_experiment(law: str = "uniform", preset: str = "lecture", device="auto", progress: bool = False,
+def beyond_experiment(covariates: str = "uniform", preset: str = "lecture", device="auto", progress: bool = False,
                       checkpoint=None, should_stop=None, n_bayes_samples: int = 20_000, threads: int | None = 1,
                       **overrides) -> dict:
-    """Train the Chapter 6 sweep of ``law`` at ``preset`` scale and read it (:func:`beyond_readings`), with its
+    """Train the Chapter 6 sweep of the covariate law ``covariates`` at ``preset`` scale and read it (:func:`beyond_readings`), with its
     provenance (:func:`beyond_provenance`). ``overrides`` replace fields of the preset's configuration (e.g.
     ``seeds``, ``steps``) and are listed in the provenance; ``checkpoint``/``should_stop`` as in
     :func:`~softmax_as_linear.engine.train.train`. On a CPU the sweep trains on ``threads`` compute threads
     (default one, the next batch being drawn on another core: the fastest setting on a 2-core CPU, see
     ``benchmarks/README.md``; None keeps torch's setting). A JSON-ready dict; ``"complete"`` is False for a
     stopped run. The command line's ``reproduce beyond`` writes these files, with resume and shards."""
-    checks.one_of("law", law, COVARIATE_LAWS)
+    checks.one_of("covariates", covariates, COVARIATES)
     checks.one_of("preset", preset, PRESETS)
-    config = beyond_config(preset, law, **overrides)
+    config = beyond_config(preset, covariates, **overrides)
     device = resolve_device(device)
     start = time.monotonic()
     before = torch.get_num_threads()
@@ -283,20 +283,20 @@ def _jsonable_overrides(overrides: dict) -> dict:
     return {key: list(value) if isinstance(value, tuple) else value for key, value in overrides.items()}
 
 
-def result_name(law: str, preset: str = "paper") -> str:
+def result_name(covariates: str, preset: str = "paper") -> str:
     """File name of a Chapter 6 result (:func:`~softmax_as_linear.experiments.result_files.beyond_file`)."""
-    return beyond_file(law, preset)
+    return beyond_file(covariates, preset)
 
 
-def reproduce_command(law: str, preset: str = "paper") -> str:
+def reproduce_command(covariates: str, preset: str = "paper") -> str:
     """The command that writes a Chapter 6 result (:func:`~softmax_as_linear.experiments.result_files.beyond_command`)."""
-    return beyond_command(law, preset)
+    return beyond_command(covariates, preset)
 
 
-def saved_result(law: str, preset: str = "paper", folder=None) -> dict | None:
-    """The saved Chapter 6 result of ``law`` at ``preset`` scale, or the largest reduced run of that preset, or
+def saved_result(covariates: str, preset: str = "paper", folder=None) -> dict | None:
+    """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale, or the largest reduced run of that preset, or
     ``None`` (:func:`~softmax_as_linear.experiments.result_files.saved_beyond`)."""
-    return saved_beyond(law, preset, folder)
+    return saved_beyond(covariates, preset, folder)
 
 
 __all__ = ["beyond_experiment", "beyond_provenance", "beyond_readings", "concentration_check", "final_comparison", "limit_comparison",

@@ -114,9 +114,9 @@ class DepthSettings:
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:
-        """Every setting, JSON-ready; with the fields a training checkpoint compares (``rng``, ``law``)."""
+        """Every setting, JSON-ready; with the fields a training checkpoint compares (``rng``, ``covariates``)."""
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-        return {**out, "rng": "torch", "law": "gaussian", "models": [list(m) for m in DEPTH_MODELS]}
+        return {**out, "rng": "torch", "covariates": "gaussian", "models": [list(m) for m in DEPTH_MODELS]}
 
 
 def depth_settings(preset: str, **overrides) -> DepthSettings:

@@ -118,14 +118,14 @@ BEYOND_FINAL_PROMPTS = {"paper": 50_000, "lecture": 6_000, "smoke": 500}
 BEYOND_LIMIT_SAMPLES = {"paper": 1 << 20, "lecture": 1 << 18, "smoke": 1 << 12}
 
 
-def beyond_config(preset: str, law: str = "uniform", **overrides) -> TrainConfig:
+def beyond_config(preset: str, covariates: str = "uniform", **overrides) -> TrainConfig:
     """The :class:`~softmax_as_linear.engine.sweep.TrainConfig` of a Chapter 6 sweep: the paper's task (d = 5,
-    :math:`\\Sigma = I`, :math:`\\tau^2 = 1/d`, :math:`s^2 = 0.1`), model, initialisation and batch with covariates of
-    ``law``, and the four models of :data:`BEYOND_MODELS`. ``overrides`` replace fields."""
+    :math:`\\Sigma = I`, :math:`\\tau^2 = 1/d`, :math:`s^2 = 0.1`), model, initialisation and batch with inputs of
+    the covariate law ``covariates``, and the four models of :data:`BEYOND_MODELS`. ``overrides`` replace fields."""
     checks.one_of("preset", preset, PRESETS)
     base = dict(d=5, noise_var=0.1, covariance="isotropic", batch_size=128, optimizer="sgd",
                 parametrisation="four_matrix", init="pytorch", models=BEYOND_MODELS)
-    return TrainConfig(**{**base, **_BEYOND[preset], "law": law, **overrides})
+    return TrainConfig(**{**base, **_BEYOND[preset], "covariates": covariates, **overrides})
 
 
 # Chapter 7: in-context regression with one and two attention layers (experiments.depth_regression). Chapter 4's

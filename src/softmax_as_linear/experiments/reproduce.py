@@ -7,7 +7,7 @@ once (with a progress bar, checkpointed so that an interrupted run resumes where
 saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``figN_<preset>.json``
 (``sweep_kms_published_<preset>.npz`` and ``figN_<preset>_published.json`` for Figures 6-8 drawn with the
 published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covariate law and writes
-``beyond_<law>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
+``beyond_<covariates>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
 overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Chapter 7 (``"depth"``) trains one sweep of
 one- and two-layer attention (:mod:`~softmax_as_linear.experiments.depth_regression`) and writes ``depth_<run>.json``. Every name is
 :mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
@@ -45,7 +45,7 @@ from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_checkpo
 from ..engine.train import resolved, train
 from ..registry import (
     CONCENTRATION_FIGURES,
-    COVARIATE_LAWS,
+    COVARIATES,
     EXPERIMENTS,
     FIGURES,
     PRESETS,
@@ -66,7 +66,7 @@ CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 1000, 60.0
 RESTART_ADVICE = "or run the same command again with --restart to train this sweep afresh"
 
 #: The covariate laws of Chapter 6's reproduction when none is named.
-BEYOND_LAWS = ("uniform", "rademacher")
+BEYOND_COVARIATES = ("uniform", "rademacher")
 
 class UncommittedChangesError(Exception):
     """The library has uncommitted changes and ``allow_dirty`` was not given: a result written now could not say
@@ -169,7 +169,7 @@ def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Pat
             print(f"{path}: up to date")
             return result
     step = _resume_point(checkpoint, config)
-    what = f"{'Chapter 6 ' + config.law if config.law != 'gaussian' else config.covariance} sweep"
+    what = f"{'Chapter 6 ' + config.covariates if config.covariates != 'gaussian' else config.covariance} sweep"
     if step is None:
         print(f"training the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) on {device}; "
               f"checkpoint {checkpoint}", flush=True)
@@ -237,10 +237,10 @@ def _final(result, path: pathlib.Path, n_prompts: int, device, restart: bool = F
 
 
 def check_options(preset: str, max_minutes: float | None, seeds: int | None = None, sampler: str = "paper",
-                  rng: str = "auto", shard: tuple[int, int] | None = None, names=("fig2",), laws=None,
+                  rng: str = "auto", shard: tuple[int, int] | None = None, names=("fig2",), covariates=None,
                   lengths=None) -> None:
     """Check a reproduction's options before anything is computed; a ``ValueError`` names the first bad one
-    (``names``: the experiments of :func:`figures_of`; ``laws`` and ``lengths`` are Chapter 6's)."""
+    (``names``: the experiments of :func:`figures_of`; ``covariates`` and ``lengths`` are Chapter 6's)."""
     checks.one_of("preset", preset, PRESETS)
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000):
         raise ValueError(f"seeds must be an integer from 1 to 1000, got {seeds!r}")
@@ -249,11 +249,11 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
         raise ValueError(f"max_minutes must be positive, got {max_minutes!r}")
     checks.one_of("rng", rng, RNGS)
     beyond = "beyond" in names
-    if not beyond and (laws is not None or lengths is not None):
-        raise ValueError(f"{'laws' if laws is not None else 'lengths'} applies to Chapter 6's sweeps only "
+    if not beyond and (covariates is not None or lengths is not None):
+        raise ValueError(f"{'covariates' if covariates is not None else 'lengths'} applies to Chapter 6's sweeps only "
                          "(reproduce beyond)")
-    for law in laws or ():
-        checks.one_of("laws", law, COVARIATE_LAWS)
+    for covariate in covariates or ():
+        checks.one_of("covariates", covariate, COVARIATES)
     if beyond:
         beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
     if shard is not None:
@@ -272,7 +272,7 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
 def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "auto", out=None,
               max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
               restart: bool = False, shard: tuple[int, int] | None = None, rng: str = "auto",
-              laws=None, lengths=None, allow_dirty: bool = False) -> list[pathlib.Path]:
+              covariates=None, lengths=None, allow_dirty: bool = False) -> list[pathlib.Path]:
     """Compute and save the artifacts of ``figure`` (a name, ``"beyond"``, ``"all"``, or a list of them); returns the
     files written.
 
@@ -283,7 +283,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
     (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators).
-    ``laws`` (default :data:`BEYOND_LAWS`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
+    ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
     prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
     ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`shard_seeds`), writing into
     :func:`shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
@@ -291,7 +291,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     uncommitted changes (:func:`check_clean`), saying so in every file.
     """
     names = figures_of(figure)
-    check_options(preset, max_minutes, seeds, sampler, rng, shard, names, laws, lengths)
+    check_options(preset, max_minutes, seeds, sampler, rng, shard, names, covariates, lengths)
     dirty = check_clean(allow_dirty)
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
@@ -306,7 +306,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     written, sweeps = [], {}
     for name in names:
         if name == "beyond":
-            written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, laws, lengths, dirty)
+            written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths, dirty)
             continue
         if name == "depth":
             written.append(_reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty))
@@ -356,19 +356,19 @@ def beyond_overrides(preset: str, seeds: int | None = None, lengths=None, shard=
     return overrides
 
 
-def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, laws, lengths,
+def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths,
                       dirty) -> list[pathlib.Path]:
-    """Chapter 6's sweeps, one per law, each read and written as ``beyond_<law>_<run>.json``."""
+    """Chapter 6's sweeps, one per law, each read and written as ``beyond_<covariates>_<run>.json``."""
     from .beyond_gaussian import beyond_provenance, beyond_readings
 
     run = beyond_run(preset, seeds, lengths)
     recorded = overrides_of(seeds, rng=rng, lengths=lengths, shard=shard)
     written = []
-    for law in laws or BEYOND_LAWS:
+    for covariate in covariates or BEYOND_COVARIATES:
         start = time.monotonic()
-        stem = beyond_stem(law, run)
-        config = resolved(beyond_config(preset, law, rng=rng, **beyond_overrides(preset, seeds, lengths, shard)), device)
-        print(f"== Chapter 6, {law} covariates, {preset} preset" + ("" if run == preset else f" ({run})"), flush=True)
+        stem = beyond_stem(covariate, run)
+        config = resolved(beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths, shard)), device)
+        print(f"== Chapter 6, {covariate} covariates, {preset} preset" + ("" if run == preset else f" ({run})"), flush=True)
         result = _sweep(config, f"sweep_{stem}", preset, device, out, deadline, restart)
         trained = time.monotonic() - start
         evaluation = _final(result, out / f"sweep_{stem}.npz", BEYOND_FINAL_PROMPTS[preset], device, restart)
@@ -427,7 +427,7 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
             raise _damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
                                   "sweep again if there is none)") from None
         if saved.get("main_complete", saved.get("complete")) and \
-                saved.get("provenance", {}).get("settings") == settings.as_dict():
+                config_fields(saved.get("provenance", {}).get("settings") or {}) == settings.as_dict():
             if saved.get("complete") and saved.get("warm", {}).get("settings") == dataclass_dict(warm):
                 print(f"{path}: up to date")
                 return path

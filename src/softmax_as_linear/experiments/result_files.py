@@ -4,13 +4,13 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
 
 - ``<figure>_<preset>.json`` for Figures 1-8 (``<figure>_<preset>_published.json`` for Figures 6-8 drawn with the
   published code's sampler), written by ``python -m softmax_as_linear reproduce <figures> --preset <preset>``;
-- ``beyond_<law>_<run>.json`` for Chapter 6, written by ``python -m softmax_as_linear reproduce beyond``, where
+- ``beyond_<covariates>_<run>.json`` for Chapter 6, written by ``python -m softmax_as_linear reproduce beyond``, where
   ``<run>`` is the preset's name when the run used the preset's settings, and otherwise the preset's name followed
   by what changed (:func:`run_name`), so that a reduced run never takes the full preset's name;
 - ``depth_<run>.json`` for Chapter 7's regression with one and two layers, written by
   ``python -m softmax_as_linear reproduce depth``, ``<run>`` the preset's name, followed by ``_<N>seeds`` when the
   number of seeds was overridden (:func:`depth_run`), with its checkpoint ``checkpoints/depth_<run>.pt``;
-- ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<law>_<run>.npz``: the training sweeps behind
+- ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<covariates>_<run>.npz``: the training sweeps behind
   them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
 
 :func:`load_result` loads any of the JSON files by name and, when it is missing or damaged, names the command that
@@ -24,7 +24,7 @@ import re
 from ..core import checks
 from ..core.artifacts import DamagedFileError, find_result, load_json
 from ..core.artifacts import load_result as _load_result
-from ..registry import CONCENTRATION_FIGURES, COVARIATE_LAWS, PRESETS, SAMPLERS, TRAINING_FIGURES
+from ..registry import CONCENTRATION_FIGURES, COVARIATES, PRESETS, SAMPLERS, TRAINING_FIGURES
 
 COMMAND = "python -m softmax_as_linear reproduce"
 
@@ -101,36 +101,36 @@ def parse_run(run: str) -> tuple[str, int | None, tuple[int, ...] | None]:
     return match.group(1), seeds, lengths
 
 
-def beyond_stem(law: str, run: str = "paper") -> str:
-    """File stem of a Chapter 6 result: ``beyond_<law>_<run>`` (the sweep behind it is ``sweep_<stem>``)."""
-    checks.one_of("law", law, COVARIATE_LAWS)
+def beyond_stem(covariates: str, run: str = "paper") -> str:
+    """File stem of a Chapter 6 result: ``beyond_<covariates>_<run>`` (the sweep behind it is ``sweep_<stem>``)."""
+    checks.one_of("covariates", covariates, COVARIATES)
     parse_run(run)
-    return f"beyond_{law}_{run}"
+    return f"beyond_{covariates}_{run}"
 
 
-def beyond_file(law: str, run: str = "paper") -> str:
-    """File name of a Chapter 6 result: ``beyond_<law>_<run>.json``."""
-    return beyond_stem(law, run) + ".json"
+def beyond_file(covariates: str, run: str = "paper") -> str:
+    """File name of a Chapter 6 result: ``beyond_<covariates>_<run>.json``."""
+    return beyond_stem(covariates, run) + ".json"
 
 
-def beyond_command(law: str, run: str = "paper") -> str:
-    """The command that writes ``beyond_<law>_<run>.json`` into the results folder."""
+def beyond_command(covariates: str, run: str = "paper") -> str:
+    """The command that writes ``beyond_<covariates>_<run>.json`` into the results folder."""
     preset, seeds, lengths = parse_run(run)
-    checks.one_of("law", law, COVARIATE_LAWS)
+    checks.one_of("covariates", covariates, COVARIATES)
     extra = ("" if seeds is None else f" --seeds {seeds}") + ("" if lengths is None else
                                                                " --lengths " + " ".join(map(str, lengths)))
-    return f"{COMMAND} beyond --law {law} --preset {preset}{extra}"
+    return f"{COMMAND} beyond --covariates {covariates} --preset {preset}{extra}"
 
 
-def reduced_runs(law: str, preset: str, folder=None) -> list[str]:
-    """The runs of ``preset`` with other seeds or lengths saved for ``law`` (results folder, then the shipped copy),
+def reduced_runs(covariates: str, preset: str, folder=None) -> list[str]:
+    """The runs of ``preset`` with other seeds or lengths saved for the covariate law ``covariates`` (results folder, then the shipped copy),
     the one with the most seeds, then the longest prompts, first."""
     from ..core.artifacts import search_path
 
     runs = set()
     for place in search_path(folder):
-        for path in pathlib.Path(place).glob(f"beyond_{law}_{preset}_*.json"):
-            run = path.stem.removeprefix(f"beyond_{law}_")
+        for path in pathlib.Path(place).glob(f"beyond_{covariates}_{preset}_*.json"):
+            run = path.stem.removeprefix(f"beyond_{covariates}_")
             try:
                 if parse_run(run)[0] == preset:
                     runs.add(run)
@@ -143,13 +143,29 @@ def reduced_runs(law: str, preset: str, folder=None) -> list[str]:
     return sorted(runs, key=size, reverse=True)
 
 
-def saved_beyond(law: str, preset: str = "paper", folder=None) -> dict | None:
-    """The saved Chapter 6 result of ``law`` at ``preset`` scale: ``beyond_<law>_<preset>.json`` when the preset's
+def saved_beyond(covariates: str, preset: str = "paper", folder=None) -> dict | None:
+    """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale: ``beyond_<covariates>_<preset>.json`` when the preset's
     run has been made, else the largest reduced run of that preset (:func:`reduced_runs`; its file's ``run`` and
     ``overrides`` say what changed), else ``None`` (:func:`beyond_command` writes it)."""
-    run = preset if find_result(beyond_file(law, preset), folder) is not None else next(
-        iter(reduced_runs(law, preset, folder)), preset)
-    return _load_if_there(beyond_file(law, run), folder, beyond_command(law, run))
+    run = preset if find_result(beyond_file(covariates, preset), folder) is not None else next(
+        iter(reduced_runs(covariates, preset, folder)), preset)
+    data = _load_if_there(beyond_file(covariates, run), folder, beyond_command(covariates, run))
+    return None if data is None else beyond_with_current_names(data)
+
+
+def beyond_with_current_names(data: dict) -> dict:
+    """A Chapter 6 result as written by any version, with today's names: files written before the covariate law was
+    renamed from ``law`` to ``covariates`` (the committed ones among them, kept as written) hold it as ``"law"`` at
+    the top, in ``"tracking"``, ``"limits"`` and ``"final"``, and in the provenance's ``"settings"``."""
+    def renamed(part):
+        return {("covariates" if key == "law" else key): value for key, value in part.items()} \
+            if isinstance(part, dict) else part
+
+    out = renamed({key: renamed(value) if key in ("tracking", "limits", "final") else value
+                   for key, value in data.items()})
+    if isinstance(out.get("provenance"), dict):
+        out["provenance"] = {**out["provenance"], "settings": renamed(out["provenance"].get("settings"))}
+    return out
 
 
 # Chapter 7 ------------------------------------------------------------------------------------------------------
@@ -202,14 +218,14 @@ def command_for(filename: str) -> str:
     if stem.startswith("depth_"):
         return depth_command(stem.removeprefix("depth_"))
     if stem.startswith("beyond_"):
-        _, law, run = stem.split("_", 2)
-        return beyond_command(law, run)
+        _, covariates, run = stem.split("_", 2)
+        return beyond_command(covariates, run)
     figure, _, rest = stem.partition("_")
     sampler = next((s for s in SAMPLERS if s != "paper" and rest.endswith("_" + s)), "paper")
     preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
     if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
         raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json, "
-                         f"beyond_<law>_<run>.json or depth_<run>.json), got {filename!r}")
+                         f"beyond_<covariates>_<run>.json or depth_<run>.json), got {filename!r}")
     return figure_command(figure, preset, sampler)
 
 

@@ -31,13 +31,13 @@ from ..core import checks
 from ..core.artifacts import DamagedFileError, load_json, load_npz, results_folder, save_json, save_npz
 from ..core.devices import resolve_device
 from ..core.provenance import provenance, utc_now
-from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
 from ..registry import CONCENTRATION_FIGURES, LAUNCHERS, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data
 from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config
 from .reproduce import (
-    BEYOND_LAWS,
+    BEYOND_COVARIATES,
     all_seeds,
     beyond_overrides,
     beyond_run,
@@ -66,11 +66,11 @@ class ShardsPartial(ShardError):
 
 
 def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: str, k: int, n: int,
-                  out: pathlib.Path | None, rng: str = "auto", laws=None, lengths=None) -> str:
+                  out: pathlib.Path | None, rng: str = "auto", covariates=None, lengths=None) -> str:
     """The command line that trains shard ``k`` of ``n`` (the same for a missing or an unfinished shard)."""
     extra = ("" if seeds is None else f" --seeds {seeds}") + ("" if sampler == "paper" else f" --sampler {sampler}")
     extra += "" if rng == "auto" else f" --rng {rng}"
-    extra += "" if laws is None else f" --law {' '.join(laws)}"
+    extra += "" if covariates is None else f" --covariates {' '.join(covariates)}"
     extra += "" if lengths is None else f" --lengths {' '.join(map(str, lengths))}"
     where = "" if out is None else f" --out {pathlib.Path(out).absolute()}"
     return f"python -m softmax_as_linear reproduce {' '.join(figures)} --preset {preset}{extra}{where} --shard {k}/{n}"
@@ -159,7 +159,7 @@ def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], se
 
 
 def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=None, seeds: int | None = None,
-          sampler: str = "paper", device: str = "auto", rng: str = "auto", laws=None, lengths=None,
+          sampler: str = "paper", device: str = "auto", rng: str = "auto", covariates=None, lengths=None,
           allow_dirty: bool = False) -> list[pathlib.Path]:
     """Join the ``shards`` shards of a reproduction (each trained by ``reproduce(..., shard=(k, shards))``) and
     write its files into ``out``: the sweeps, their final evaluations and one file per figure (and per law of
@@ -168,7 +168,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
     shard and the command that completes it, or says that the merge's settings differ from the shards'; nothing is
     written then."""
     names = figures_of(figure)
-    check_options(preset, None, seeds, sampler, rng, (1, shards), names, laws, lengths)
+    check_options(preset, None, seeds, sampler, rng, (1, shards), names, covariates, lengths)
     dirty = check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
     start = time.monotonic()
@@ -178,7 +178,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
     run = beyond_run(preset, seeds, lengths) if beyond else None
 
     def command(k):
-        return shard_command(training, preset, seeds, sampler, k, shards, out, rng, laws, lengths)
+        return shard_command(training, preset, seeds, sampler, k, shards, out, rng, covariates, lengths)
 
     needed = {}  # sweep stem -> (config, final prompts, a result file of the shard beside it)
     for covariance, used in dict.fromkeys(sweep_of(name, sampler) for name in figures):
@@ -186,9 +186,9 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
         needed[sweep_stem(covariance, preset, used)] = (
             sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng),
             FINAL_PROMPTS[preset], lambda folder, first=first, used=used: folder / figure_file(first, preset, used))
-    for law in (laws or BEYOND_LAWS) if beyond else ():
-        stem = beyond_stem(law, run)
-        config = beyond_config(preset, law, rng=rng, **beyond_overrides(preset, seeds, lengths))
+    for covariate in (covariates or BEYOND_COVARIATES) if beyond else ():
+        stem = beyond_stem(covariate, run)
+        config = beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths))
         needed[f"sweep_{stem}"] = (config, BEYOND_FINAL_PROMPTS[preset], lambda folder, stem=stem: folder / f"{stem}.json")
     for stem in needed:  # every shard of every sweep is there before anything is written
         for k in range(1, shards + 1):
@@ -218,8 +218,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
         if name == "beyond":
             from .beyond_gaussian import beyond_readings
 
-            for law in laws or BEYOND_LAWS:
-                stem = beyond_stem(law, run)
+            for covariate in covariates or BEYOND_COVARIATES:
+                stem = beyond_stem(covariate, run)
                 result, evaluation, origin = sweeps[f"sweep_{stem}"]
                 data = {**beyond_readings(result, evaluation, preset), "run": run,
                         "provenance": {**origin, "run": run}}
@@ -259,7 +259,7 @@ def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
         except DamagedFileError as error:
             raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
         expected = depth_shard_settings(preset, seeds, (k, n)).as_dict()
-        if data.get("provenance", {}).get("settings") != expected:
+        if config_fields(data.get("provenance", {}).get("settings") or {}) != expected:
             raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
                              f"({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, this merge: "
                              f"{expected['seeds']}). Run merge with the shards' --preset and --seeds, or train the "
@@ -305,7 +305,7 @@ def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads
 def launch(figure: str | list[str], shards: int, launcher: str = "local", preset: str = "lecture", device="auto",
            out=None, max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
            restart: bool = False, threads: int = 1, timeout_minutes: float = 24 * 60, slurm: dict | None = None,
-           gpus_per_shard: int | None = None, rng: str = "auto", laws=None, lengths=None,
+           gpus_per_shard: int | None = None, rng: str = "auto", covariates=None, lengths=None,
            allow_dirty: bool = False) -> list[pathlib.Path]:
     """Train the ``shards`` shards of a reproduction as submitit jobs and merge them (see the module's docstring).
 
@@ -320,7 +320,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
 
     names = figures_of(figure)
     checks.one_of("launcher", launcher, LAUNCHERS)
-    check_options(preset, max_minutes, seeds, sampler, rng, (1, shards), names, laws, lengths)
+    check_options(preset, max_minutes, seeds, sampler, rng, (1, shards), names, covariates, lengths)
     check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
     training = [name for name in names if name not in CONCENTRATION_FIGURES]
@@ -332,7 +332,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
                                cpus_per_task=max(2, threads + 1), tasks_per_node=1, nodes=1,
                                **{f"slurm_{key}": value for key, value in (slurm or {}).items()})
     options = dict(preset=preset, device=device, out=out, max_minutes=max_minutes, seeds=seeds, sampler=sampler,
-                   restart=restart, rng=rng, laws=laws, lengths=lengths, allow_dirty=allow_dirty)
+                   restart=restart, rng=rng, covariates=covariates, lengths=lengths, allow_dirty=allow_dirty)
     jobs = []
     if launcher == "local" and cuda and gpus > 0:  # one GPU (or gpus) of this machine per shard
         import torch
@@ -362,4 +362,4 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     if partial:
         raise ShardsPartial(f"shard{'s' if len(partial) > 1 else ''} {', '.join(map(str, partial))} of {shards} "
                             "stopped at the time limit; run the same command again to resume them")
-    return merge(names, shards, preset, out, seeds, sampler, device, rng, laws, lengths, allow_dirty)
+    return merge(names, shards, preset, out, seeds, sampler, device, rng, covariates, lengths, allow_dirty)

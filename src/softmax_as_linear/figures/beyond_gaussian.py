@@ -36,47 +36,47 @@ def _legend_below(fig: go.Figure, rows: int) -> go.Figure:
 
 
 def tilted_entry_figure(b, means: dict, title: str = "Tilted mean of one input entry") -> go.Figure:
-    """:math:`k'_\\lambda(b)` against :math:`b` for each law of ``means`` (law -> values at ``b``)."""
+    """:math:`k'_\\lambda(b)` against :math:`b` for each law of ``means`` (covariate law -> values at ``b``)."""
     fig = style.new_figure(title, "tilt b", "k′(b): mean of ξ weighted by exp(bξ)")
-    for law, values in means.items():
-        fig.add_trace(go.Scatter(x=list(b), y=_values(values), mode="lines", name=COVARIATE_NAMES[law],
-                                 line=dict(color=style.LAW_COLORS[law], width=2.5)))
+    for covariates, values in means.items():
+        fig.add_trace(go.Scatter(x=list(b), y=_values(values), mode="lines", name=COVARIATE_NAMES[covariates],
+                                 line=dict(color=style.COVARIATE_COLORS[covariates], width=2.5)))
     return _inside_legend(fig, "top left")
 
 
 def limit_gap_figure(data: dict, title: str = "Finite prompts against the closed-form limit") -> go.Figure:
     """:math:`L\\,\\mathbb{E}(\\hat y_L - \\hat y_\\infty)^2` against :math:`L` for each law of ``data``
-    (law -> ``{"lengths", "scaled", "low", "high", "constant", "constant_se"}``), with the delta-method limit
+    (covariate law -> ``{"lengths", "scaled", "low", "high", "constant", "constant_se"}``), with the delta-method limit
     :math:`\\mathbb{E}[C]` dashed: the curves flatten at it when the rate is :math:`1/L`."""
     fig = style.new_figure(title, "prompt length L", "L × E(ŷ_L − ŷ∞)²", logx=True, logy=True)
-    for law, row in data.items():
-        color = style.LAW_COLORS[law]
+    for covariates, row in data.items():
+        color = style.COVARIATE_COLORS[covariates]
         lengths = row["lengths"]
         fig.add_trace(style.band(lengths, row["low"], row["high"], color))
         fig.add_trace(go.Scatter(x=lengths, y=_values(row["scaled"]), mode="lines+markers",
-                                 name=f"{COVARIATE_NAMES[law]}: measured (95 % interval)", line=dict(color=color, width=2.5)))
+                                 name=f"{COVARIATE_NAMES[covariates]}: measured (95 % interval)", line=dict(color=color, width=2.5)))
         fig.add_trace(go.Scatter(x=[lengths[0], lengths[-1]], y=[row["constant"]] * 2, mode="lines",
-                                 name=f"{COVARIATE_NAMES[law]}: delta-method limit E[C]", line=dict(color=color, dash="dash")))
+                                 name=f"{COVARIATE_NAMES[covariates]}: delta-method limit E[C]", line=dict(color=color, dash="dash")))
     return _inside_legend(fig, "bottom right")
 
 
 def block_flow_figure(flows: dict, drift: dict | None = None, noise_var: float = 0.1,
                       title: str = "Infinite-prompt flows from Assumption 5.1") -> go.Figure:
     """Excess risk :math:`R_\\infty(t) - s^2/2` (solid, left axis) and :math:`v_y(t)` (dotted, right axis) of the flows
-    of :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow` (law -> flow), with the uniform law's drift
+    of :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow` (covariate law -> flow), with the uniform law's drift
     asymptotics (:func:`~softmax_as_linear.theory.flow.drift_asymptotics`) dashed."""
     fig = style.new_figure(title, "gradient-flow time t", "R∞(t) − s²/2", logx=True, logy=True)
     fig.update_layout(yaxis2=dict(title="v_y(t)", overlaying="y", side="right", type="log", showgrid=False),
                       margin=dict(r=70))
-    for law, flow in flows.items():
+    for covariates, flow in flows.items():
         times = np.asarray(flow["times"])
         keep = times > 0
         excess = np.asarray(flow["risk"]) - noise_var / 2
-        color = style.LAW_COLORS[law]
+        color = style.COVARIATE_COLORS[covariates]
         fig.add_trace(go.Scatter(x=times[keep], y=_values(np.where(excess > 1e-15, excess, np.nan)[keep]), mode="lines",
-                                 name=f"{COVARIATE_NAMES[law]}: R∞ − s²/2", line=dict(color=color, width=2.5)))
+                                 name=f"{COVARIATE_NAMES[covariates]}: R∞ − s²/2", line=dict(color=color, width=2.5)))
         fig.add_trace(go.Scatter(x=times[keep], y=_values(np.asarray(flow["V"])[keep, -1, -1]), mode="lines",
-                                 name=f"{COVARIATE_NAMES[law]}: v_y", yaxis="y2", line=dict(color=color, dash="dot")))
+                                 name=f"{COVARIATE_NAMES[covariates]}: v_y", yaxis="y2", line=dict(color=color, dash="dot")))
     if drift is not None:
         fig.add_trace(go.Scatter(x=drift["times"], y=_values(drift["excess"]), mode="lines",
                                  name="uniform, predicted K(24Kt)^(−2/3)", line=dict(color="#444", dash="dash")))
@@ -92,8 +92,8 @@ def tracking_figure(tracking: dict, title: str | None = None) -> go.Figure:
     :math:`\\sup_t\\|\\theta^{\\mathrm{soft}}_L - \\theta^{\\mathrm{lin}}_L\\|^2`, which cannot fall below it.
     """
     lengths, seeds = tracking["lengths"], tracking["seeds"]
-    law = COVARIATE_NAMES[tracking["law"]]
-    title = title or f"Distance to the infinite-prompt run, {law} covariates (t ≤ {tracking['horizon']:g})"
+    name = COVARIATE_NAMES[tracking["covariates"]]
+    title = title or f"Distance to the infinite-prompt run, {name} covariates (t ≤ {tracking['horizon']:g})"
     fig = style.new_figure(title, "prompt length L", "sup over t of the squared distance", logx=True, logy=True)
     for activation in ("softmax", "linear"):
         for trace in _seed_traces(lengths, tracking["sup"][activation], seeds, style.COLORS[activation],
@@ -126,7 +126,7 @@ def tracking_time_figure(tracking: dict, seed_index: int = 0, title: str | None 
                                  mode="lines", name=f"softmax – linear at L = {L}",
                                  line=dict(color=style.COLORS["optimal_linear"], width=1.5, dash="dash")))
         panels.append((str(L), traces))
-    title = title or f"Squared distances along training ({COVARIATE_NAMES[tracking['law']]} covariates, seed {seed})"
+    title = title or f"Squared distances along training ({COVARIATE_NAMES[tracking['covariates']]} covariates, seed {seed})"
     fig = style.slider_figure(panels, slider_label="prompt length L", active=len(panels) - 1, title=title,
                               xtitle="gradient-flow time t = 2 · lr · k", ytitle="squared distance", logx=True, logy=True,
                               fixed=fixed)
@@ -139,18 +139,18 @@ def final_figure(final: dict, title: str | None = None) -> go.Figure:
     prompts) and linear attention (exact risk), against the :math:`L`-Bayes risk, the best linear attention under
     the law (and, dotted, under Gaussian covariates) and the floor :math:`s^2/2`."""
     lengths, seeds = final["lengths"], final["seeds"]
-    law = COVARIATE_NAMES[final["law"]]
-    title = title or f"Final risk, {law} covariates"
+    name = COVARIATE_NAMES[final["covariates"]]
+    title = title or f"Final risk, {name} covariates"
     fig = style.new_figure(title, "prompt length L", f"risk R = MSE/2 ({final['final_prompts']:,} fresh prompts)",
                            logx=True, logy=True)
     fig.update_yaxes(**_RISK_AXIS_TICKS)
     span = [lengths[0], lengths[-1]]
     fig.add_trace(go.Scatter(x=span, y=[final["noise_floor"]] * 2, mode="lines", name="label-noise floor s²/2",
                              line=dict(color=style.COLORS["noise"], dash="dot")))
-    fig.add_trace(go.Scatter(x=lengths, y=_values(final["bayes"]), mode="lines", name=f"L-Bayes (ridge), {law} inputs",
+    fig.add_trace(go.Scatter(x=lengths, y=_values(final["bayes"]), mode="lines", name=f"L-Bayes (ridge), {name} inputs",
                              line=dict(color=style.COLORS["bayes"], width=2)))
     fig.add_trace(go.Scatter(x=lengths, y=_values(final["optimal_linear"]), mode="lines",
-                             name=f"best linear attention, {law} inputs", line=dict(color=style.COLORS["optimal_linear"], width=2, dash="dash")))
+                             name=f"best linear attention, {name} inputs", line=dict(color=style.COLORS["optimal_linear"], width=2, dash="dash")))
     fig.add_trace(go.Scatter(x=lengths, y=_values(final["optimal_linear_gaussian"]), mode="lines",
                              name="best linear attention, Gaussian inputs", line=dict(color=style.COLORS["optimal_linear"], width=1, dash="dot")))
     for trace in _seed_traces(lengths, final["risk"]["softmax"], seeds, style.COLORS["softmax"], "trained softmax attention",
@@ -162,27 +162,27 @@ def final_figure(final: dict, title: str | None = None) -> go.Figure:
     return _inside_legend(fig)
 
 
-def missing_note(law: str, preset: str = "paper") -> str:
-    """Markdown saying that the result of ``law`` at ``preset`` scale has not been computed, and how to compute it."""
-    return (f"**Chapter 6 at {preset} scale has not been computed for {COVARIATE_NAMES[law]} covariates** "
-            f"(no `results/{result_name(law, preset)}` in this copy of the course). It is written by\n\n"
-            f"```\n{reproduce_command(law, preset)}\n```\n\n(about a minute per law expected on one GPU, not yet measured; "
+def missing_note(covariates: str, preset: str = "paper") -> str:
+    """Markdown saying that the result of the covariate law ``covariates`` at ``preset`` scale has not been computed, and how to compute it."""
+    return (f"**Chapter 6 at {preset} scale has not been computed for {COVARIATE_NAMES[covariates]} covariates** "
+            f"(no `results/{result_name(covariates, preset)}` in this copy of the course). It is written by\n\n"
+            f"```\n{reproduce_command(covariates, preset)}\n```\n\n(about a minute per law expected on one GPU, not yet measured; "
             "see the script's help for a CPU run).")
 
 
-def show_saved(law: str, data: dict | None, preset: str = "paper") -> dict | None:
-    """Show the tracking and final-risk figures of ``data``, the saved result of ``law`` at ``preset`` scale
+def show_saved(covariates: str, data: dict | None, preset: str = "paper") -> dict | None:
+    """Show the tracking and final-risk figures of ``data``, the saved result of the covariate law ``covariates`` at ``preset`` scale
     (:func:`~softmax_as_linear.experiments.beyond_gaussian.saved_result`), with a line saying where its data came
     from; or, when ``data`` is None, the note of :func:`missing_note`. Returns ``data``."""
     from IPython.display import Markdown, display
 
     if data is None:
-        display(Markdown(missing_note(law, preset)))
+        display(Markdown(missing_note(covariates, preset)))
         return None
     partial = "" if data.get("complete", True) else ", partial"
-    style.show(tracking_figure(data["tracking"], title=f"Distance to the infinite-prompt run, {COVARIATE_NAMES[law]} "
+    style.show(tracking_figure(data["tracking"], title=f"Distance to the infinite-prompt run, {COVARIATE_NAMES[covariates]} "
                                f"covariates<br><sup>{preset} settings{partial}</sup>"))
-    style.show(final_figure(data["final"], title=f"Final risk, {COVARIATE_NAMES[law]} covariates"
+    style.show(final_figure(data["final"], title=f"Final risk, {COVARIATE_NAMES[covariates]} covariates"
                             f"<br><sup>{preset} settings{partial}</sup>"))
     display(Markdown(provenance_note({**data, "seeds": data["tracking"]["seeds"]})))
     return data

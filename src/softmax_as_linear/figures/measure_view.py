@@ -97,7 +97,7 @@ def lln_figure(lengths, rms: dict, n_prompts: int) -> go.Figure:
                            f"RMS of ‖T[μ̂_L](z) − T[μ](z)‖ over {n_prompts} prompts", logx=True, logy=True)
     for kind, values in rms.items():
         fig.add_trace(go.Scatter(x=lengths, y=values, mode="lines+markers", name=LAW_NAMES[kind],
-                                 line=dict(color=style.LAW_COLORS[kind], width=2)))
+                                 line=dict(color=style.TOKEN_LAW_COLORS[kind], width=2)))
     reference = rms["gaussian"][2] * (np.array(lengths) / lengths[2]) ** -0.5
     fig.add_trace(go.Scatter(x=lengths, y=reference, mode="lines", name="slope −1/2",
                              line=dict(color=style.COLORS["noise"], dash="dash")))
@@ -108,10 +108,10 @@ def _cloud_traces(points, limit, kind: str, showlegend: bool = True) -> list[go.
     """Outputs ``points`` ``(n, 2)`` of prompts of one law, and their limit ``limit`` ``(2,)`` as a star."""
     x, y = xy(points)
     return [go.Scatter(x=x, y=y, mode="markers", name=LAW_NAMES[kind], legendgroup=kind, showlegend=showlegend,
-                       marker=dict(color=style.LAW_COLORS[kind], size=6, opacity=0.6)),
+                       marker=dict(color=style.TOKEN_LAW_COLORS[kind], size=6, opacity=0.6)),
             go.Scatter(x=[float(limit[0])], y=[float(limit[1])], mode="markers", name=f"T[μ](z), {LAW_NAMES[kind]}",
                        legendgroup=kind, showlegend=False,
-                       marker=dict(color=style.LAW_COLORS[kind], size=16, symbol="star",
+                       marker=dict(color=style.TOKEN_LAW_COLORS[kind], size=16, symbol="star",
                                    line=dict(color="black", width=1)))]
 
 
@@ -142,7 +142,7 @@ def circle_image_figure(scales, curves: dict, *, radius: float, active: int, x_r
         _check_count(f"curves[{kind!r}]", images, len(scales))
     panels = [(f"{s:.1f}", [go.Scatter(x=xy(curves[kind][i])[0], y=xy(curves[kind][i])[1], mode="lines",
                                        name=LAW_NAMES[kind],
-                                       line=dict(color=style.LAW_COLORS[kind], width=2.5,
+                                       line=dict(color=style.TOKEN_LAW_COLORS[kind], width=2.5,
                                                  dash="solid" if kind == "gaussian" else "dot"))
                             for kind in curves])
               for i, s in enumerate(scales)]
@@ -181,7 +181,7 @@ def measure_view_figure(curve, reference, outputs, limit, *, kind: str, referenc
                                  name="T[μ] on the circle, Gaussian law", line=dict(color="#999", dash="dash")))
     fig.add_trace(go.Scatter(x=xy(curve)[0], y=xy(curve)[1], mode="lines",
                              name=f"T[μ] on the circle, {LAW_NAMES[kind]}",
-                             line=dict(color=style.LAW_COLORS[kind])))
+                             line=dict(color=style.TOKEN_LAW_COLORS[kind])))
     fig.add_traces(_cloud_traces(outputs, limit, kind, showlegend=False))
     return fig
 
@@ -197,7 +197,7 @@ def query_angle_figure(directions, clouds: list, limits: list, curves: dict, *, 
     _check_count("clouds", clouds, len(directions))
     _check_count("limits", limits, len(directions))
     fixed = [go.Scatter(x=xy(curve)[0], y=xy(curve)[1], mode="lines", legendgroup=kind, showlegend=False,
-                        line=dict(color=style.LAW_COLORS[kind], width=1.5), hoverinfo="skip")
+                        line=dict(color=style.TOKEN_LAW_COLORS[kind], width=1.5), hoverinfo="skip")
              for kind, curve in curves.items()]
     panels = [(f"{degrees}°", [trace for kind in cloud for trace in _cloud_traces(cloud[kind], limit[kind], kind)])
               for degrees, cloud, limit in zip(directions, clouds, limits)]
@@ -306,14 +306,14 @@ def one_dimensional_figure(z_line, curves: dict, z_quad, quad_points: dict, z_mc
         show_legend = kind == next(iter(curves))
         fig.add_trace(go.Scatter(x=z_line[:, 0].numpy(), y=np.round(curves[kind].numpy(), 4), mode="lines",
                                  name=LAW_NAMES[kind], legendgroup=kind,
-                                 line=dict(color=style.LAW_COLORS[kind], width=2.5)))
+                                 line=dict(color=style.TOKEN_LAW_COLORS[kind], width=2.5)))
         fig.add_trace(go.Scatter(x=z_quad[:, 0].numpy(), y=quad_points[kind].numpy(), mode="markers",
                                  legendgroup=kind, name="quadrature", showlegend=show_legend,
-                                 marker=dict(color=style.LAW_COLORS[kind], symbol="circle-open", size=10)))
+                                 marker=dict(color=style.TOKEN_LAW_COLORS[kind], symbol="circle-open", size=10)))
         fig.add_trace(go.Scatter(x=z_mc[:, 0].numpy(), y=mc_points[kind].numpy(), mode="markers", legendgroup=kind,
                                  name=f"prompts of {_tokens(length)} tokens", showlegend=show_legend,
                                  error_y=dict(type="data", array=2 * mc_errors[kind].numpy()),
-                                 marker=dict(color=style.LAW_COLORS[kind], symbol="x", size=8)))
+                                 marker=dict(color=style.TOKEN_LAW_COLORS[kind], symbol="x", size=8)))
     return fig
 
 
@@ -322,7 +322,7 @@ def one_dimensional_scale_figure(z_line, u_values, curves: list, *, active: int,
     of ``u_values``, a dict kind -> values ``(n,)`` on ``z_line`` ``(n, 1)``."""
     _check_count("curves", curves, len(u_values))
     panels = [(f"{u:.2f}", [go.Scatter(x=z_line[:, 0].numpy(), y=np.round(panel[kind].numpy(), 4), mode="lines",
-                                       name=LAW_NAMES[kind], line=dict(color=style.LAW_COLORS[kind], width=2.5))
+                                       name=LAW_NAMES[kind], line=dict(color=style.TOKEN_LAW_COLORS[kind], width=2.5))
                             for kind in panel])
               for u, panel in zip(u_values, curves)]
     return style.slider_figure(panels, slider_label="U", active=active,

@@ -8,9 +8,10 @@ kernel are built with :func:`slider_figure`; the book lets the keyboard move the
 
 The colours that carry meaning (softmax and linear attention, the references, the laws) stay apart
 for readers with protanopia, deuteranopia or tritanopia: softmax and linear attention are the
-vermilion and blue of Okabe and Ito's palette, and the laws (the token laws of Chapters 1-3 and the
-covariate laws of Chapter 6, one colour per name in :data:`LAW_COLORS`) differ by at least 20 CIELAB
-units under each of the three (``tests/figures/test_style.py`` checks both).
+vermilion and blue of Okabe and Ito's palette, and the laws (the token laws of Chapters 1-3,
+:data:`TOKEN_LAW_COLORS`, and the covariate laws of Chapter 6, :data:`COVARIATE_COLORS`, which gives Gaussian and
+uniform inputs the colours of Gaussian and uniform tokens) differ by at least 20 CIELAB units under each of the
+three (``tests/figures/test_style.py`` checks both).
 """
 from __future__ import annotations
 
@@ -37,12 +38,16 @@ COLORS = {
     "theory": "#332288",
     "flow": "#332288",
 }
-# Laws first (LAW_COLORS), then further series; every colour has a contrast of at least 3:1 on white.
+# Token laws first (TOKEN_LAW_COLORS), then further series; every colour has a contrast of at least 3:1 on white.
 SEQUENCE = ["#0072b2", "#d55e00", "#332288", "#8c564b", "#009e73", "#cc79a7", "#999933", "#4d4d4d"]
-#: One colour per law name, in every chapter: the token laws of Chapters 1-3, then the covariate laws of Chapter 6
-#: (Gaussian and uniform inputs keep the colours of Gaussian and uniform tokens; Rademacher takes reddish purple,
-#: the next colour that stays 20 CIELAB units from the four under deuteranopia, where green does not).
-LAW_COLORS = {**dict(zip(LAW_KINDS, SEQUENCE)), "rademacher": SEQUENCE[5]}
+#: One colour per token law of Chapters 1-3 (:data:`~softmax_as_linear.registry.LAW_KINDS`).
+TOKEN_LAW_COLORS = dict(zip(LAW_KINDS, SEQUENCE))
+#: One colour per covariate law of Chapter 6 (:data:`~softmax_as_linear.registry.COVARIATES`): Gaussian and uniform
+#: inputs keep the colours of Gaussian and uniform tokens, so that a name has one colour in every chapter; Rademacher
+#: takes reddish purple, the next colour that stays 20 CIELAB units from the token laws' under deuteranopia, where
+#: green does not.
+COVARIATE_COLORS = {"gaussian": TOKEN_LAW_COLORS["gaussian"], "uniform": TOKEN_LAW_COLORS["uniform"],
+                    "rademacher": SEQUENCE[5]}
 
 # A self-contained template (no plotly_white base): every stored figure carries its template, so
 # keeping it to the few settings the book uses keeps notebooks and pages small.

@@ -13,20 +13,21 @@ from ..engine.sweep import TrainConfig, TrainResult
 from ..experiments.beyond_gaussian import limit_tracking
 from ..experiments.presets import beyond_config
 from ..figures.beyond_gaussian import tracking_time_figure
-from ..registry import COVARIATE_LAWS, COVARIATE_NAMES, PAPER_SEED
+from ..registry import COVARIATE_NAMES, COVARIATES, PAPER_SEED
 from . import widgets
 from .training import training_panel
 
 #: The first click: uniform covariates at L = 100 for the lecture preset's flow time (seconds on a CPU).
-BEYOND_PANEL = dict(law="uniform", L=100, lr=0.02, steps=1250)
+BEYOND_PANEL = dict(covariates="uniform", L=100, lr=0.02, steps=1250)
 
 
 def beyond_controls() -> dict[str, W.Widget]:
     """The controls of :func:`beyond_panel`, set to :data:`BEYOND_PANEL`."""
     style = {"description_width": "initial"}
     return {
-        "law": W.Dropdown(options=[(COVARIATE_NAMES[law], law) for law in COVARIATE_LAWS], value=BEYOND_PANEL["law"],
-                          description="covariate law", style=style),
+        "covariates": W.Dropdown(options=[(COVARIATE_NAMES[name], name) for name in COVARIATES],
+                                 value=BEYOND_PANEL["covariates"],
+                                 description="covariate law", style=style),
         "L": W.SelectionSlider(options=[10, 30, 100, 300, 1000, 3000], value=BEYOND_PANEL["L"],
                                description="prompt length L", continuous_update=False, style=style),
         "seed": W.BoundedIntText(value=PAPER_SEED, min=0, max=9_999, description="seed", style=style),
@@ -36,10 +37,10 @@ def beyond_controls() -> dict[str, W.Widget]:
     }
 
 
-def beyond_panel_config(law: str, L: int, seed: int, lr: float, steps: int) -> TrainConfig:
+def beyond_panel_config(covariates: str, L: int, seed: int, lr: float, steps: int) -> TrainConfig:
     """One click of the panel: the lecture preset of Chapter 6 at one ``L`` and one seed (a ``ValueError``
     names a setting that cannot be used)."""
-    return beyond_config("lecture", law, lengths=(int(L),), seeds=(int(seed),), lr=float(lr), steps=int(steps),
+    return beyond_config("lecture", covariates, lengths=(int(L),), seeds=(int(seed),), lr=float(lr), steps=int(steps),
                          record_every=max(1, int(steps) // 50), eval_prompts=512)
 
 
@@ -48,7 +49,7 @@ def beyond_panel_figure(result: TrainResult):
     stopped = "" if result.complete else f", stopped at step {int(result.steps[-1]):,}"
     tracking = limit_tracking(result)
     L = result.config.lengths[0]
-    title = (f"{COVARIATE_NAMES[result.config.law]} covariates, L = {L}, seed {result.config.seeds[0]}{stopped}")
+    title = (f"{COVARIATE_NAMES[result.config.covariates]} covariates, L = {L}, seed {result.config.seeds[0]}{stopped}")
     fig = tracking_time_figure(tracking, title=title)
     fig.update_layout(sliders=[], margin=dict(b=60))
     return fig

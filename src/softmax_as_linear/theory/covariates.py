@@ -2,7 +2,7 @@ r"""Laws of the standardised input entries of in-context regression: draws, cumu
 
 A regression input is :math:`x = F\xi` with :math:`F F^\top = \Sigma` and :math:`\xi \in \mathbb{R}^d` of
 i.i.d. entries of mean 0 and variance 1 from one of three laws :math:`\lambda`
-(:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
+(:data:`~softmax_as_linear.registry.COVARIATES`):
 
 - ``"gaussian"``: :math:`N(0, 1)` (the paper's Section 5);
 - ``"uniform"``: uniform on :math:`[-\sqrt3, \sqrt3]`;
@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from ..core import checks
-from ..registry import COVARIATE_LAWS
+from ..registry import COVARIATES
 
 _ROOT3 = math.sqrt(3.0)
 
@@ -34,92 +34,93 @@ _ROOT3 = math.sqrt(3.0)
 MOMENTS = {"gaussian": {4: 3.0, 6: 15.0}, "uniform": {4: 9 / 5, 6: 27 / 7}, "rademacher": {4: 1.0, 6: 1.0}}
 
 
-def check_law(law) -> str:
-    """``law`` if it names a covariate law, else a ``ValueError`` naming the argument."""
-    return checks.one_of("law", law, COVARIATE_LAWS)
+def check_covariates(covariates) -> str:
+    """``covariates`` if it names a covariate law of :data:`~softmax_as_linear.registry.COVARIATES`, else a
+    ``ValueError`` naming the argument."""
+    return checks.one_of("covariates", covariates, COVARIATES)
 
 
-def fill_(law: str, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """Fill ``out`` (any shape, possibly a strided view) in place with i.i.d. standardised entries of ``law``.
+def fill_(covariates: str, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Fill ``out`` (any shape, possibly a strided view) in place with i.i.d. standardised entries of the covariate law ``covariates``.
 
     Gaussian: ``normal_`` (the draws of :func:`torch.randn`); uniform: ``uniform_`` on :math:`[-\\sqrt3, \\sqrt3]`;
     Rademacher: ``bernoulli_(1/2)`` mapped to :math:`\\pm 1`. Returns ``out``.
     """
-    if law == "gaussian":
+    if covariates == "gaussian":
         return out.normal_(generator=generator)
-    if law == "uniform":
+    if covariates == "uniform":
         return out.uniform_(-_ROOT3, _ROOT3, generator=generator)
-    if law == "rademacher":
+    if covariates == "rademacher":
         return out.bernoulli_(0.5, generator=generator).mul_(2).sub_(1)
-    raise ValueError(f"law must be one of {COVARIATE_LAWS}, got {law!r}")
+    raise ValueError(f"covariates must be one of {COVARIATES}, got {covariates!r}")
 
 
-def draw(law: str, *shape: int, generator: torch.Generator | None = None, dtype=torch.float64, device=None) -> Tensor:
+def draw(covariates: str, *shape: int, generator: torch.Generator | None = None, dtype=torch.float64, device=None) -> Tensor:
     """A new tensor of shape ``shape`` filled by :func:`fill_` (on the generator's device when one is given)."""
     if generator is not None:
         device = generator.device
-    return fill_(law, torch.empty(*shape, dtype=dtype, device=device), generator)
+    return fill_(covariates, torch.empty(*shape, dtype=dtype, device=device), generator)
 
 
-def cgf(law: str, b: Tensor) -> Tensor:
+def cgf(covariates: str, b: Tensor) -> Tensor:
     r"""Cumulant generating function :math:`k_\lambda(b) = \log \mathbb{E} e^{b\xi}` of one entry, elementwise."""
-    if law == "gaussian":
+    if covariates == "gaussian":
         return 0.5 * b**2
-    if law == "uniform":
+    if covariates == "uniform":
         return log_sinhc(_ROOT3 * b)
-    if law == "rademacher":
+    if covariates == "rademacher":
         return log_cosh(b)
-    raise ValueError(f"law must be one of {COVARIATE_LAWS}, got {law!r}")
+    raise ValueError(f"covariates must be one of {COVARIATES}, got {covariates!r}")
 
 
-def tilted_mean(law: str, b: Tensor) -> Tensor:
+def tilted_mean(covariates: str, b: Tensor) -> Tensor:
     r""":math:`k'_\lambda(b)`, the mean of one entry under the tilt :math:`e^{b\xi}`, elementwise (odd, bounded by
     :math:`\sqrt3` for the uniform law and by 1 for the Rademacher law)."""
-    if law == "gaussian":
+    if covariates == "gaussian":
         return b
-    if law == "uniform":
+    if covariates == "uniform":
         return _ROOT3 * langevin(_ROOT3 * b)
-    if law == "rademacher":
+    if covariates == "rademacher":
         return torch.tanh(b)
-    raise ValueError(f"law must be one of {COVARIATE_LAWS}, got {law!r}")
+    raise ValueError(f"covariates must be one of {COVARIATES}, got {covariates!r}")
 
 
-def tilted_variance(law: str, b: Tensor) -> Tensor:
+def tilted_variance(covariates: str, b: Tensor) -> Tensor:
     r""":math:`k''_\lambda(b)`, the variance of one entry under the tilt :math:`e^{b\xi}`, elementwise."""
-    if law == "gaussian":
+    if covariates == "gaussian":
         return torch.ones_like(b)
-    if law == "uniform":
+    if covariates == "uniform":
         x = _ROOT3 * b
         small = x.abs() < 1e-3
         safe = torch.where(small, torch.ones_like(x), x)
         exact = 1 / safe**2 - 1 / torch.sinh(safe) ** 2
         return 3.0 * torch.where(small, 1 / 3 - x**2 / 15, exact)
-    if law == "rademacher":
+    if covariates == "rademacher":
         return 1 - torch.tanh(b) ** 2
-    raise ValueError(f"law must be one of {COVARIATE_LAWS}, got {law!r}")
+    raise ValueError(f"covariates must be one of {COVARIATES}, got {covariates!r}")
 
 
-def moment(law: str, k: int) -> float:
+def moment(covariates: str, k: int) -> float:
     r""":math:`\mathbb{E}\xi^k` for ``k`` in 2, 4, 6 (odd moments are 0)."""
-    check_law(law)
+    check_covariates(covariates)
     if k == 2:
         return 1.0
     if k not in (4, 6):
         raise ValueError(f"k must be 2, 4 or 6, got {k!r}")
-    return MOMENTS[law][k]
+    return MOMENTS[covariates][k]
 
 
-def quadrature(law: str, n: int = 24) -> tuple[Tensor, Tensor]:
+def quadrature(covariates: str, n: int = 24) -> tuple[Tensor, Tensor]:
     r"""Nodes and weights ``(m,)`` of a rule for :math:`\mathbb{E} f(\xi)`, float64.
 
     Rademacher: the two atoms (exact); uniform: ``n``-point Gauss-Legendre on :math:`[-\sqrt3, \sqrt3]`;
     Gaussian: ``n``-point Gauss-Hermite (probabilists'). Exact for polynomials of degree below ``2n``.
     """
-    check_law(law)
+    check_covariates(covariates)
     n = checks.int_at_least("n", n, 1)
-    if law == "rademacher":
+    if covariates == "rademacher":
         return torch.tensor([-1.0, 1.0], dtype=torch.float64), torch.tensor([0.5, 0.5], dtype=torch.float64)
-    if law == "uniform":
+    if covariates == "uniform":
         x, w = np.polynomial.legendre.leggauss(n)
         return torch.from_numpy(x * _ROOT3), torch.from_numpy(w / 2)
     x, w = np.polynomial.hermite_e.hermegauss(n)

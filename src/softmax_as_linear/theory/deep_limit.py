@@ -38,9 +38,9 @@ def deep_limit_prediction(U: Tensor, V: Tensor, task: RegressionTask, w: Tensor,
     """
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
-    if task.law != "gaussian":
+    if task.covariates != "gaussian":
         raise ValueError(f"task: the Gaussian recursion is the infinite-prompt network for Gaussian covariates only, "
-                         f"got law {task.law!r}")
+                         f"got covariates {task.covariates!r}")
     cov = token_covariance_unchecked(task, w.to(U.dtype))
     mean = cov.new_zeros(cov.shape[:-1])
     return gaussian_recursion_unchecked(mean, cov, query.to(U.dtype), U, V, activation).queries[-1][..., -1]

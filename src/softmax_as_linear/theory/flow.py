@@ -99,12 +99,12 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
     V = checks.square("V0", checks.as_float_tensor("V0", V0).double(), task.D).clone()
     checks.one_of("activation", activation, ACTIVATIONS)
     d = task.d
-    if activation == "linear" or task.law == "gaussian":
+    if activation == "linear" or task.covariates == "gaussian":
         def risk(U, V):
             return infinite_prompt_risk_unchecked(U, V, task)
     else:
         if not is_block(U, V, d):
-            raise ValueError(f"U0: the infinite-prompt flow of softmax attention with {task.law} covariates is computed "
+            raise ValueError(f"U0: the infinite-prompt flow of softmax attention with {task.covariates} covariates is computed "
                              "in the block structure of Assumption 5.1 (a_y = U0[d, :d] = 0 and v_x = V0[d, :d] = 0)")
 
         def risk(U, V):
@@ -168,7 +168,7 @@ def drift_constant(task: RegressionTask) -> float:
     :math:`K = 0` for the Gaussian law (Lemma 2.1) and for the Rademacher law (:math:`\xi^3 = \xi`, and
     :math:`v_y \tanh a = 1` is an exact minimiser); :math:`K = 0.0123` for uniform covariates at the paper's task.
     """
-    fourth, sixth = covariates.moment(task.law, 4), covariates.moment(task.law, 6)
+    fourth, sixth = covariates.moment(task.covariates, 4), covariates.moment(task.covariates, 6)
     return 0.5 * task.task_var * task.d * ((fourth - 3) / 6) ** 2 * (sixth - fourth**2)
 
 
@@ -193,7 +193,7 @@ def drift_asymptotics(task: RegressionTask, times) -> dict[str, np.ndarray]:
         raise ValueError("task: the drift asymptotics are derived for Sigma = I")
     K = drift_constant(task)
     if K <= 0:
-        raise ValueError(f"task: {task.law} covariates give K = 0: R_inf has a minimiser and the flow converges")
+        raise ValueError(f"task: {task.covariates} covariates give K = 0: R_inf has a minimiser and the flow converges")
     times = np.asarray(times, dtype=float)
     if times.ndim != 1 or np.any(times <= 0):
         raise ValueError("times must be a sequence of positive numbers")

@@ -35,8 +35,8 @@ def limit_parameters(task: RegressionTask, L: int | None = None) -> tuple[Tensor
     :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`), and ``L`` must be None.
     Returns ``(U*, V*)``, each ``(D, D)`` in float64.
     """
-    if L is not None and task.law != "gaussian":
-        raise ValueError(f"L: the finite-L limit is derived for Gaussian covariates only, got law {task.law!r}")
+    if L is not None and task.covariates != "gaussian":
+        raise ValueError(f"L: the finite-L limit is derived for Gaussian covariates only, got covariates {task.covariates!r}")
     if L is None and is_degenerate(task.prompt_covariance):
         raise ValueError("task: the covariance is degenerate; its limit depends on the initialisation "
                          "(Appendix F.3): use degenerate_limit_parameters(task, alpha)")

@@ -49,7 +49,7 @@ def token_log_mgf(task: RegressionTask, u: Tensor, w: Tensor) -> Tensor:
     r""":math:`K_w(u)` for ``u (..., D)`` and ``w (..., d)`` (broadcast), ``(...)``."""
     F = _factor(task, u)
     b = (u[..., :-1] + u[..., -1:] * w) @ F
-    return 0.5 * task.noise_var * u[..., -1] ** 2 + covariates.cgf(task.law, b).sum(-1)
+    return 0.5 * task.noise_var * u[..., -1] ** 2 + covariates.cgf(task.covariates, b).sum(-1)
 
 
 def tilted_moments(task: RegressionTask, u: Tensor, w: Tensor, covariance: bool = False) -> tuple[Tensor, Tensor | None]:
@@ -58,13 +58,13 @@ def tilted_moments(task: RegressionTask, u: Tensor, w: Tensor, covariance: bool 
     :math:`J = F^\top [I_d, w]`, ``(..., D, D)``. ``u (..., D)`` and ``w (..., d)`` broadcast."""
     F = _factor(task, u)
     b = (u[..., :-1] + u[..., -1:] * w) @ F  # F^T (u_x + u_y w), as rows
-    m_x = covariates.tilted_mean(task.law, b) @ F.T
+    m_x = covariates.tilted_mean(task.covariates, b) @ F.T
     m_y = (m_x * w).sum(-1, keepdim=True) + task.noise_var * u[..., -1:]
     mean = torch.cat([m_x, m_y], -1)
     if not covariance:
         return mean, None
     J = torch.cat([F.T.expand(*w.shape[:-1], *F.T.shape), (w @ F).unsqueeze(-1)], -1)  # (..., d, D)
-    cov = J.transpose(-1, -2) @ (covariates.tilted_variance(task.law, b).unsqueeze(-1) * J)
+    cov = J.transpose(-1, -2) @ (covariates.tilted_variance(task.covariates, b).unsqueeze(-1) * J)
     cov[..., -1, -1] += task.noise_var
     return mean, cov
 
@@ -83,7 +83,7 @@ def infinite_prompt_prediction(U: Tensor, V: Tensor, task: RegressionTask, w: Te
 def prediction_from_scores(u: Tensor, v: Tensor, task: RegressionTask, w: Tensor, activation: str = "softmax") -> Tensor:
     r""":func:`infinite_prompt_prediction` from :math:`u = U z_q` ``(..., D)`` and the last row :math:`v` of :math:`V`
     ``(..., D)``: :math:`v^\top \nabla K_w(u)` (softmax) or :math:`v^\top \Gamma_w u` (linear), ``(...)``."""
-    if activation == "softmax" and task.law != "gaussian":
+    if activation == "softmax" and task.covariates != "gaussian":
         mean, _ = tilted_moments(task, u, w)
         return (mean * v).sum(-1)
     # Gamma_w u without forming Gamma_w: x-part P (u_x + u_y w), y-part w^T P (u_x + u_y w) + s^2 u_y
@@ -116,8 +116,8 @@ def infinite_prompt_risk_estimate(U, V, task: RegressionTask, n_samples: int = 1
     return losses.mean(-1), losses.std(-1) / math.sqrt(n)
 
 
-def _grid(law: str, d: int, n: int) -> tuple[Tensor, Tensor]:
-    nodes, weights = covariates.quadrature(law, n)
+def _grid(name: str, d: int, n: int) -> tuple[Tensor, Tensor]:
+    nodes, weights = covariates.quadrature(name, n)
     points = torch.tensor(list(itertools.product(nodes.tolist(), repeat=d)), dtype=torch.float64)
     mass = torch.tensor([math.prod(c) for c in itertools.product(weights.tolist(), repeat=d)], dtype=torch.float64)
     return points, mass
@@ -136,18 +136,18 @@ def block_infinite_prompt_risk(A_x: Tensor, v_y: Tensor, task: RegressionTask, n
     Rademacher rule is exact), or, for :math:`\Sigma = I` and a diagonal :math:`A_x`, as a sum of one-dimensional
     integrals (24 nodes). A_x ``(..., d, d)``, v_y ``(...)`` -> ``(...)``, differentiable.
     """
-    d, law = task.d, task.law
+    d, name = task.d, task.covariates
     v_y = v_y.unsqueeze(-1)
     if task.is_isotropic and bool((A_x - torch.diag_embed(torch.diagonal(A_x, dim1=-2, dim2=-1)) == 0).all()):
-        nodes, weights = (t.to(A_x) for t in covariates.quadrature(law, 24))
+        nodes, weights = (t.to(A_x) for t in covariates.quadrature(name, 24))
         a = torch.diagonal(A_x, dim1=-2, dim2=-1).unsqueeze(-1)  # (..., d, 1)
-        residual = v_y.unsqueeze(-1) * covariates.tilted_mean(law, a * nodes) - nodes  # (..., d, m)
+        residual = v_y.unsqueeze(-1) * covariates.tilted_mean(name, a * nodes) - nodes  # (..., d, m)
         return 0.5 * task.task_var * (residual**2 * weights).sum((-1, -2)) + 0.5 * task.noise_var
-    points, mass = (t.to(A_x) for t in _grid(law, d, n_nodes))
+    points, mass = (t.to(A_x) for t in _grid(name, d, n_nodes))
     F, Fq = task.prompt_factor.to(A_x), task.query_factor.to(A_x)
     x = points @ Fq.T  # (m, d)
     b = (x @ A_x.transpose(-1, -2)) @ F  # (..., m, d): F^T A_x x as rows
-    m_x = covariates.tilted_mean(law, b) @ F.T
+    m_x = covariates.tilted_mean(name, b) @ F.T
     residual = v_y.unsqueeze(-1) * m_x - x
     return 0.5 * task.task_var * ((residual**2).sum(-1) * mass).sum(-1) + 0.5 * task.noise_var
 

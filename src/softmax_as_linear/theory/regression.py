@@ -21,7 +21,7 @@ Write :math:`P` for the prompt covariance and :math:`Q` for the query covariance
 for ``"paper"``). The risks and limits use :math:`P` wherever the prompt enters and :math:`Q` wherever the
 query does; with :math:`\Sigma = I` both samplers coincide.
 
-**Covariate laws** (``RegressionTask(..., law=...)``, Chapter 6). The entries of :math:`\xi` are i.i.d.
+**Covariate laws** (``RegressionTask(..., covariates=...)``, Chapter 6). The entries of :math:`\xi` are i.i.d.
 standardised draws of a law :math:`\lambda` (:mod:`~softmax_as_linear.theory.covariates`): Gaussian (the
 paper, and the default), uniform on :math:`[-\sqrt3, \sqrt3]` or Rademacher, so that :math:`x = F\xi` has the
 same covariance whatever the law. The Gaussian law draws exactly the random numbers it always drew. The
@@ -54,7 +54,7 @@ from torch import Tensor
 
 from ..core import checks
 from ..registry import SAMPLERS
-from . import covariates
+from . import covariates as covariate_laws
 
 
 def _input_factor(covariance: Tensor) -> Tensor:
@@ -113,7 +113,7 @@ class RegressionTask:
             inputs multiplied by the Cholesky factor :math:`C` twice, :math:`N(0, C\Sigma C^\top)`, and
             isotropic query inputs :math:`N(0, I_d)`, as the paper's published code draws them). Labels are
             :math:`y = w^\top x + \varepsilon` with the inputs actually drawn.
-        law: law of the standardised input entries :math:`\xi_j` (:data:`~softmax_as_linear.registry.COVARIATE_LAWS`):
+        covariates: law of the standardised input entries :math:`\xi_j` (:data:`~softmax_as_linear.registry.COVARIATES`):
             ``"gaussian"`` (default), ``"uniform"`` or ``"rademacher"``; inputs are :math:`F\xi` with the factor
             :math:`F` of the sampler, so their covariance does not depend on the law.
 
@@ -122,7 +122,7 @@ class RegressionTask:
     """
 
     def __init__(self, d: int, covariance=None, task_var: float | None = None, noise_var: float = 0.1,
-                 sampler: str = "paper", law: str = "gaussian"):
+                 sampler: str = "paper", covariates: str = "gaussian"):
         self.d = checks.positive_int("d", d)
         if covariance is None:
             covariance = torch.eye(self.d, dtype=torch.float64)
@@ -132,7 +132,7 @@ class RegressionTask:
         self.task_var = checks.positive_float("task_var", 1.0 / self.d if task_var is None else task_var)
         self.noise_var = checks.positive_float("noise_var", noise_var, allow_zero=True)
         self.sampler = checks.one_of("sampler", sampler, SAMPLERS)
-        self.law = covariates.check_law(law)
+        self.covariates = covariate_laws.check_covariates(covariates)
         self._cholesky = _input_factor(self.covariance)
         if sampler == "published" and is_degenerate(self.covariance):
             raise ValueError("sampler 'published' needs a positive definite covariance (it multiplies by the Cholesky factor)")
@@ -152,15 +152,15 @@ class RegressionTask:
 
     @classmethod
     def isotropic(cls, d: int = 5, task_var: float | None = None, noise_var: float = 0.1,
-                  sampler: str = "paper", law: str = "gaussian") -> "RegressionTask":
+                  sampler: str = "paper", covariates: str = "gaussian") -> "RegressionTask":
         """:math:`\\Sigma = I_d` (both samplers draw the same prompts)."""
-        return cls(d, None, task_var, noise_var, sampler, law)
+        return cls(d, None, task_var, noise_var, sampler, covariates)
 
     @classmethod
     def kms(cls, d: int = 5, rho: float = 0.5, task_var: float | None = None, noise_var: float = 0.1,
-            sampler: str = "paper", law: str = "gaussian") -> "RegressionTask":
+            sampler: str = "paper", covariates: str = "gaussian") -> "RegressionTask":
         """Anisotropic inputs with the Kac-Murdock-Szego covariance :math:`\\rho^{|i-j|}`."""
-        return cls(d, kms_covariance(d, rho), task_var, noise_var, sampler, law)
+        return cls(d, kms_covariance(d, rho), task_var, noise_var, sampler, covariates)
 
     @property
     def D(self) -> int:
@@ -171,7 +171,7 @@ class RegressionTask:
         eig = torch.linalg.eigvalsh(self.covariance)
         return (f"RegressionTask(d={self.d}, Sigma eigenvalues in [{float(eig[0]):.3g}, {float(eig[-1]):.3g}], "
                 f"tau^2={self.task_var:.3g}, s^2={self.noise_var:.3g}, sampler={self.sampler!r}"
-                + ("" if self.law == "gaussian" else f", law={self.law!r}") + ")")
+                + ("" if self.covariates == "gaussian" else f", covariates={self.covariates!r}") + ")")
 
     def on_device(self, name: str, like: Tensor) -> Tensor:
         """The task's tensor attribute ``name`` (``"prompt_factor"``, ``"prompt_covariance"``...) with the dtype and
@@ -185,7 +185,7 @@ class RegressionTask:
     @property
     def fourth_moment(self) -> float:
         r"""The fourth moment :math:`\mathbb{E}\xi_j^4` of the covariate law (3 for the Gaussian one; the fourth cumulant is :math:`\kappa_4 = \mathbb{E}\xi_j^4 - 3`)."""
-        return covariates.moment(self.law, 4)
+        return covariate_laws.moment(self.covariates, 4)
 
     def noise_floor(self) -> float:
         r"""Risk of the predictor that knows :math:`w`, :math:`\tfrac{s^2}{2}`: the minimum of :math:`R_\infty` and
@@ -244,9 +244,9 @@ class RegressionTask:
         """Fill ``z (..., D)`` in place with the standard draws of tokens: entries ``:d`` i.i.d. from the
         covariate law (the :math:`\\xi` of :math:`x = F\\xi`), entry ``d`` standard normal (the label noise).
         For the Gaussian law this is one ``normal_`` of the whole tensor, the draws the course always made."""
-        if self.law == "gaussian":
+        if self.covariates == "gaussian":
             return z.normal_(generator=generator)
-        covariates.fill_(self.law, z[..., : self.d], generator)
+        covariate_laws.fill_(self.covariates, z[..., : self.d], generator)
         z[..., self.d].normal_(generator=generator)
         return z
 
@@ -256,7 +256,7 @@ class RegressionTask:
         covariate law (one ``randn`` of that shape for the Gaussian law)."""
         n, L = checks.positive_int("n", n), checks.positive_int("L", L)
         device = generator.device if generator is not None else None
-        xi = covariates.draw(self.law, n, L, self.d, generator=generator, dtype=dtype, device=device)
+        xi = covariate_laws.draw(self.covariates, n, L, self.d, generator=generator, dtype=dtype, device=device)
         return xi @ self._prompt_factor.to(xi).T
 
     def stream(self, n_prompts: int, generator: torch.Generator | None = None, dtype=torch.float64) -> "PromptStream":
@@ -333,7 +333,7 @@ class PromptStream:
         self.device = generator.device if generator is not None else None
         like = dict(generator=generator, dtype=dtype, device=self.device)
         self.w = torch.randn(n, task.d, **like) * math.sqrt(task.task_var)
-        xi_q = covariates.draw(task.law, n, task.d, **like)
+        xi_q = covariate_laws.draw(task.covariates, n, task.d, **like)
         x_q = xi_q @ task.query_factor.to(xi_q).T
         self.target = (x_q * self.w).sum(-1) + torch.randn(n, **like) * math.sqrt(task.noise_var)
         self.query = torch.cat([x_q, torch.zeros_like(x_q[:, :1])], dim=-1)

@@ -50,8 +50,8 @@ def infinite_prompt_risk(U, V, task: RegressionTask, activation: str = "softmax"
     U = checks.square("U", checks.as_float_tensor("U", U), task.D)
     V = checks.square("V", checks.as_float_tensor("V", V, like=U), task.D)
     checks.one_of("activation", activation, ("softmax", "linear"))
-    if activation == "softmax" and task.law != "gaussian":
-        raise ValueError(f"task: softmax attention has no closed-form infinite-prompt risk for {task.law} covariates; "
+    if activation == "softmax" and task.covariates != "gaussian":
+        raise ValueError(f"task: softmax attention has no closed-form infinite-prompt risk for {task.covariates} covariates; "
                          "use limit_model.infinite_prompt_risk_estimate, or activation='linear'")
     return infinite_prompt_risk_unchecked(U, V, task)
 
@@ -142,7 +142,7 @@ def linear_attention_risk_unchecked(U: Tensor, V: Tensor, L, task: RegressionTas
                + 4 * v_y * tau2 * (t["P_vx"] * (b_xy @ P)).sum(-1)
                + v_y**2 * b_yy * tau2**2 * (tr_P**2 + 2 * tr_P2))
     risk = infinite + (mean_b2 + mean_ab) / (2 * L)
-    if task.law != "gaussian":
+    if task.covariates != "gaussian":
         risk = risk + _fourth_moment_correction(t, task) / (2 * L)
     return risk
 
@@ -203,7 +203,7 @@ def optimal_linear_risk(L: int, task: RegressionTask) -> float:
     :math:`\tfrac{\tau^2}{2}[\operatorname{tr}Q - \operatorname{tr}(Q F N^{-1} F^\top)] + \tfrac{s^2}{2}` (for
     :math:`\kappa_4 = 0`, the formula above by the push-through identity).
     """
-    if task.law != "gaussian":
+    if task.covariates != "gaussian":
         L = checks.positive_int("L", L)
         F, Q = task.prompt_factor, task.query_covariance
         G = F.T @ F
@@ -254,8 +254,8 @@ _BAYES_SEEDED: dict[tuple, tuple[float, float]] = {}
 
 
 def _law_of(task: RegressionTask) -> tuple:
-    """Everything the Bayes risk of ``task`` depends on: its input law and covariances, its variances."""
-    return (task.d, task.sampler, task.law, float(task.task_var), float(task.noise_var),
+    """Everything the Bayes risk of ``task`` depends on: its covariates, sampler and covariance, its variances."""
+    return (task.d, task.sampler, task.covariates, float(task.task_var), float(task.noise_var),
             task.covariance.cpu().numpy().tobytes())
 
 

@@ -50,7 +50,7 @@ def regression_gaps(task: RegressionTask, U, V, L: int, n_prompts: int,
     w, targets = stream.w, stream.target
     queries = stream.query.unsqueeze(1)  # (P, 1, D)
     moments = stream_moments(stream.tokens, L, queries, U, second_order=True)
-    if task.law == "gaussian":
+    if task.covariates == "gaussian":
         gamma = task.token_covariance(w).unsqueeze(1)  # (P, 1, D, D)
         limit = (gamma @ (queries @ U.T).unsqueeze(-1)).squeeze(-1)  # Gamma_w U z_q, (P, 1, D)
     else:  # the tilted moments of the token law of each task (Chapter 6)

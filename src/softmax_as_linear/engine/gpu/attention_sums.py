@@ -204,7 +204,7 @@ if triton is not None:
     def _prompt_kernel(U_ptr, v_ptr, alive_ptr, lengths_ptr, tiles_ptr, keys_ptr, step_ptr, step_offset,
                        F_ptr, Fq_ptr, tau, noise_sd, out_ptr, query_ptr, target_ptr, scratch_ptr,
                        nL, n_tiles, n_prompts, first_prompt, Q_max,
-                       D: tl.constexpr, NC: tl.constexpr, LAW: tl.constexpr, STRUCT: tl.constexpr,
+                       D: tl.constexpr, NC: tl.constexpr, COVARIATES: tl.constexpr, STRUCT: tl.constexpr,
                        STRUCT_Q: tl.constexpr, NA: tl.constexpr, SOFT: tl.constexpr, LIN: tl.constexpr,
                        LPT: tl.constexpr, QB: tl.constexpr, GRAD: tl.constexpr, FAST: tl.constexpr):
         d: tl.constexpr = D - 1
@@ -229,14 +229,14 @@ if triton is not None:
 
         # header: w, query noise and query input
         head = _words(key, c1 * 0, c1, c2, c3_head, NC)
-        if LAW == 0:
+        if COVARIATES == 0:
             g = _normals(head, 0, D, FAST)
         else:
             g = _normals(head, 0, d // 2 + 1, FAST)
         w = ()
         for i in tl.static_range(d):
             w = w + (tau * g[i],)
-        xi_q = _covariates(head, g, d + 1, d, LAW)
+        xi_q = _covariates(head, g, d + 1, d, COVARIATES)
         x_q = _apply(Fq, xi_q, STRUCT_Q, d)
         y_q = _label(_transpose_apply(Fq, w, STRUCT_Q, d), xi_q, noise_sd, g[d], d)
         zq = x_q + (0.0,)
@@ -254,7 +254,7 @@ if triton is not None:
         for blk in range(0, n_blocks):  # whole blocks: phase 2 reads past Q_max only where its masks drop the values
             q = blk * QB + lanes
             words = _words(key, (q * NC).to(tl.uint32), c1, c2, c3, NC)
-            if LAW == 0:
+            if COVARIATES == 0:
                 normals = _normals(words, 0, D, FAST)
                 eps_a = normals[2 * d]
                 eps_b = normals[2 * d + 1]
@@ -262,8 +262,8 @@ if triton is not None:
                 normals = _normals(words, d, 1, FAST)
                 eps_a = normals[0]
                 eps_b = normals[1]
-            xi_a = _covariates(words, normals, 0, d, LAW)
-            xi_b = _covariates(words, normals, d, d, LAW)
+            xi_a = _covariates(words, normals, 0, d, COVARIATES)
+            xi_b = _covariates(words, normals, d, d, COVARIATES)
             z_a = _apply(F, xi_a, STRUCT, d) + (_label(a, xi_a, noise_sd, eps_a, d),)
             z_b = _apply(F, xi_b, STRUCT, d) + (_label(a, xi_b, noise_sd, eps_b, d),)
             cell = row + blk * BLOCK_SIZE

@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from ...core import checks
-from ...registry import COVARIATE_LAWS as LAWS
+from ...registry import COVARIATES
 
 HEADER_TAG = 0x80000000
 _M32 = 0xFFFFFFFF
@@ -111,11 +111,11 @@ def _normals(words: list[Tensor], pairs) -> dict[int, Tensor]:
     return out
 
 
-def _law(words: list[Tensor], normals: dict[int, Tensor], indices, law: str) -> Tensor:
-    """Covariates from words ``indices`` under ``law``, stacked on the last axis."""
-    if law == "gaussian":
+def _covariates(words: list[Tensor], normals: dict[int, Tensor], indices, covariates: str) -> Tensor:
+    """Covariates from words ``indices`` under the covariate law ``covariates``, stacked on the last axis."""
+    if covariates == "gaussian":
         values = [normals[n] for n in indices]
-    elif law == "uniform":
+    elif covariates == "uniform":
         values = [uniform(words[n]) * torch.tensor(2 * _SQRT3, dtype=torch.float32)
                   - torch.tensor(_SQRT3, dtype=torch.float32) for n in indices]
     else:
@@ -124,7 +124,7 @@ def _law(words: list[Tensor], normals: dict[int, Tensor], indices, law: str) -> 
 
 
 def draw(keys, step: int, n_prompts: int, L: int, *, d: int, factor: Tensor, query_factor: Tensor,
-         task_var: float, noise_var: float, law: str = "gaussian", first_prompt: int = 0, device="cpu",
+         task_var: float, noise_var: float, covariates: str = "gaussian", first_prompt: int = 0, device="cpu",
          dtype=torch.float32) -> tuple[Tensor, Tensor, Tensor]:
     """Prompts ``first_prompt .. first_prompt + n_prompts - 1`` of step ``step`` for every key in ``keys``.
 
@@ -132,7 +132,7 @@ def draw(keys, step: int, n_prompts: int, L: int, *, d: int, factor: Tensor, que
     Returns tokens ``(S, n, L, D)``, queries ``(S, n, D)`` (last entry 0) and targets ``(S, n)``, in ``dtype``
     (drawn in float32, then converted). ``L`` may be odd: the last pair's second token is dropped.
     """
-    checks.one_of("law", law, LAWS)
+    checks.one_of("covariates", covariates, COVARIATES)
     D = d + 1
     device = torch.device(device)
     key = torch.as_tensor(list(keys), dtype=torch.int64, device=device)[:, None, None]  # (S, 1, 1)
@@ -145,17 +145,17 @@ def draw(keys, step: int, n_prompts: int, L: int, *, d: int, factor: Tensor, que
     # header: w, the query's noise and input
     head = _words(key, torch.zeros((), dtype=torch.int64, device=device), b, step, HEADER_TAG, D)
     head = [h[..., 0] for h in head]  # (S, n)
-    g = _normals(head, range(D) if law == "gaussian" else range(d // 2 + 1))
+    g = _normals(head, range(D) if covariates == "gaussian" else range(d // 2 + 1))
     w = torch.stack([g[j] for j in range(d)], -1) * tau  # (S, n, d)
     eps_q = g[d]
-    xi_q = _law(head, g, range(d + 1, 2 * d + 1), law)
+    xi_q = _covariates(head, g, range(d + 1, 2 * d + 1), covariates)
     # tokens, pair by pair
     Q = (L + 1) // 2
     q = torch.arange(Q, dtype=torch.int64, device=device)[None, None, :]
     words = _words(key, q * NC, b, step, 0, D)  # each (S, n, Q)
-    normals = _normals(words, range(D) if law == "gaussian" else [d])
-    xi_a = _law(words, normals, range(d), law)
-    xi_b = _law(words, normals, range(d, 2 * d), law)
+    normals = _normals(words, range(D) if covariates == "gaussian" else [d])
+    xi_a = _covariates(words, normals, range(d), covariates)
+    xi_b = _covariates(words, normals, range(d, 2 * d), covariates)
     xi = torch.stack([xi_a, xi_b], 3).reshape(*xi_a.shape[:2], 2 * Q, d)[:, :, :L]  # position 2q + half
     eps = torch.stack([normals[2 * d], normals[2 * d + 1]], -1).reshape(*xi_a.shape[:2], 2 * Q)[:, :, :L]
 

@@ -33,7 +33,7 @@ class PromptKernelStepper:
         self.alive = torch.ones(sweep.shape, dtype=torch.bool, device=sweep.device)
         self.diverged_at = torch.full(sweep.shape, -1, dtype=torch.long, device=sweep.device)
         self.step_count = torch.zeros((), dtype=torch.long, device=sweep.device)
-        self.kernel = prompt_kernel.PromptKernel(cfg, sweep.device, law=cfg.law, **kernel_options)
+        self.kernel = prompt_kernel.PromptKernel(cfg, sweep.device, covariates=cfg.covariates, **kernel_options)
         self.keys, self.held_out_keys = self.kernel.keys("train"), self.kernel.keys("held_out")
         self.threshold = cfg.blowup * sweep.zero_risk
         self.fused = cfg.optimizer == "sgd" and cfg.parametrisation == "four_matrix" and cfg.dtype == "float32"

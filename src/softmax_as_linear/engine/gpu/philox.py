@@ -44,13 +44,13 @@ if triton is not None:
         return out
 
     @triton.jit
-    def _covariates(words, normals, FIRST: tl.constexpr, COUNT: tl.constexpr, LAW: tl.constexpr):
-        """Covariates of words FIRST .. FIRST + COUNT - 1 under the law (normals: all 2D Gaussians, LAW 0 only)."""
+    def _covariates(words, normals, FIRST: tl.constexpr, COUNT: tl.constexpr, COVARIATES: tl.constexpr):
+        """Covariates of words FIRST .. FIRST + COUNT - 1 under the law (normals: all 2D Gaussians, COVARIATES 0 only)."""
         out = ()
         for j in tl.static_range(COUNT):
-            if LAW == 0:
+            if COVARIATES == 0:
                 out = out + (normals[FIRST + j],)
-            elif LAW == 1:
+            elif COVARIATES == 1:
                 out = out + (tl.uint_to_uniform_float(words[FIRST + j]) * 3.4641016151377544 - 1.7320508075688772,)
             else:
                 out = out + (tl.where(words[FIRST + j].to(tl.int32, bitcast=True) < 0, -1.0, 1.0),)

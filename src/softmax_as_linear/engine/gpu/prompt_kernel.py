@@ -46,7 +46,7 @@ import torch
 from torch import Tensor
 
 from ...core import checks, seeding
-from ...registry import COVARIATE_LAWS
+from ...registry import COVARIATES
 from ..moments import Moments
 from . import counter_stream as reference
 
@@ -62,8 +62,8 @@ INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
 #: False: ``rng="auto"`` means torch's generators everywhere (environment ``SOFTMAX_AS_LINEAR_PROMPT_KERNEL=0``);
 #: ``rng="philox"`` then draws the stream as tensors (:class:`~softmax_as_linear.engine.data.CounterData`).
 ENABLED = os.environ.get("SOFTMAX_AS_LINEAR_PROMPT_KERNEL", "1") != "0"
-#: The kernel's code of each covariate law (its index in :data:`~softmax_as_linear.registry.COVARIATE_LAWS`).
-LAW_CODES = {law: code for code, law in enumerate(COVARIATE_LAWS)}
+#: The kernel's code of each covariate law (its index in :data:`~softmax_as_linear.registry.COVARIATES`).
+COVARIATE_CODES = {name: code for code, name in enumerate(COVARIATES)}
 
 
 def _structure(F: Tensor) -> int:
@@ -86,16 +86,16 @@ def tile_table(lengths, per_tile: int) -> list[list[int]]:
 class PromptKernel:
     """The kernels of one sweep: its task, lengths and activations fixed; stream keys per call.
 
-    ``cfg`` a :class:`~softmax_as_linear.engine.sweep.TrainConfig`, ``law`` the covariate law.
+    ``cfg`` a :class:`~softmax_as_linear.engine.sweep.TrainConfig`, ``covariates`` the covariate law (default the config's).
     ``per_tile`` / ``per_tile_eval``: lengths per tile in the training (gradients) and forward-only modes;
     ``pairs``: token pairs per block (a GPU lane each); ``warps``: warps per program.
     """
 
-    def __init__(self, cfg, device, law: str | None = None, per_tile: int | None = None, per_tile_eval: int | None = None,
+    def __init__(self, cfg, device, covariates: str | None = None, per_tile: int | None = None, per_tile_eval: int | None = None,
                  pairs: int | None = None, warps: int = 1, fast: bool | None = None, max_programs: int = 8192,
                  task=None, max_registers: int | None = 192, max_registers_eval: int | None = 168):
-        law = checks.one_of("law", cfg.law if law is None else law, COVARIATE_LAWS)
-        self.cfg, self.device, self.law = cfg, torch.device(device), law
+        covariates = checks.one_of("covariates", cfg.covariates if covariates is None else covariates, COVARIATES)
+        self.cfg, self.device, self.covariates = cfg, torch.device(device), covariates
         task = cfg.task() if task is None else task
         self.task = task
         self.d, self.D = cfg.d, cfg.D
@@ -148,7 +148,7 @@ class PromptKernel:
         _prompt_kernel[(S * n_prompts,)](
             U, v, alive, self.lengths, tiles, keys, step, offset, self.F, self.Fq, self.tau, self.noise_sd,
             out, query, target, scratch, self.nL, tiles.shape[0], n_prompts, first_prompt, self.Q_max,
-            D=D, NC=reference.calls_per_pair(D), LAW=LAW_CODES[self.law], STRUCT=self.structure,
+            D=D, NC=reference.calls_per_pair(D), COVARIATES=COVARIATE_CODES[self.covariates], STRUCT=self.structure,
             STRUCT_Q=self.query_structure, NA=self.nA, SOFT=self.soft, LIN=self.lin, LPT=tiles.shape[1],
             QB=self.pairs, GRAD=grad, FAST=self.fast, num_warps=self.warps,
             maxnreg=self.max_registers if grad else self.max_registers_eval)
