@@ -296,21 +296,39 @@ _UNDRAWN_FIGURES = """() => [...document.querySelectorAll(".plotly-graph-div")]
     .map(gd => gd.id)"""
 _ALL_FIGURES_DRAWN = "() => (" + _UNDRAWN_FIGURES.removeprefix("() =>") + ").length === 0"
 
-# The drawn traces (not the slider, whose label changes with every step), and what Plotly shows.
-_FIGURE_STATE = """gd => ({
-    drawn: [...gd.querySelectorAll(".cartesianlayer, .polarlayer, .ternarylayer, .pielayer")]
-        .map(layer => layer.innerHTML).join(""),
-    visible: gd._fullData.map(trace => trace.visible === true),
-    active: gd.layout.sliders.map(slider => slider.active ?? 0),
-})"""
+# The drawn traces (not the slider, whose label changes with every step), and what Plotly shows. The drawn
+# layers' markup is hashed in the page (53-bit cyrb53): equal hashes mean equal markup, and the markup, often
+# a megabyte, never crosses to Python.
+_FIGURE_STATE = """gd => {
+    const drawn = [...gd.querySelectorAll(".cartesianlayer, .polarlayer, .ternarylayer, .pielayer")]
+        .map(layer => layer.innerHTML).join("");
+    let h1 = 0xdeadbeef, h2 = 0x41c6ce57;
+    for (let i = 0; i < drawn.length; i++) {
+        const c = drawn.charCodeAt(i);
+        h1 = Math.imul(h1 ^ c, 2654435761); h2 = Math.imul(h2 ^ c, 1597334677);
+    }
+    h1 = Math.imul(h1 ^ (h1 >>> 16), 2246822507) ^ Math.imul(h2 ^ (h2 >>> 13), 3266489909);
+    h2 = Math.imul(h2 ^ (h2 >>> 16), 2246822507) ^ Math.imul(h1 ^ (h1 >>> 13), 3266489909);
+    return {drawn: `${drawn.length}:${(4294967296 * (2097151 & h2) + (h1 >>> 0)).toString(36)}`,
+            visible: gd._fullData.map(trace => trace.visible === true),
+            active: gd.layout.sliders.map(slider => slider.active ?? 0)};
+}"""
 
-_MOVED = "([gd, slider, step]) => gd.layout.sliders[slider].active === step"
+# The slider is at ``step`` and the drawn layers differ from ``drawn``: Plotly redraws a frame or two after
+# the click or the key. Waiting for this (3 s at most, then the check below reports what is wrong) replaces a
+# fixed pause.
+_REDRAWN = ("([gd, slider, step, drawn]) => gd.layout.sliders[slider].active === step && ("
+            + _FIGURE_STATE + ")(gd).drawn !== drawn")
 
+# The slider scrolled into view if it is not (as Playwright's scroll_into_view_if_needed), where its steps
+# are on the screen, and the figure's state before the click.
 _SLIDER_GEOMETRY = """(gd, index) => {
     const slider = gd.querySelectorAll(".slider-group")[index];
+    const box = slider.getBoundingClientRect();
+    if (box.top < 0 || box.bottom > window.innerHeight) slider.scrollIntoView({block: "center"});
     const centre = e => { const b = e.getBoundingClientRect(); return [b.x + b.width / 2, b.y + b.height / 2]; };
     return {steps: [...slider.querySelectorAll(".slider-tick-rect")].map(e => centre(e)[0]),
-            y: centre(slider.querySelector(".slider-rail-rect"))[1]};
+            y: centre(slider.querySelector(".slider-rail-rect"))[1], before: (""" + _FIGURE_STATE + """)(gd)};
 }"""
 
 
@@ -337,7 +355,7 @@ def _check_sliders(visit: _Visit) -> tuple[int, list[str]]:
     problems, moves = [], 0
     figures = visit.tab.locator(".plotly-graph-div")
     for index in range(figures.count()):
-        gd = figures.nth(index)
+        gd = figures.nth(index).element_handle()
         sliders = gd.evaluate("gd => (gd.layout.sliders || []).map(s => s.steps.map(step => step.args))")
         for s, steps in enumerate(sliders):
             if len(steps) < 2:
@@ -345,18 +363,16 @@ def _check_sliders(visit: _Visit) -> tuple[int, list[str]]:
             start = gd.evaluate(_FIGURE_STATE)["active"][s]
             order = list(range(start + 1, len(steps))) + list(range(start + 1))
             for step in order:
-                gd.locator(".slider-group").nth(s).scroll_into_view_if_needed()
-                before = gd.evaluate(_FIGURE_STATE)
                 geometry = gd.evaluate(_SLIDER_GEOMETRY, s)
                 if len(geometry["steps"]) != len(steps):
                     problems.append(f"figure {index}: slider {s} draws {len(geometry['steps'])} of {len(steps)} steps")
                     break
+                before = geometry["before"]
                 visit.tab.mouse.click(geometry["steps"][step], geometry["y"])
                 try:  # Plotly restyles on the click; give a busy machine a moment
-                    visit.tab.wait_for_function(_MOVED, arg=[gd.element_handle(), s, step], timeout=3_000)
+                    visit.tab.wait_for_function(_REDRAWN, arg=[gd, s, step, before["drawn"]], timeout=3_000)
                 except Exception:  # reported below
                     pass
-                visit.tab.wait_for_timeout(50)
                 after = gd.evaluate(_FIGURE_STATE)
                 moves += 1
                 where = f"figure {index}, slider {s}, step {step}"
@@ -442,7 +458,7 @@ def _check_figure_text_and_keys(visit: _Visit) -> list[str]:
                 for gd in visit.tab.evaluate(_FIGURES_WITHOUT_TEXT)]
     figures = visit.tab.locator(".plotly-graph-div")
     for index in range(figures.count()):
-        gd = figures.nth(index)
+        gd = figures.nth(index).element_handle()
         count = gd.evaluate("gd => (gd.layout.sliders || []).filter(s => s.steps.length > 1).length")
         if not count:
             continue
@@ -465,10 +481,9 @@ def _check_figure_text_and_keys(visit: _Visit) -> list[str]:
                 ("ArrowLeft", before["active"][s] - 1)
             visit.tab.keyboard.press(key)
             try:
-                visit.tab.wait_for_function(_MOVED, arg=[gd.element_handle(), s, step], timeout=3_000)
+                visit.tab.wait_for_function(_REDRAWN, arg=[gd, s, step, before["drawn"]], timeout=3_000)
             except Exception:  # reported below
                 pass
-            visit.tab.wait_for_timeout(50)
             after, focused = gd.evaluate(_FIGURE_STATE), gd.evaluate(_FOCUSED_SLIDER)
             if after["active"][s] != step:
                 problems.append(f"{where}: {key} left the slider at step {after['active'][s]}, not {step}")
