@@ -47,12 +47,14 @@ book: $(READY)
 
 # Every stage runs, even after one failed; a table of the stages, their results and wall times ends the
 # output (and lands in _build/stages.txt). A failed stage makes `make test` fail. Each stage is also a
-# target of its own (`make nbval`). Stages joined by + run side by side, and `live&` runs beside every
-# stage after it (tools/run_stages.py): alone, JupyterLab's tests keep about 1.3 of the 2 cores busy
-# (Chromium and the kernels) and pip-path waits mostly on pip, so the other stages fill the rest
-# (benchmarks/README.md, "Test suite"). book-strict comes first because it empties _build/, where live
-# writes its screenshots. BOOK_BUILT=1: `browser` checks the book that `book-strict` built.
-TEST_STAGES := lint book-strict 'live&' unit nbval+pip-path browser
+# target of its own (`make nbval`). Stages joined by + run side by side, and `STAGE&` runs beside every
+# stage after it (tools/run_stages.py). The suite is bound by the CPU: alone, the live JupyterLab tests and
+# the browser tests each keep about 1.2 of the 2 cores busy (Chromium, JupyterLab and the kernels) and
+# pip-path waits mostly on pip, so they start first, the chapters under nbval (a chapter per worker, the
+# longest about two minutes) next, and the unit tests (two workers) keep both cores busy to the end
+# (benchmarks/README.md, "Test suite"). book-strict comes before them because it empties _build/, where the
+# browser stage reads the book and live writes its screenshots. BOOK_BUILT=1: `browser` checks that book.
+TEST_STAGES := lint book-strict 'live&' 'browser&' nbval+pip-path unit
 test:
 	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory BOOK_BUILT=1" setup $(TEST_STAGES)
 

@@ -315,8 +315,8 @@ _FIGURE_STATE = """gd => {
 }"""
 
 # The slider is at ``step`` and the drawn layers differ from ``drawn``: Plotly redraws a frame or two after
-# the click or the key. Waiting for this (3 s at most, then the check below reports what is wrong) replaces a
-# fixed pause.
+# the click or the key. Waiting for this (10 s at most, for a machine busy with the other stages of `make test`;
+# then the check below reports what is wrong) replaces a fixed pause.
 _REDRAWN = ("([gd, slider, step, drawn]) => gd.layout.sliders[slider].active === step && ("
             + _FIGURE_STATE + ")(gd).drawn !== drawn")
 
@@ -370,7 +370,7 @@ def _check_sliders(visit: _Visit) -> tuple[int, list[str]]:
                 before = geometry["before"]
                 visit.tab.mouse.click(geometry["steps"][step], geometry["y"])
                 try:  # Plotly restyles on the click; give a busy machine a moment
-                    visit.tab.wait_for_function(_REDRAWN, arg=[gd, s, step, before["drawn"]], timeout=3_000)
+                    visit.tab.wait_for_function(_REDRAWN, arg=[gd, s, step, before["drawn"]], timeout=10_000)
                 except Exception:  # reported below
                     pass
                 after = gd.evaluate(_FIGURE_STATE)
@@ -401,7 +401,7 @@ def _check_solutions(visit: _Visit) -> list[str]:
             continue
         dropdown.locator(":scope > .admonition-title button.toggle-button").first.click()
         try:
-            body.wait_for(state="visible", timeout=3_000)
+            body.wait_for(state="visible", timeout=10_000)
         except Exception:
             problems.append(f"dropdown {index} stays folded when its toggle is clicked")
     return problems
@@ -481,7 +481,7 @@ def _check_figure_text_and_keys(visit: _Visit) -> list[str]:
                 ("ArrowLeft", before["active"][s] - 1)
             visit.tab.keyboard.press(key)
             try:
-                visit.tab.wait_for_function(_REDRAWN, arg=[gd, s, step, before["drawn"]], timeout=3_000)
+                visit.tab.wait_for_function(_REDRAWN, arg=[gd, s, step, before["drawn"]], timeout=10_000)
             except Exception:  # reported below
                 pass
             after, focused = gd.evaluate(_FIGURE_STATE), gd.evaluate(_FOCUSED_SLIDER)
