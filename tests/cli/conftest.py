@@ -1,4 +1,7 @@
-"""What the command-line tests share: a results folder in tmp, tiny presets, and a run of the command."""
+"""What the command-line tests share: a results folder in tmp, tiny presets, a run of the command, and a run split
+into two shards and merged."""
+import json
+
 import pytest
 
 import softmax_as_linear.cli as cli
@@ -32,6 +35,33 @@ def run_cli(capsys):
         captured = capsys.readouterr()
         return code, captured.out, captured.err
     return run
+
+
+@pytest.fixture
+def one_process_and_two_shards(tmp_path, run_cli):
+    """``one_process_and_two_shards(run, file) -> (one, joined, shard_errors)``: the command ``run`` (its argv,
+    ``reproduce`` first) in one process, then as shards 2/2 and 1/2 merged by ``merge``, which first refuses to merge
+    before the shards exist; returns the file ``file`` each wrote (the merged one without its provenance, checked
+    to name both shards) and what each shard printed on stderr."""
+    def compare(run: list[str], file: str) -> tuple[dict, dict, list[str]]:
+        single, sharded = tmp_path / "single", tmp_path / "sharded"
+        assert run_cli(*run, "--out", str(single))[0] == 0
+        merge = ["merge", *run[1:], "--shards", "2", "--out", str(sharded)]
+        code, out, err = run_cli(*merge)
+        assert code == cli.EXIT_ERROR and "--shard 1/2" in err
+        shard_errors = []
+        for k in (2, 1):
+            code, out, err = run_cli(*run, "--shard", f"{k}/2", "--out", str(sharded))
+            assert code == 0, err
+            shard_errors.append(err)
+        code, out, err = run_cli(*merge)
+        assert code == 0, err
+        one, joined = (json.loads((folder / file).read_text()) for folder in (single, sharded))
+        origin = joined.pop("provenance")
+        one.pop("provenance")
+        assert [s["shard"] for s in origin["shards"]] == ["1/2", "2/2"] and origin["run"] == "smoke"
+        return one, joined, shard_errors
+    return compare
 
 
 @pytest.fixture(autouse=True)

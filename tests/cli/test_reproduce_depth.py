@@ -65,23 +65,11 @@ def test_a_checkpoint_of_other_settings_is_named(tmp_path, tiny_depth, run_cli, 
 
 
 @pytest.mark.slow
-def test_depth_shards_merge_into_the_file_of_one_process(tmp_path, tiny_depth, run_cli):
-    single, sharded = tmp_path / "single", tmp_path / "sharded"
-    assert run_cli(*RUN, "--out", str(single))[0] == 0
-    code, out, err = run_cli("merge", *RUN[1:], "--shards", "2", "--out", str(sharded))
-    assert code == cli.EXIT_ERROR and "--shard 1/2" in err
-    for k in (2, 1):
-        code, out, err = run_cli(*RUN, "--shard", f"{k}/2", "--out", str(sharded))
-        assert code == 0, err
-        assert "merge depth" in err
-    code, out, err = run_cli("merge", *RUN[1:], "--shards", "2", "--out", str(sharded))
-    assert code == 0, err
-    one, joined = _load(single / "depth_smoke.json"), _load(sharded / "depth_smoke.json")
-    origin = joined.pop("provenance")
-    one.pop("provenance")
+def test_depth_shards_merge_into_the_file_of_one_process(tiny_depth, one_process_and_two_shards):
+    one, joined, shard_errors = one_process_and_two_shards(RUN, "depth_smoke.json")
+    assert all("merge depth" in err for err in shard_errors)
     assert joined["per_seed"]["seeds"] == one["per_seed"]["seeds"] == [327, 0]
     for name in depth_regression.MODEL_NAMES:  # every seed trains on its own streams: the same numbers
         assert np.allclose(joined["per_seed"]["risk"][name], one["per_seed"]["risk"][name], rtol=1e-4)
     assert joined["references"] == one["references"]
     assert np.allclose(joined["warm"]["risk"], one["warm"]["risk"], rtol=1e-4)
-    assert [s["shard"] for s in origin["shards"]] == ["1/2", "2/2"] and origin["run"] == "smoke"
