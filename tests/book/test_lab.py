@@ -362,6 +362,38 @@ def type_bad_numbers(output, entry, redraws_when_clamped: bool = False):
         wait_for_new_figure(output, before)
 
 
+def eventually(condition, what: str, timeout: float = 30):
+    """Wait until ``condition()`` holds (a loaded machine answers late), or fail saying ``what`` did not happen."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"not within {timeout:.0f} s: {what}"
+        time.sleep(0.2)
+
+
+def slide(output, description: str, key: str, to: str, presses: int = 12):
+    """Move the slider named ``description`` with the keyboard (arrow keys on its focused handle), as a student would, until its readout shows ``to``:
+    one press at a time, each waited for. (Pressed in a burst, a key can be lost on a loaded machine while the
+    widget redraws or the handle loses focus; the readout is what the kernel is sent.)"""
+    page = output.page
+    slider = output.locator(".widget-hslider", has=page.locator(f"text={description}")).first
+    handle = slider.locator(".noUi-handle, .ui-slider-handle").first
+    readout = slider.locator(".widget-readout").first
+    shown = lambda: readout.inner_text().strip().replace(",", "")  # noqa: E731
+    for _ in range(presses):
+        before = shown()
+        if before == to:
+            time.sleep(1.0)  # and stays there: the kernel's echo of an earlier value does not move it back
+            if shown() == to:
+                return
+            continue
+        handle.focus()
+        page.keyboard.press(key)
+        deadline = time.monotonic() + 10
+        while shown() == before and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert shown() == to, f"the slider {description!r} shows {shown()!r} after {presses} presses of {key}, not {to!r}"
+
+
 @contextlib.contextmanager
 def check(what: str):
     """A step of a test that checks several things in one chapter: its failure says which check failed."""
@@ -437,13 +469,9 @@ def _measure_panel_redraws_for_L_and_reports_bad_values(chapter, output):
     output.locator(".widget-slider").first.wait_for(timeout=60_000)
     before = figure(output)
     chapter.shot("measure-panel", output)
-    # the prompt length L: a selection slider, moved with the keyboard as a student would
-    slider = output.locator(".widget-hslider", has=chapter.page.locator("text=prompt length L")).first
-    handle = slider.locator(".noUi-handle, .ui-slider-handle").first
-    handle.focus()
-    chapter.page.keyboard.press("ArrowRight")
+    slide(output, "prompt length L", "ArrowRight", "1778")  # the next value after L = 1,000
     after = wait_for_new_figure(output, before)
-    assert after["title"] != before["title"] and "L = " in after["title"]
+    assert after["title"] != before["title"] and "L = 1778" in after["title"].replace(",", ""), after["title"]
     # a non-number and an out-of-range number typed into the scale of U: messages, and a redraw for the clamped value
     type_bad_numbers(output, output.locator("input.widget-input, .sal-typed-entry input").first, redraws_when_clamped=True)
     chapter.shot("measure-panel-bad-value", output)
@@ -492,7 +520,8 @@ def _flow_panel_saved_and_reloaded_says_what_to_do(chapter, index):
     chapter.wait_idle()
     output = chapter.cell(index).locator(".jp-OutputArea").first
     output.scroll_into_view_if_needed()
-    time.sleep(3)
+    eventually(lambda: output.inner_text().strip() != "", "the reloaded panel's output shows text", timeout=60)
+    time.sleep(1)  # a widget view, if one comes, replaces the text
     text = output.inner_text()
     chapter.shot("flow-panel-reloaded", output)
     assert "VBox(children" not in text and ("Live panel" in text or output.locator("select").count()), text
@@ -505,10 +534,7 @@ def _training_panel_trains_stops_and_shows_the_partial_result(chapter, output):
     chapter.shot("training-panel", output)
     progress = output.locator(".widget-hprogress .progress-bar, .widget-progress .progress-bar").first
     # a run long enough to be stopped on a fast machine: 500 -> 10,000 steps
-    steps = output.locator(".widget-hslider", has=chapter.page.locator("text=steps")).locator(".noUi-handle").first
-    steps.focus()
-    for _ in range(4):
-        chapter.page.keyboard.press("ArrowRight")
+    slide(output, "steps", "ArrowRight", "10000")
     train.click()
     started = time.monotonic()
     deadline = started + 120
@@ -527,9 +553,7 @@ def _training_panel_trains_stops_and_shows_the_partial_result(chapter, output):
     chapter.shot("training-stopped", output)
     # another initialisation gives another run
     output.locator("select").nth(1).select_option(label="Assumption 5.1 (α)")
-    steps.focus()
-    for _ in range(6):
-        chapter.page.keyboard.press("ArrowLeft")  # 10,000 -> 100 steps
+    slide(output, "steps", "ArrowLeft", "100")
     train.click()
     status.filter(has_text="finished at step").wait_for(timeout=240_000)
     full = figure(output)
@@ -761,14 +785,13 @@ def _training_panel_controls_seed_interrupt_and_rerun(chapter, index, output):
     assert _disabled(output, "ρ (KMS)") and _disabled(output, "α (Assumption 5.1)") and _disabled(output, "init scale")
     selects = output.locator("select")
     selects.nth(1).select_option(label="PyTorch × scale (near zero)")
-    time.sleep(1)
-    assert _disabled(output, "α (Assumption 5.1)") and not _disabled(output, "init scale")
+    eventually(lambda: _disabled(output, "α (Assumption 5.1)") and not _disabled(output, "init scale"),
+               "the PyTorch initialisation disables α and enables the init scale")
     selects.nth(1).select_option(label="Assumption 5.1 (α)")
-    time.sleep(1)
-    assert not _disabled(output, "α (Assumption 5.1)") and _disabled(output, "init scale")
+    eventually(lambda: not _disabled(output, "α (Assumption 5.1)") and _disabled(output, "init scale"),
+               "Assumption 5.1 enables α and disables the init scale")
     selects.first.select_option(label="Kac-Murdock-Szegő ρ^|i-j|")
-    time.sleep(1)
-    assert not _disabled(output, "ρ (KMS)")
+    eventually(lambda: not _disabled(output, "ρ (KMS)"), "the KMS covariance enables ρ")
     chapter.shot("training-controls", output)
     # the seed box: the trainer's range [0, 10,000)
     seed = output.locator(".sal-typed-entry", has=page.locator("text=seed")).locator("input").first
@@ -778,15 +801,11 @@ def _training_panel_controls_seed_interrupt_and_rerun(chapter, index, output):
     # Stop: visibly disabled before a run
     look = lambda: stop.evaluate("b => [getComputedStyle(b).backgroundColor, getComputedStyle(b).opacity].join()")  # noqa: E731
     idle_look = look()
-    steps = output.locator(".widget-hslider", has=page.locator("text=steps")).locator(".noUi-handle").first
-    steps.focus()
-    for _ in range(4):
-        page.keyboard.press("ArrowRight")  # a run long enough to interrupt
+    slide(output, "steps", "ArrowRight", "10000")  # a run long enough to interrupt
     train.click()
     status = output.locator(".sal-status")
     status.filter(has_text="training").wait_for(timeout=30_000)
-    time.sleep(2)
-    assert look() != idle_look, "Stop looks the same enabled and disabled"
+    eventually(lambda: look() != idle_look, "Stop looks different once a run has started")
     # Kernel > Interrupt stops the training
     page.locator(".lm-MenuBar-itemLabel", has_text="Kernel").click()
     page.locator(".lm-Menu-itemLabel", has_text="Interrupt Kernel").click()
@@ -808,11 +827,8 @@ def test_chapter_6_panel_trains_the_chosen_law(open_chapter, lab):
     train.wait_for(timeout=60_000)
     chapter.shot("beyond-panel", output)
     output.locator("select").first.select_option(label="Rademacher")  # the covariate law
-    for name, presses in (("prompt length L", 2), ("steps", 2)):  # L = 100 -> 10, 1,250 -> 250 steps
-        handle = output.locator(".widget-hslider", has=chapter.page.locator(f"text={name}")).locator(".noUi-handle").first
-        handle.focus()
-        for _ in range(presses):
-            chapter.page.keyboard.press("ArrowLeft")
+    slide(output, "prompt length L", "ArrowLeft", "10")  # from L = 100
+    slide(output, "steps", "ArrowLeft", "250")  # from 1,250 steps
     train.click()
     status = output.locator(".sal-status")
     status.filter(has_text="finished at step").wait_for(timeout=240_000)
@@ -835,10 +851,7 @@ def test_chapter_7_panel_redraws_for_depth_and_attention_and_reports_a_bad_value
     before = figure(output)
     assert "K = 3" in before["title"], before["title"]
     chapter.shot("depth-panel", output)
-    # the number of layers, moved with the keyboard as a student would
-    slider = output.locator(".widget-hslider", has=chapter.page.locator("text=layers K")).first
-    slider.locator(".noUi-handle, .ui-slider-handle").first.focus()
-    chapter.page.keyboard.press("ArrowRight")
+    slide(output, "layers K", "ArrowRight", "4")  # the number of layers
     deeper = wait_for_new_figure(output, before)
     assert "K = 4" in deeper["title"], deeper["title"]
     # linear attention instead of softmax (the second drop-down, after the family of weights)
