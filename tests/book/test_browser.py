@@ -410,13 +410,19 @@ def _check_solutions(visit: _Visit) -> list[str]:
 _SET_MODE = """mode => { document.documentElement.dataset.theme = mode; document.documentElement.dataset.mode = mode;
     return new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done))); }"""
 
+# Where each plot is drawn: switching the theme recolours the page, it does not move or resize a figure.
+_PLOT_BOXES = """() => [...document.querySelectorAll(".plotly-graph-div")].map(gd => {
+    const box = gd.getBoundingClientRect();
+    return [gd.id, Math.round(box.left), Math.round(box.width)];
+})"""
+
 
 def _check_accessibility(visit: _Visit, page: str) -> list[str]:
     """axe-core's rules that are on by default, on the page as drawn in the light and the dark theme;
-    serious and critical violations fail."""
+    serious and critical violations fail. The dark theme draws the plots where the light one does."""
     visit.tab.add_script_tag(content=AXE.read_text(encoding="utf-8"))
     visit.tab.add_style_tag(content="*, *::before, *::after { transition: none !important; }")  # switch at once
-    report, problems = {"page": page}, []
+    report, problems, boxes = {"page": page}, [], {}
     for mode in ("light", "dark"):
         visit.tab.evaluate(_SET_MODE, mode)
         result = visit.tab.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
@@ -426,6 +432,10 @@ def _check_accessibility(visit: _Visit, page: str) -> list[str]:
         report.update(axe=result["testEngine"]["version"], **{mode: violations})
         problems += [f"axe-core, {mode} theme, {v['impact']}: {v['rule']} ({v['help']}) at {v['where']}"
                      for v in violations if v["impact"] in FAILING_IMPACTS]
+        boxes[mode] = visit.tab.evaluate(_PLOT_BOXES)
+    moved = [(light, dark) for light, dark in zip(boxes["light"], boxes["dark"]) if light != dark]
+    if moved:
+        problems.append(f"the dark theme moves or resizes plots ([id, left, width] light, dark): {moved[:3]}")
     visit.tab.evaluate(_SET_MODE, "light")
     ACCESSIBILITY.mkdir(parents=True, exist_ok=True)
     (ACCESSIBILITY / (page.removesuffix(".html").replace("/", "__") + ".json")).write_text(json.dumps(report, indent=1))
