@@ -15,7 +15,14 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _scipy_stats
+
+
+def scipy_stats():
+    """:mod:`scipy.stats`, imported on first use: importing it takes about half a second, which every command of
+    the command line would otherwise pay before doing anything."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ def mean_se(samples) -> tuple[float, float]:
     x = np.asarray(samples.detach().cpu() if hasattr(samples, "detach") else samples, dtype=float).ravel()
     if x.size < 2:
         raise ValueError(f"samples must hold at least 2 values, got {x.size}")
-    return float(x.mean()), float(_scipy_stats.sem(x))
+    return float(x.mean()), float(scipy_stats().sem(x))
 
 
 def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
@@ -60,10 +67,10 @@ def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:
         raise ValueError(f"samples must be a vector of at least 2 values, got shape {x.shape}")
     _check_level(level)
     mean = float(x.mean())
-    sem = float(_scipy_stats.sem(x))
+    sem = float(scipy_stats().sem(x))
     if sem == 0:  # constant samples: SciPy's interval would be (nan, nan)
         return mean, mean, mean
-    low, high = _scipy_stats.t.interval(level, x.size - 1, loc=mean, scale=sem)
+    low, high = scipy_stats().t.interval(level, x.size - 1, loc=mean, scale=sem)
     return mean, float(low), float(high)
 
 
@@ -76,7 +83,7 @@ def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[fl
     if n < 1 or not 0 <= successes <= n:
         raise ValueError(f"successes must lie in [0, n] with n >= 1, got successes={successes!r}, n={n!r}")
     _check_level(level)
-    interval = _scipy_stats.binomtest(successes, n).proportion_ci(confidence_level=level, method="exact")
+    interval = scipy_stats().binomtest(successes, n).proportion_ci(confidence_level=level, method="exact")
     return float(interval.low), float(interval.high)
 
 
@@ -89,7 +96,7 @@ def chance_of_at_least(count: int, n: int, p: float) -> float:
         raise ValueError(f"count must lie in [0, n] with n >= 1, got count={count!r}, n={n!r}")
     if not 0 <= p <= 1:
         raise ValueError(f"p must lie in [0, 1], got {p!r}")
-    return float(_scipy_stats.binom.sf(count - 1, n, p))
+    return float(scipy_stats().binom.sf(count - 1, n, p))
 
 
 def estimate(rows, level: float = 0.95) -> Estimate:
@@ -111,7 +118,7 @@ class Slope:
         _check_level(level)
         if self.se == 0:  # points exactly on a line: SciPy's interval would be (nan, nan)
             return self.slope, self.slope
-        low, high = _scipy_stats.t.interval(level, self.dof, loc=self.slope, scale=self.se)
+        low, high = scipy_stats().t.interval(level, self.dof, loc=self.slope, scale=self.se)
         return float(low), float(high)
 
     def __iter__(self):
@@ -178,7 +185,7 @@ def paired_slope_difference(x, rows_a, rows_b, level: float = 0.95, n_boot: int 
     a_mean, b_mean = a.mean(1), b.mean(1)
     difference = float(w @ np.log(a_mean / b_mean))
     var_y = (a / a_mean[:, None] - b / b_mean[:, None]).var(1, ddof=1) / a.shape[1]
-    half = float(_scipy_stats.norm.ppf(0.5 + level / 2) * np.sqrt((w**2 * var_y).sum()))
+    half = float(scipy_stats().norm.ppf(0.5 + level / 2) * np.sqrt((w**2 * var_y).sum()))
     rng = np.random.default_rng(seed)
     boots = np.empty(n_boot)
     for k in range(n_boot):
@@ -202,7 +209,7 @@ def ratio_interval(numerator, denominator, level: float = 0.95) -> tuple[float, 
     if y.mean() == 0:
         raise ValueError("denominator must not have mean 0")
     ratio = float(x.mean() / y.mean())
-    half = float(_scipy_stats.t.ppf(0.5 + level / 2, x.size - 1) * (x - ratio * y).std(ddof=1)
+    half = float(scipy_stats().t.ppf(0.5 + level / 2, x.size - 1) * (x - ratio * y).std(ddof=1)
                  / (math.sqrt(x.size) * abs(y.mean())))
     return ratio, ratio - half, ratio + half
 

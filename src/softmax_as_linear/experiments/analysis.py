@@ -20,7 +20,6 @@ import warnings
 
 import numpy as np
 import torch
-from scipy import stats as scipy_stats
 
 from ..core import checks, stats
 from ..engine.sweep import TrainResult
@@ -244,6 +243,6 @@ def sup_interval(gaps: dict, name: str = "output") -> dict:
     checks.one_of("name", name, ("output", "gradient"))
     mean, low, high = (np.asarray(gaps[name][key], dtype=float) for key in ("mean", "low", "high"))  # (nL, T)
     n, level, T = int(gaps["n_prompts"]), float(gaps["level"]), mean.shape[1]
-    se = (high - low) / (2 * scipy_stats.t.ppf(0.5 + level / 2, n - 1))
-    half = scipy_stats.t.ppf(1 - (1 - level) / (2 * T), n - 1) * se
+    se = (high - low) / (2 * stats.scipy_stats().t.ppf(0.5 + level / 2, n - 1))
+    half = stats.scipy_stats().t.ppf(1 - (1 - level) / (2 * T), n - 1) * se
     return {"mean": mean.max(1), "low": (mean - half).max(1), "high": (mean + half).max(1)}

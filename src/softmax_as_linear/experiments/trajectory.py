@@ -41,9 +41,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _scipy_stats
 
-from ..core import checks
+from ..core import checks, stats
 from ..registry import ACTIVATIONS
 from . import uncertainty
 
@@ -54,7 +53,7 @@ WINDOWS = {"tenth": 0.1, "quarter": 0.25, "half": 0.5}
 def moving_false_alarm(k: float) -> float:
     r""":math:`2(1 - \Phi(k))`: the largest chance that a run whose risk does not move is called moving (one
     two-sided test at :math:`k` standard errors; with the unpaired bound the chance is smaller)."""
-    return float(2 * _scipy_stats.norm.sf(checks.positive_float("k", k)))
+    return float(2 * stats.scipy_stats().norm.sf(checks.positive_float("k", k)))
 
 
 def settle_false_alarm(k: float, n_records: int) -> float:
