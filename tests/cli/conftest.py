@@ -20,7 +20,7 @@ def results_in_tmp(tmp_path, monkeypatch):
 def tiny_presets(monkeypatch) -> dict:
     """The lecture preset's sweeps shrunk to two lengths and 30 steps; returns the settings changed."""
     monkeypatch.setattr("softmax_as_linear.experiments.reproduce.sweep_config",
-                        lambda preset, covariance, **kw: sweep_config(preset, covariance, **{**TINY, **kw}))
+                        lambda preset, covariance="isotropic", **kw: sweep_config(preset, covariance, **{**TINY, **kw}))
     return TINY
 
 

@@ -120,7 +120,7 @@ def test_help_shows_defaults_examples_and_exit_codes():
 def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
     # A real process, stopped by Ctrl-C (SIGINT) while it trains.
     runner = ("import sys\nfrom softmax_as_linear.experiments import reproduce\nreal = reproduce.sweep_config\n"
-              "reproduce.sweep_config = lambda p, c, **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
+              "reproduce.sweep_config = lambda p, c='isotropic', **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
               "record_every=10, eval_prompts=32, batch_size=16), **kw})\n"
               "reproduce.CHECKPOINT_EVERY, reproduce.CHECKPOINT_SECONDS = 20, 0.0\n"
               "from softmax_as_linear import cli\nsys.exit(cli.main(sys.argv[1:]))")

@@ -116,3 +116,20 @@ def test_restart_trains_afresh_and_keeps_other_sweeps(tmp_path, tiny_presets, ru
     assert code == 0, err
     assert calls == [("sweep_isotropic_lecture.pt", False)]  # from step 0, not from the finished checkpoint
     assert {path: path.read_bytes() for path in tmp_path.rglob("*kms*")} == kms
+
+
+def test_a_figure_file_of_other_seeds_is_not_replaced(tmp_path, tiny_presets, run_cli, monkeypatch):
+    """A figure file is named by its preset alone: a run with other seeds refuses to overwrite it before training,
+    and says how to keep both (--out) or replace it (--restart)."""
+    _finished_run(tmp_path, run_cli)                                   # the lecture preset: seed 327
+    files = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+    real = reproduce.train
+    monkeypatch.setattr(reproduce, "train", lambda *a, **k: pytest.fail("trained before refusing"))
+    code, _, err = run_cli("reproduce", "fig2", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path))
+    assert code == cli.EXIT_ERROR and "fig2_lecture.json" in err and "seeds 327," in err
+    assert "--out" in err and "--restart" in err and "Traceback" not in err
+    assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == files
+    monkeypatch.setattr(reproduce, "train", real)
+    code, _, err = run_cli("reproduce", "fig2", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path), "--restart")
+    assert code == 0, err
+    assert json.loads((tmp_path / "fig2_lecture.json").read_text())["seeds"] == [327, 0]

@@ -37,7 +37,15 @@ import time
 import numpy as np
 
 from ..core import checks
-from ..core.artifacts import DamagedFileError, SettingsMismatchError, load_npz, results_folder, save_json, save_npz
+from ..core.artifacts import (
+    DamagedFileError,
+    SettingsMismatchError,
+    load_json,
+    load_npz,
+    results_folder,
+    save_json,
+    save_npz,
+)
 from ..core.devices import resolve_device
 from ..core.provenance import library_changes
 from ..engine.evaluation import final_evaluation
@@ -303,6 +311,11 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
         names = [name for name in names if name not in CONCENTRATION_FIGURES]
         if any(name in TRAINING_FIGURES for name in names):
             overrides = {"seeds": shard_seeds(all_seeds(preset, seeds), *shard)}
+    if not restart:
+        run_seeds = overrides.get("seeds", all_seeds(preset, seeds))
+        for name in names:
+            if name in TRAINING_FIGURES:
+                keep_other_seeds(out / figure_file(name, preset, sweep_of(name, sampler)[1]), run_seeds)
     written, sweeps = [], {}
     for name in names:
         if name == "beyond":
@@ -334,6 +347,23 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
         written.append(save_json(out / figure_file(name, preset, used), data))
         print(f"wrote {written[-1]}", flush=True)
     return written
+
+
+def keep_other_seeds(path: pathlib.Path, seeds) -> None:
+    """Refuse, before anything trains, to replace the figure file at ``path`` when it holds other seeds than the run's
+    ``seeds`` (a figure file is named by its preset alone: a three-seed run would otherwise overwrite the ten-seed
+    file the chapters read). A :class:`SettingsMismatchError` says how to keep both or replace it; a damaged file is
+    left to be rewritten."""
+    if not path.exists():
+        return
+    try:
+        stored = load_json(path).get("seeds")
+    except DamagedFileError:
+        return
+    if stored is not None and [int(s) for s in stored] != [int(s) for s in seeds]:
+        raise SettingsMismatchError(
+            path, f"{path} holds the seeds {', '.join(map(str, stored))}, and this command would replace it with the "
+                  f"seeds {', '.join(map(str, seeds))}: write elsewhere with --out, or pass --restart to replace it")
 
 
 def _written_with(dirty: bool) -> dict:
