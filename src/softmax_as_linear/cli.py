@@ -175,7 +175,8 @@ def _common_options(command: argparse.ArgumentParser) -> None:
                          help=f"folder for the files (default: {RESULTS_RULE}); chapters read another folder "
                               "only when $SOFTMAX_AS_LINEAR_RESULTS names it")
     command.add_argument("--seeds", metavar="N", type=_seed_count, default=None,
-                         help="train N seeds of each sweep at once, the paper's 327 first (default: the preset's, 327)")
+                         help="train N seeds of each sweep at once, the paper's 327 first (default: the preset's; "
+                              "327 alone for the figures)")
     command.add_argument("--sampler", choices=SAMPLERS, default="paper",
                          help="inputs of the KMS sweep (Figures 6-8): paper (prompts and queries N(0, Sigma)) or "
                               "published (the published code: prompts N(0, C Sigma C^T), queries N(0, I)) "

@@ -121,6 +121,14 @@ def test_results_ship_inside_the_package():
         assert (ROOT / "results" / f"{name}.json").is_file(), name
 
 
+def test_every_shipped_result_says_where_it_came_from():
+    """Every file in results/ records at least its device, torch version, commit and wall time (book/reproduce.md
+    names the two older files that record no more)."""
+    for path in sorted((ROOT / "results").glob("*.json")):
+        provenance = json.loads(path.read_text()).get("provenance") or {}
+        missing = {"device", "torch", "commit", "wall_seconds"} - set(provenance)
+        assert not missing, f"{path.name}: its provenance lacks {sorted(missing)}"
+
 def test_results_folder_rule(tmp_path, monkeypatch):
     from softmax_as_linear.core import artifacts
     from softmax_as_linear.experiments import result_files
