@@ -350,10 +350,10 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
 
 
 def keep_other_seeds(path: pathlib.Path, seeds) -> None:
-    """Refuse, before anything trains, to replace the figure file at ``path`` when it holds other seeds than the run's
-    ``seeds`` (a figure file is named by its preset alone: a three-seed run would otherwise overwrite the ten-seed
-    file the chapters read). A :class:`SettingsMismatchError` says how to keep both or replace it; a damaged file is
-    left to be rewritten."""
+    """Refuse, before anything trains, to replace the figure file at ``path`` when it holds other seeds than the
+    run's ``seeds``: a figure file is named by its preset alone, so a three-seed run would otherwise overwrite the
+    ten-seed file the chapters read. The :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` says how
+    to keep both or replace it; a damaged file is left to be rewritten."""
     if not path.exists():
         return
     try:
