@@ -19,11 +19,12 @@ PIP_TORCH   := "$(if $(LATEST),torch,$(TORCH))" $(if $(strip $(TORCH_INDEX)),--e
 CHAPTER     ?=
 CHAPTERS    := $(if $(CHAPTER),$(or $(wildcard notebooks/$(CHAPTER)*.ipynb),$(error no chapter notebooks/$(CHAPTER)*.ipynb)),notebooks)
 JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
-# Debian's Chromium checks the built book in a real browser; `make test` installs it when missing.
-CHROMIUM ?= /usr/bin/chromium
-SUDO   := $(if $(filter 0,$(shell id -u)),,sudo)
+# Chromium drives the browser and live tests (only them: `make book` and `make lab` never need it). `make chromium`
+# finds it, or installs it once when missing: Debian's with apt-get, else Playwright's (tools/install_chromium.py).
+# CHROMIUM=/path/to/chromium takes a Chromium or Chrome installed elsewhere, and installs nothing.
+CHROMIUM ?=
 
-.PHONY: setup book test check lint unit slow nbval book-strict browser live pip-path lab notebooks linkcheck clean
+.PHONY: setup book test check lint unit slow nbval book-strict chromium browser live pip-path lab notebooks linkcheck clean
 
 setup: $(READY)
 
@@ -53,10 +54,12 @@ book: $(READY)
 # pip-path waits mostly on pip, so they start first, the chapters under nbval (a chapter per worker, the
 # longest about two minutes) next, and the unit tests (two workers) keep both cores busy to the end
 # (benchmarks/README.md, "Test suite"). book-strict comes before them because it empties _build/, where the
-# browser stage reads the book and live writes its screenshots. BOOK_BUILT=1: `browser` checks that book.
-TEST_STAGES := lint book-strict 'live&' 'browser&' nbval+pip-path unit
+# browser stage reads the book and live writes its screenshots; beside it, `chromium` finds or installs Chromium,
+# once, before the two stages that drive it start side by side (where it cannot be installed, they fail and every
+# other stage runs). PREPARED=1: `browser` checks the book book-strict built, and neither installs Chromium.
+TEST_STAGES := lint book-strict+chromium 'live&' 'browser&' nbval+pip-path unit
 test:
-	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory BOOK_BUILT=1" setup $(TEST_STAGES)
+	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory PREPARED=1" setup $(TEST_STAGES)
 
 # The unit tests run on every core (pytest-xdist, one torch thread per worker: tests/conftest.py);
 # WORKERS=1 runs them in one process (WORKERS=0: without xdist, for a debugger).
@@ -98,12 +101,12 @@ book-strict: $(READY)
 
 # Every page of the strictly built book in headless Chromium, axe-core included; screenshots land in
 # _build/screenshots/, what axe-core found (every impact) in _build/accessibility/.
-browser: $(if $(BOOK_BUILT),$(READY),book-strict) $(CHROMIUM)
+browser: $(if $(PREPARED),$(READY),book-strict chromium)
 	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_browser.py -q -p no:cacheprovider
 
 # The live chapters in JupyterLab with a real kernel, driven in headless Chromium (a few minutes);
 # screenshots land in _build/lab-screenshots/.
-live: $(READY) $(CHROMIUM)
+live: $(READY) $(if $(PREPARED),,chromium)
 	REQUIRE_LAB=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_lab.py -q -p no:cacheprovider
 
 # The package installed with pip (not editable, CPU torch) in a fresh virtual environment under /tmp,
@@ -111,10 +114,9 @@ live: $(READY) $(CHROMIUM)
 pip-path: $(READY)
 	$(PY) tools/check_pip_install.py --torch "$(TORCH)" --torch-index "$(strip $(TORCH_INDEX))"
 
-$(CHROMIUM):
-	$(SUDO) apt-get update
-	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends \
-		chromium fonts-liberation fonts-dejavu-core
+# Under a lock: when two makes ask at once (`make -j browser live`), the second waits, then finds it.
+chromium: $(READY)
+	CHROMIUM=$(CHROMIUM) $(PY) tools/install_chromium.py
 
 # JupyterLab (with jupyterlab-myst, from the `lab` extra) on 127.0.0.1; as root, as in containers, it
 # needs --allow-root. Its saves (and autosaves) go through tools/execute_notebooks.py's pre_save_hook, which

@@ -1,7 +1,7 @@
 """Run the stages of `make test`, every one even when one fails, and end with a table of their results and times.
 
     python3 tools/run_stages.py setup lint unit nbval book-strict browser live pip-path
-    python3 tools/run_stages.py --make "make BOOK_BUILT=1" setup lint unit+pip-path
+    python3 tools/run_stages.py --make "make PREPARED=1" setup lint unit+pip-path
     python3 tools/run_stages.py setup 'live&' unit nbval
 
 Each stage is a make target, run as `make TARGET` with no standard input. Stages joined by `+` run at the

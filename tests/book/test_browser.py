@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import functools
 import html.parser
+import importlib
 import json
 import os
 import pathlib
 import re
-import shutil
+import sys
 import threading
 import urllib.parse
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -41,7 +42,9 @@ SCREENSHOTS = SITE.parent / "screenshots"
 ACCESSIBILITY = SITE.parent / "accessibility"  # what axe-core reported, page by page
 AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"  # tests/vendor/README.md
 FAILING_IMPACTS = ("serious", "critical")
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+sys.path.insert(0, str(ROOT / "tools"))
+install_chromium = importlib.import_module("install_chromium")  # the rule `make chromium` installs by
+CHROMIUM = install_chromium.find()  # $CHROMIUM, else `chromium` on the PATH, else Playwright's
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 CDN_HOSTS = ("unpkg.com", "jsdelivr.net", "cdnjs.cloudflare.com", "cdn.plot.ly", "mathjax.org",
@@ -220,8 +223,8 @@ def browser():
         pytest.importorskip("playwright", reason="playwright is in the `test` extra: pip install -e '.[test]'")
     from playwright.sync_api import sync_playwright
 
-    if not pathlib.Path(CHROMIUM).exists():
-        pytest.fail(f"no Chromium at {CHROMIUM}: `make test` installs Debian's chromium", pytrace=False)
+    if CHROMIUM is None:
+        pytest.fail(install_chromium.NOT_FOUND, pytrace=False)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         # Playwright gives every launch a fresh, temporary profile (--user-data-dir).

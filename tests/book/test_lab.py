@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import importlib
 import json
 import os
 import pathlib
@@ -53,7 +54,9 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "_build" / "lab-screenshots"
-CHROMIUM = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+sys.path.insert(0, str(ROOT / "tools"))
+install_chromium = importlib.import_module("install_chromium")  # the rule `make chromium` installs by
+CHROMIUM = install_chromium.find()  # $CHROMIUM, else `chromium` on the PATH, else Playwright's
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync"]
 # Settings of the test's JupyterLab: every cell rendered (no virtual scrolling, so that the page
@@ -71,8 +74,8 @@ def _missing() -> str | None:
             __import__(module)
         except ImportError:
             return f"{module} is not installed: pip install -e '.[test]'"
-    if not pathlib.Path(CHROMIUM).exists():
-        return f"no Chromium at {CHROMIUM}: `make test` installs Debian's"
+    if CHROMIUM is None:
+        return install_chromium.NOT_FOUND
     return None
 
 

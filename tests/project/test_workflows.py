@@ -44,7 +44,7 @@ def test_every_check_of_make_test_runs_on_each_push_and_pull_request():
                  shlex.split(re.search(r"^TEST_STAGES\s*:=(.*)$", makefile, re.M)[1].replace("+", " "))]
     assert "$(TEST_STAGES)" in re.search(r"^test:.*\n\t(.*)$", makefile, re.M)[1]
     covered = {"lint": "make lint", "unit": "make unit", "nbval": "make nbval", "book-strict": "make browser",
-               "browser": "make browser", "live": "make live", "pip-path": "make pip-path"}
+               "chromium": "make browser", "browser": "make browser", "live": "make live", "pip-path": "make pip-path"}
     assert set(make_test) == set(covered), "a stage of `make test` has no job in checks.yml"
     for target, command in covered.items():
         assert re.search(rf"^{re.escape(command)}$", runs, re.M), f"checks.yml does not run `make {target}`"

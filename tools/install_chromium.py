@@ -1,0 +1,134 @@
+"""Chromium for the browser and live tests: found, or installed once (Debian's with apt-get, else Playwright's).
+
+    python tools/install_chromium.py          # install it when missing, then print its path
+    python tools/install_chromium.py --find   # print its path, or exit 1 when there is none
+
+Looked for in this order: $CHROMIUM (a path given by hand, used as it is and never installed over), `chromium` on
+the PATH (Debian's /usr/bin/chromium), then the Chromium that this environment's Playwright installed. When there is
+none: `apt-get install chromium` where apt-get exists (as root, or through sudo), else, or when that fails (Ubuntu
+has no such package), Playwright's own `python -m playwright install --no-shell chromium` (macOS, or Linux without
+apt-get); where neither works, one message says what to install, and the exit code is 1. The install holds a lock
+(.cache/chromium.lock): when two stages ask at once, the second waits for the first and then finds its Chromium.
+`make test` runs this once, as its stage `chromium`, before the browser and live stages start side by side.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+import time
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+LOCK = ROOT / ".cache" / "chromium.lock"
+DEBIAN_PACKAGES = ["chromium", "fonts-liberation", "fonts-dejavu-core"]
+NOT_FOUND = "no Chromium: `make chromium` installs it, or set CHROMIUM=/path/to/chromium (tools/install_chromium.py)"
+WHAT_TO_INSTALL = """\
+Chromium is missing and could not be installed here ({tried}).
+Only the browser and live tests need it; every other check runs without it. Any one of these provides it:
+  Debian:           sudo apt-get install chromium
+  macOS, others:    .venv/bin/python -m playwright install --no-shell chromium
+  one you have:     make test CHROMIUM=/path/to/chromium-or-chrome"""
+
+
+def playwright_chromium() -> str | None:
+    """The Chromium that Playwright installed for this environment's `playwright` package, if it is there."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    with sync_playwright() as playwright:
+        path = playwright.chromium.executable_path
+    return path if os.path.isfile(path) else None
+
+
+def find() -> str | None:
+    """The Chromium to drive: $CHROMIUM when set (None if it does not exist), else `chromium` on the PATH, else
+    Playwright's."""
+    given = os.environ.get("CHROMIUM")
+    if given:
+        return given if os.path.isfile(given) else None
+    return shutil.which("chromium") or playwright_chromium()
+
+
+def _apt_get() -> list[str] | None:
+    """The apt-get command, through sudo unless root; None where there is no apt-get, or no way to run it as root."""
+    if shutil.which("apt-get") is None:
+        return None
+    if os.geteuid() == 0:
+        return ["apt-get"]
+    if shutil.which("sudo"):
+        return ["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
+    return None
+
+
+def _run(command: list[str]) -> int:
+    print("+ " + " ".join(command), flush=True)
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    return subprocess.run(command, stdin=subprocess.DEVNULL, env=env).returncode
+
+
+def install() -> tuple[str | None, list[str]]:
+    """Install Chromium (the caller holds the lock): (its path or None, what was tried and how it ended)."""
+    tried = []
+    apt = _apt_get()
+    if apt is None:
+        tried.append("no apt-get" if shutil.which("apt-get") is None else "apt-get needs root, and there is no sudo")
+    else:
+        wait = ["-o", "DPkg::Lock::Timeout=300"]  # another apt-get (unattended upgrades) finishes first
+        code = _run([*apt, *wait, "update"]) or _run(
+            [*apt, *wait, "install", "-y", "--no-install-recommends", *DEBIAN_PACKAGES])
+        tried.append(f"apt-get install chromium: exit {code}")
+        if code == 0 and find():
+            return find(), tried
+    try:
+        import playwright  # noqa: F401
+    except ImportError:
+        tried.append("Playwright is not installed in this environment")
+    else:
+        code = _run([sys.executable, "-m", "playwright", "install", "--no-shell", "chromium"])
+        tried.append(f"playwright install chromium: exit {code}")
+        if code == 0 and playwright_chromium():
+            return playwright_chromium(), tried
+    return None, tried
+
+
+@contextlib.contextmanager
+def _locked():
+    LOCK.parent.mkdir(parents=True, exist_ok=True)
+    with open(LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed, or the process ends
+        yield
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--find", action="store_true", help="only look for it: exit 1 when there is none")
+    args = parser.parse_args(argv)
+    given = os.environ.get("CHROMIUM")
+    if args.find or given:
+        path = find()
+        if path is None:
+            print(f"CHROMIUM={given} does not exist" if given else NOT_FOUND, file=sys.stderr)
+            return 1
+        print(path)
+        return 0
+    with _locked():  # a second caller waits here, then finds what the first installed
+        path = find()
+        if path is None:
+            began = time.monotonic()
+            path, tried = install()
+            if path is None:
+                print(WHAT_TO_INSTALL.format(tried="; ".join(tried)), file=sys.stderr)
+                return 1
+            print(f"Chromium installed in {time.monotonic() - began:.0f} s", file=sys.stderr)
+    print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
