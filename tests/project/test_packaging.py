@@ -116,7 +116,7 @@ def test_results_ship_inside_the_package():
     source = ROOT / "src" / "softmax_as_linear"
     subpackages = {p.parent.relative_to(source.parent).as_posix().replace("/", ".") for p in source.rglob("*.py")}
     assert subpackages <= set(setuptools["packages"]), "a subpackage is missing from [tool.setuptools] packages"
-    chapters = "".join((ROOT / "notebooks" / n).read_text() for n in os.listdir(ROOT / "notebooks"))
+    chapters = "".join(path.read_text() for path in (ROOT / "notebooks").glob("*.ipynb"))
     for name in re.findall(r"(fig\d_paper)", chapters):
         assert (ROOT / "results" / f"{name}.json").is_file(), name
 

@@ -1,0 +1,78 @@
+"""The checks pass in a clone that has been used: after `make lab`, chapters opened, saved and run, the book built.
+
+A copy of the repository (what git tracks) gets what such use leaves behind, all of it ignored by git: JupyterLab's
+checkpoints, Python's and pytest's caches, a built book, the trained sweeps' cache, result files and checkpoints of a
+reproduction, the egg-info of an editable install. Then everything that walks the tree runs in the copy: the tests
+that read notebooks/, src/, results/ or the workflows, ruff, and the tools that list the chapters.
+"""
+import os
+import pathlib
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+IGNORED = (".git", ".venv", "_build", ".cache", "__pycache__", ".ipynb_checkpoints", ".pytest_cache", "*.egg-info")
+# Every test file that lists a folder of the repository (iterdir, glob, rglob, os.walk, os.listdir over ROOT).
+WALKERS = ["tests/project/test_packaging.py", "tests/project/test_layout.py", "tests/project/test_vendored.py",
+           "tests/project/test_workflows.py", "tests/book/test_book.py", "tests/book/test_notebook_form.py",
+           "tests/book/test_references.py", "tests/experiments/test_result_files.py",
+           "tests/panels/test_chapter_panels.py::test_every_chapter_panel_is_a_library_call"]
+
+
+def _leave_what_use_leaves(clone: pathlib.Path) -> list[str]:
+    """Writes what use leaves in the clone; returns the names written."""
+    notebooks = sorted((clone / "notebooks").glob("*.ipynb"))
+    checkpoints = clone / "notebooks" / ".ipynb_checkpoints"  # JupyterLab, on opening and saving a chapter
+    checkpoints.mkdir()
+    for notebook in notebooks:
+        shutil.copy(notebook, checkpoints / f"{notebook.stem}-checkpoint.ipynb")
+    leftovers = {
+        "notebooks/__pycache__/panel.cpython-311.pyc": b"",
+        ".pytest_cache/README.md": b"# pytest cache directory #\n",
+        ".pytest_cache/v/cache/lastfailed": b"{}",
+        "_build/html/index.html": b"<html></html>\n",  # `make book`
+        "_build/html/notebooks/00_quick_tour.html": b"<html></html>\n",
+        "_build/jupyter_execute/notebooks/00_quick_tour.ipynb": notebooks[0].read_bytes(),
+        "_build/.doctrees/environment.pickle": b"",
+        ".cache/sweeps/sweep_0123456789abcdef.npz": b"",  # `make nbval`'s TRAIN_CACHE
+        ".cache/chromium.lock": b"",
+        "results/checkpoints/sweep_isotropic_lecture.pt": b"",  # an interrupted `reproduce`
+        "results/sweep_isotropic_lecture.npz": b"",
+        "src/softmax_as_linear.egg-info/PKG-INFO": b"Name: softmax_as_linear\n",  # pip install -e .
+        "src/softmax_as_linear/__pycache__/registry.cpython-311.pyc": b"",
+        "tests/__pycache__/conftest.cpython-311-pytest-9.2.0.pyc": b"",
+    }
+    for name, content in leftovers.items():
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        (clone / name).write_bytes(content)
+    return [f"notebooks/.ipynb_checkpoints/{notebooks[0].stem}-checkpoint.ipynb", *leftovers]
+
+
+@pytest.mark.slow
+def test_the_checks_that_walk_the_tree_pass_in_a_used_clone(tmp_path):
+    clone = tmp_path / "course"
+    shutil.copytree(ROOT, clone, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+    left = _leave_what_use_leaves(clone)
+    if shutil.which("git") and (ROOT / ".git").exists():  # what use leaves is what git ignores
+        ignored = subprocess.run(["git", "check-ignore", "--no-index", *left], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=60).stdout.split()
+        assert ignored == left
+    env = {**os.environ, "PYTHONPATH": str(clone / "src"), "PYTHONDONTWRITEBYTECODE": "1"}
+    env.pop("PYTEST_XDIST_WORKER", None)
+    bin_ = pathlib.Path(sys.executable).parent
+    commands = [
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", *WALKERS],
+        [str(bin_ / "ruff"), "check", "src", "tests", "benchmarks", "tools", "book/_ext"],
+        [sys.executable, "tools/live_references.py", "--check"],
+        [sys.executable, "-c", "import pathlib, sys; sys.path.insert(0, 'tools'); import colab_check, execute_notebooks; "
+         "print(*[p.name for p in execute_notebooks.chapters([]) + colab_check._chapters(pathlib.Path('.'), [])])"],
+    ]
+    for command in commands:
+        done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=600,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, f"{' '.join(command)} fails in a used clone:\n{done.stdout[-3000:]}{done.stderr}"
+    chapters = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
+    assert done.stdout.split() == chapters * 2  # the tools that list the chapters take no checkpoint for one
