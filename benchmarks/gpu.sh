@@ -58,10 +58,10 @@ minutes=${SWEEP_MINUTES:-6}
 margin=${MARGIN:-60}
 reserve=${RESERVE:-270}
 parts=" ${PARTS:-tests bench profile isotropic kms published compare} "
-dirty=${ALLOW_DIRTY:+--allow-dirty}
+dirty=(${ALLOW_DIRTY:+--allow-dirty})  # an array: no argument at all when not asked
 start_all=$(date +%s)
 deadline=$(( start_all + ${DEADLINE:-86400} ))
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit
 mkdir -p "$dest"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
 [ -n "${COMMIT:-}" ] && export SOFTMAX_AS_LINEAR_COMMIT=$COMMIT
@@ -112,33 +112,33 @@ if [[ $parts == *" tests "* ]]; then
     # The captured step first: without it the paper-scale sweeps would run op by op, far too slowly.
     # Then the kernels: where one fails, what comes after goes on without it.
     if [ "$device" = cuda ]; then
-        if ! run_part 150 tests.log $python -m pytest -q -p no:cacheprovider tests/engine/test_train.py -k cuda_graph; then
+        if ! run_part 150 tests.log "$python" -m pytest -q -p no:cacheprovider tests/engine/test_train.py -k cuda_graph; then
             echo "the CUDA-graph step fails: stopping before the benchmark and the sweeps"
             copy_out
             exit 1
         fi
         # every path against the reference trainer, fallbacks made errors: its skips say which path cannot run here
-        if ! run_part 240 tests.log $python -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py; then
+        if ! run_part 240 tests.log "$python" -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py; then
             echo "a path of the engine differs from the reference trainer or does not run (see tests.log)"
         fi
-        if ! run_part 150 tests.log $python -m pytest -q -p no:cacheprovider tests/engine/test_fused_softmax.py -k cuda; then
+        if ! run_part 150 tests.log "$python" -m pytest -q -p no:cacheprovider tests/engine/test_fused_softmax.py -k cuda; then
             echo "the fused softmax kernel fails: going on with the tensor formulas (SOFTMAX_AS_LINEAR_FUSED=0)"
             export SOFTMAX_AS_LINEAR_FUSED=0
         fi
-        if ! run_part 240 tests.log $python -m pytest -q -p no:cacheprovider -x tests/engine/test_prompt_kernel.py -k cuda; then
+        if ! run_part 240 tests.log "$python" -m pytest -q -p no:cacheprovider -x tests/engine/test_prompt_kernel.py -k cuda; then
             echo "the prompt kernel fails: the sweeps go on with torch's generators (RNG=torch, SOFTMAX_AS_LINEAR_PROMPT_KERNEL=0)"
             rng=torch
             export SOFTMAX_AS_LINEAR_PROMPT_KERNEL=0
         fi
     else
-        run_part 600 tests.log $python -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py \
+        run_part 600 tests.log "$python" -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py \
             tests/engine/test_evaluation.py tests/engine/test_counter_stream.py
     fi
 fi
 
 if [[ $parts == *" paths "* && $parts != *" tests "* ]]; then
     echo "== every path of the engine against the reference trainer, fallbacks made errors"
-    if ! run_part 150 tests.log $python -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py; then
+    if ! run_part 150 tests.log "$python" -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py; then
         echo "a path of the engine differs from the reference trainer or does not run (see tests.log)"
     fi
 fi
@@ -146,18 +146,18 @@ fi
 if [[ $parts == *" bench "* ]]; then
     echo "== training benchmark"
     if [ "$device" = cuda ]; then
-        run_part 200 bench_train.log $python benchmarks/bench_train.py --device cuda --steps 100 --seeds 1 10 --quick
+        run_part 200 bench_train.log "$python" benchmarks/bench_train.py --device cuda --steps 100 --seeds 1 10 --quick
     else  # a check that the script runs, not a measurement
-        run_part 300 bench_train.log $python benchmarks/bench_train.py --device cpu --steps 2 --seeds 1 2 --quick
+        run_part 300 bench_train.log "$python" benchmarks/bench_train.py --device cpu --steps 2 --seeds 1 2 --quick
     fi
 fi
 if [[ $parts == *" profile "* ]]; then
     echo "== where a step's time goes"
     if [ "$device" = cuda ]; then
-        rngs="philox torch"
-        [ "$rng" = torch ] && rngs="torch"
-        run_part 150 profile_step.log $python benchmarks/profile_step.py --seeds "$seeds" --covariance isotropic kms \
-            --rng $rngs --steps 100 --top 12
+        rngs=(philox torch)
+        [ "$rng" = torch ] && rngs=(torch)
+        run_part 150 profile_step.log "$python" benchmarks/profile_step.py --seeds "$seeds" --covariance isotropic kms \
+            --rng "${rngs[@]}" --steps 100 --top 12
     else
         echo "skipped: needs CUDA"
     fi
@@ -178,9 +178,9 @@ sweep() {  # sweep NAME SAMPLER FIGURES...
     local start log
     start=$(date +%s)
     log="$dest/sweep_${name}_${preset}.log"
-    timeout "$(awk "BEGIN { print int(60 * $budget + $margin + 60) }")" $python -m softmax_as_linear reproduce "$@" \
+    timeout "$(awk "BEGIN { print int(60 * $budget + $margin + 60) }")" "$python" -m softmax_as_linear reproduce "$@" \
         --preset "$preset" --device "$device" --seeds "$seeds" --sampler "$sampler" --rng "$rng" --out "$dest" \
-        --max-minutes "$budget" $dirty 2>&1 | tr '\r' '\n' > "$log"
+        --max-minutes "$budget" "${dirty[@]}" 2>&1 | tr '\r' '\n' > "$log"
     local code=$?
     grep "step/s" "$log" | tail -n 1
     grep -v "step/s" "$log" | grep -v "^\s*$" | tail -n 9
@@ -199,8 +199,8 @@ elif [[ $parts == *" beyond "* ]]; then  # Chapter 6: both laws in one call, bou
     echo "== $preset Chapter 6 sweeps (uniform, Rademacher), $seeds seeds, at most $budget min of training"
     start=$(date +%s)
     log="$dest/beyond_${preset}.log"
-    timeout "$(awk "BEGIN { print int(60 * $budget + 2 * $margin + 60) }")" $python -m softmax_as_linear reproduce beyond \
-        --preset "$preset" --device "$device" --seeds "$seeds" --out "$dest" --max-minutes "$budget" $dirty 2>&1 \
+    timeout "$(awk "BEGIN { print int(60 * $budget + 2 * $margin + 60) }")" "$python" -m softmax_as_linear reproduce beyond \
+        --preset "$preset" --device "$device" --seeds "$seeds" --out "$dest" --max-minutes "$budget" "${dirty[@]}" 2>&1 \
         | tr '\r' '\n' | grep -v "it/s\]$" > "$log"
     code=${PIPESTATUS[0]}
     tail -n 6 "$log"
@@ -209,13 +209,13 @@ elif [[ $parts == *" beyond "* ]]; then  # Chapter 6: both laws in one call, bou
 fi
 if [[ $parts == *" compare "* ]]; then
     echo "== the new figure files against those DEST held before (seeds as independent replicates)"
-    timeout 60 $python benchmarks/compare_results.py "$dest" "$before" --preset "$preset" 2>&1 | tee "$dest/compare.log"
+    timeout 60 "$python" benchmarks/compare_results.py "$dest" "$before" --preset "$preset" 2>&1 | tee "$dest/compare.log"
 fi
 if [[ $parts == *" tests "* && $device == cuda ]]; then
     left=$(( deadline - $(date +%s) - 10 ))
     echo "== the other GPU tests of the engine, in the time left ($left s)"
     if [ "$left" -gt 30 ]; then
-        timeout "$left" $python -m pytest -q -p no:cacheprovider tests/engine/test_train.py tests/engine/test_evaluation.py \
+        timeout "$left" "$python" -m pytest -q -p no:cacheprovider tests/engine/test_train.py tests/engine/test_evaluation.py \
             -k "cuda and not cuda_graph" 2>&1 | tee -a "$dest/tests.log" | grep -v -i "warn" | tail -n 15
     fi
 fi

