@@ -114,21 +114,22 @@ book-strict: $(READY)
 # Every page of the strictly built book in headless Chromium, axe-core included; screenshots land in
 # _build/screenshots/, what axe-core found (every impact) in _build/accessibility/.
 browser: $(if $(PREPARED),$(READY),book-strict chromium)
-	REQUIRE_BOOK=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_browser.py -q -p no:cacheprovider
+	REQUIRE_BOOK=1 CHROMIUM="$(CHROMIUM)" $(PY) -m pytest tests/book/test_browser.py -q -p no:cacheprovider
 
 # The live chapters in JupyterLab with a real kernel, driven in headless Chromium (a few minutes);
 # screenshots land in _build/lab-screenshots/.
 live: $(READY) $(if $(PREPARED),,chromium)
-	REQUIRE_LAB=1 CHROMIUM=$(CHROMIUM) $(PY) -m pytest tests/book/test_lab.py -q -p no:cacheprovider
+	REQUIRE_LAB=1 CHROMIUM="$(CHROMIUM)" $(PY) -m pytest tests/book/test_lab.py -q -p no:cacheprovider
 
 # The package installed with pip (not editable, CPU torch) in a fresh virtual environment under /tmp,
 # running a chapter from a folder outside the repository.
 pip-path: $(READY)
 	$(PY) tools/check_pip_install.py --torch "$(TORCH)" --torch-index "$(strip $(TORCH_INDEX))"
 
-# Under a lock: when two makes ask at once (`make -j browser live`), the second waits, then finds it.
+# Under a lock: when two makes ask at once (`make browser` and `make live` in two terminals), the second waits for
+# the first, then finds what it installed.
 chromium: $(READY)
-	CHROMIUM=$(CHROMIUM) $(PY) tools/install_chromium.py
+	CHROMIUM="$(CHROMIUM)" $(PY) tools/install_chromium.py
 
 # JupyterLab (with jupyterlab-myst, from the `lab` extra) on 127.0.0.1; as root, as in containers, it
 # needs --allow-root. Its saves (and autosaves) go through tools/execute_notebooks.py's pre_save_hook, which
