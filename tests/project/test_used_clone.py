@@ -73,10 +73,15 @@ def test_the_checks_that_walk_the_tree_pass_in_a_used_clone(tmp_path):
         [sys.executable, "tools/live_references.py", "--check"],
         [sys.executable, "-c", "import pathlib, sys; sys.path.insert(0, 'tools'); import colab_check, execute_notebooks; "
          "print(*[p.name for p in execute_notebooks.chapters([]) + colab_check._chapters(pathlib.Path('.'), [])])"],
+        [sys.executable, "-m", "pytest", "--nbval", "--collect-only", "-q", "-p", "no:cacheprovider", "notebooks"],
     ]
+    outputs = []
     for command in commands:
         done = subprocess.run(command, cwd=clone, env=env, capture_output=True, text=True, timeout=600,
                               stdin=subprocess.DEVNULL)
         assert done.returncode == 0, f"{' '.join(command)} fails in a used clone:\n{done.stdout[-3000:]}{done.stderr}"
+        outputs.append(done.stdout)
     chapters = sorted(p.name for p in (ROOT / "notebooks").glob("*.ipynb"))
-    assert done.stdout.split() == chapters * 2  # the tools that list the chapters take no checkpoint for one
+    assert outputs[-2].split() == chapters * 2  # the tools that list the chapters take no checkpoint for one
+    collected = {line.split("::")[0] for line in outputs[-1].splitlines() if "::" in line}
+    assert collected == {f"notebooks/{name}" for name in chapters}  # nor does nbval
