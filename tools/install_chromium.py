@@ -83,8 +83,9 @@ def install() -> tuple[str | None, list[str]]:
         code = _run([*apt, *wait, "update"]) or _run(
             [*apt, *wait, "install", "-y", "--no-install-recommends", *DEBIAN_PACKAGES])
         tried.append(f"apt-get install chromium: exit {code}")
-        if code == 0 and find():
-            return find(), tried
+        path = find() if code == 0 else None
+        if path:
+            return path, tried
     try:
         import playwright  # noqa: F401
     except ImportError:
@@ -92,8 +93,9 @@ def install() -> tuple[str | None, list[str]]:
     else:
         code = _run([sys.executable, "-m", "playwright", "install", "--no-shell", "chromium"])
         tried.append(f"playwright install chromium: exit {code}")
-        if code == 0 and playwright_chromium():
-            return playwright_chromium(), tried
+        path = playwright_chromium() if code == 0 else None
+        if path:
+            return path, tried
     return None, tried
 
 

@@ -3,7 +3,7 @@
 A copy of the repository (what git tracks) gets what such use leaves behind, all of it ignored by git: JupyterLab's
 checkpoints, Python's and pytest's caches, a built book, the trained sweeps' cache, result files and checkpoints of a
 reproduction, the egg-info of an editable install. Then everything that walks the tree runs in the copy: the tests
-that read notebooks/, src/, results/ or the workflows, ruff, and the tools that list the chapters.
+that read notebooks/, src/, results/ or the workflows, ruff, the tools that list the chapters, and nbval's collection.
 """
 import os
 import pathlib
@@ -24,6 +24,19 @@ WALKERS = ["tests/project/test_packaging.py", "tests/project/test_vendored.py", 
            f"{LAYOUT}the_api_reference_documents_every_module_once", f"{LAYOUT}every_module_says_its_one_job_in_its_first_sentence",
            f"{LAYOUT}layers_import_only_downwards_and_have_no_cycles",
            "tests/panels/test_chapter_panels.py::test_every_chapter_panel_is_a_library_call"]
+
+
+def _copy_of_the_repository(clone: pathlib.Path) -> None:
+    """The files git would clone (and new ones not ignored); without git, the tree less what use leaves."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        shutil.copytree(ROOT, clone, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+        return
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                            capture_output=True, text=True, check=True, timeout=60).stdout.split("\0")
+    for name in filter(None, listed):
+        if (ROOT / name).is_file() and not (ROOT / name).is_symlink():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, clone / name)
 
 
 def _leave_what_use_leaves(clone: pathlib.Path) -> list[str]:
@@ -58,7 +71,7 @@ def _leave_what_use_leaves(clone: pathlib.Path) -> list[str]:
 @pytest.mark.slow
 def test_the_checks_that_walk_the_tree_pass_in_a_used_clone(tmp_path):
     clone = tmp_path / "course"
-    shutil.copytree(ROOT, clone, ignore=shutil.ignore_patterns(*IGNORED), symlinks=True)
+    _copy_of_the_repository(clone)
     left = _leave_what_use_leaves(clone)
     if shutil.which("git") and (ROOT / ".git").exists():  # what use leaves is what git ignores
         ignored = subprocess.run(["git", "check-ignore", "--no-index", *left], cwd=ROOT, capture_output=True,
