@@ -4,12 +4,12 @@
     python tools/install_chromium.py --find   # print its path, or exit 1 when there is none
 
 Looked for in this order: $CHROMIUM (a path given by hand, used as it is and never installed over), `chromium` on
-the PATH (Debian's /usr/bin/chromium), then the Chromium that this environment's Playwright installed. When there is
-none: `apt-get install chromium` where apt-get exists (as root, or through sudo), else, or when that fails (Ubuntu
-has no such package), Playwright's own `python -m playwright install --no-shell chromium` (macOS, or Linux without
-apt-get); where neither works, one message says what to install, and the exit code is 1. The install holds a lock
-(.cache/chromium.lock): when two stages ask at once, the second waits for the first and then finds its Chromium.
-`make test` runs this once, as its stage `chromium`, before the browser and live stages start side by side.
+the PATH (Debian's /usr/bin/chromium), then the Chromium that this environment's Playwright installed. When there
+is none: `apt-get install chromium` where apt-get exists (as root, or through sudo); else, or when that fails
+(Ubuntu packages Chromium as a snap), Playwright's own `python -m playwright install --no-shell chromium` (macOS,
+Linux without apt-get); where neither works, one message says what to install, and the exit code is 1. The install
+holds a lock (.cache/chromium.lock): when two stages ask at once, the second waits for the first, then finds its
+Chromium. `make test` runs this once, as its stage `chromium`, before the browser and live stages start side by side.
 """
 from __future__ import annotations
 
