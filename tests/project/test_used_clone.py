@@ -15,12 +15,12 @@ import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 IGNORED = (".git", ".venv", "_build", ".cache", "__pycache__", ".ipynb_checkpoints", ".pytest_cache", "*.egg-info")
-# Every test that lists a folder of the repository (iterdir, glob, rglob, os.walk, os.listdir over ROOT): whole
-# files where each test reads such a list, else the tests that do.
+# The tests that list a folder of the repository (iterdir, glob, rglob, os.walk, os.listdir over ROOT): whole files
+# where each test reads such a list, else the tests that do. tests/book/test_references.py lists the chapters as
+# test_book.py does (notebooks/*.ipynb) and is left out for its time (9 s).
 LAYOUT = "tests/project/test_layout.py::test_"
 WALKERS = ["tests/project/test_packaging.py", "tests/project/test_vendored.py", "tests/project/test_workflows.py",
-           "tests/book/test_book.py", "tests/book/test_notebook_form.py", "tests/book/test_references.py",
-           "tests/experiments/test_result_files.py", f"{LAYOUT}the_docstring_lists_every_module_of_the_tree",
+           "tests/book/test_book.py", "tests/book/test_notebook_form.py", "tests/experiments/test_result_files.py", f"{LAYOUT}the_docstring_lists_every_module_of_the_tree",
            f"{LAYOUT}the_api_reference_documents_every_module_once", f"{LAYOUT}every_module_says_its_one_job_in_its_first_sentence",
            f"{LAYOUT}layers_import_only_downwards_and_have_no_cycles",
            "tests/panels/test_chapter_panels.py::test_every_chapter_panel_is_a_library_call"]
