@@ -137,3 +137,45 @@ def test_a_chromium_given_by_hand_is_used_as_it_is(tmp_path):
     _script(tmp_path / "chrome", "#!/bin/sh\n")
     found = subprocess.run(tool, env=env, capture_output=True, text=True, timeout=60)
     assert found.returncode == 0 and found.stdout.strip() == str(tmp_path / "chrome")
+
+
+@pytest.fixture
+def tool(monkeypatch):
+    """tools/install_chromium.py with its commands recorded instead of run (each ends with the code given)."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    import install_chromium
+
+    ran, codes, found = [], {}, {}
+    monkeypatch.setattr(install_chromium, "_run", lambda command: ran.append(command) or codes.get(command[-1], 0))
+    monkeypatch.setattr(install_chromium, "find", lambda: found.get("system"))
+    monkeypatch.setattr(install_chromium, "playwright_chromium", lambda: found.get("playwright"))
+    return install_chromium, ran, codes, found
+
+
+def _programs(monkeypatch, module, *present):
+    monkeypatch.setattr(module.shutil, "which", lambda name: f"/usr/bin/{name}" if name in present else None)
+
+
+def test_where_apt_get_cannot_install_it_playwright_does(tool, monkeypatch):
+    install_chromium, ran, codes, found = tool
+    _programs(monkeypatch, install_chromium, "apt-get")
+    monkeypatch.setattr(install_chromium.os, "geteuid", lambda: 0)
+    codes["fonts-dejavu-core"] = 100  # Ubuntu: no such package
+    found["playwright"] = "/cache/ms-playwright/chromium/chrome"
+    path, tried = install_chromium.install()
+    assert [command[-1] for command in ran] == ["update", "fonts-dejavu-core", "chromium"]
+    assert ran[-1][1:] == ["-m", "playwright", "install", "--no-shell", "chromium"] and path == found["playwright"]
+    assert tried == ["apt-get install chromium: exit 100", "playwright install chromium: exit 0"]
+
+
+def test_without_root_apt_get_goes_through_sudo_or_is_not_tried(tool, monkeypatch):
+    install_chromium, ran, codes, found = tool
+    monkeypatch.setattr(install_chromium.os, "geteuid", lambda: 1000)
+    _programs(monkeypatch, install_chromium, "apt-get", "sudo")
+    found["system"] = "/usr/bin/chromium"
+    assert install_chromium.install()[0] == "/usr/bin/chromium"
+    assert ran[0][:4] == ["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
+    ran.clear()
+    _programs(monkeypatch, install_chromium, "apt-get")  # no sudo: only Playwright's
+    install_chromium.install()
+    assert [command[-1] for command in ran] == ["chromium"] and ran[0][2] == "playwright"
