@@ -4,7 +4,8 @@ The Makefile and the tools run for real, in a temporary copy of the repository, 
 an `apt-get` that records each call and, asked to install, puts a `chromium` on the PATH; a .venv whose python
 runs the tools but records, instead of running, what the stages run (pytest, the pip check), and whose
 jupyter-book, ruff and other checkers record their calls. The PATH holds the stand-ins and the few commands the
-Makefile uses, so that no real Chromium is found; Playwright looks for its browser in an empty folder.
+Makefile uses, so that no real Chromium is found; Playwright looks for its browser in an empty folder. Then, in this
+process, the order in which tools/install_chromium.py tries apt-get, sudo and Playwright's install.
 """
 import os
 import pathlib
