@@ -132,9 +132,9 @@ class DeepStepper:
         return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
                      for name in ("tokens", "query", "target"))
 
-    def _draw(self):
+    def _draw(self, generators=None):
         return self._stack([self.cfg.task.sample(self.cfg.batch_size, max(self.cfg.lengths), g)
-                            for g in self.generators])
+                            for g in generators or self.generators])
 
     # --------------------------------------------------------------------------------------------- model
     def _V(self) -> Tensor:
@@ -191,11 +191,8 @@ class DeepStepper:
         """``(S, nL, nA)`` risk of the last step's batch with the parameters after that step; before the first step,
         of the batch the first step will draw (read without taking it)."""
         batch = self._last_batch
-        if batch is None:
-            states = [g.get_state() for g in self.generators]
-            batch = self._draw()
-            for g, s in zip(self.generators, states):
-                g.set_state(s)
+        if batch is None:  # drawn from copies of the generators: a reading moves nothing
+            batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
         with torch.no_grad():
             return self.losses(*batch).mean(-1)
 

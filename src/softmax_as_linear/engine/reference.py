@@ -40,8 +40,7 @@ def sweep_batches(cfg: TrainConfig, seed: int, steps: int, device: str | torch.d
     if cfg.rng == "philox":
         data = CounterData(one, one.task(), device, dtype)
     elif cfg.rng == "torch":
-        data = SweepData(one, one.task(), device, dtype)
-        data.batch()  # batch 0: the record before the first step
+        data = SweepData(one, one.task(), device, dtype)  # batch 0 is the record's: batch() starts at 1
     else:
         raise ValueError(f"rng must be 'torch' or 'philox' (resolved), got {cfg.rng!r}")
     for _ in range(steps):

@@ -90,10 +90,12 @@ def sgd_update(sweep: SweepModel, optimizer: torch.optim.Optimizer, risk: Tensor
 
 
 def optimiser_state(sweep: SweepModel, optimizer: torch.optim.Optimizer, alive: Tensor, diverged_at: Tensor,
-                    step_count: Tensor) -> dict:
-    """The part of :meth:`Stepper.state` every stepper shares: parameters, optimiser, bookkeeping, step."""
+                    steps_taken: int) -> dict:
+    """The part of :meth:`Stepper.state` every stepper shares: parameters, optimiser, bookkeeping, step (the
+    host's count, so that reading the state does not wait for the device). Tensors are the stepper's own, not
+    copies."""
     return {"params": {n: p.detach() for n, p in sweep.params.items()}, "optimizer": optimizer.state_dict(),
-            "alive": alive, "diverged_at": diverged_at, "step": int(step_count)}
+            "alive": alive, "diverged_at": diverged_at, "step": int(steps_taken)}
 
 
 def load_optimiser_state(state: dict, sweep: SweepModel, optimizer: torch.optim.Optimizer, alive: Tensor,
