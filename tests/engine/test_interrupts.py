@@ -136,3 +136,46 @@ def test_the_record_before_the_first_step_takes_nothing_from_the_training_stream
     assert all(torch.equal(a, b) for a, b in zip(first[:3], again[:3]))
     for a, b in zip(recorded.batch()[:3], plain.batch()[:3]):
         assert torch.equal(a, b)
+
+
+CUDA = torch.cuda.is_available()
+
+
+def _gpu_places(path: str, graph: bool) -> dict:
+    """Where an interrupt is raised on a GPU path. A captured step is replayed without Python, so with the CUDA graph
+    only the record (outside the graph) is a place; the step's places are checked op by op."""
+    from softmax_as_linear.engine.gpu import kernel_step, prompt_kernel
+
+    held_out = ((kernel_step.PromptKernelStepper, "held_out", 2, False, None) if path == "prompt_kernel"
+                else (tensor_step, "held_out_risk", 2, False, None))
+    places = {"record at step 3": held_out}
+    if graph:
+        return places
+    if path == "prompt_kernel":  # SGD on the four matrices in float32: the kernel's sums, then its SGD step
+        places["forward pass of step 5"] = (prompt_kernel.PromptKernel, "grad_sums", 5, False, None)
+        places["optimiser step 4"] = (prompt_kernel.PromptKernel, "sgd_step", 4, True, None)
+    else:
+        places["forward pass of step 5"] = (SweepModel, "risk", 5, False, _training)
+        places["optimiser step 4"] = (torch.optim.SGD, "step", 4, True, None)
+    return places
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device (benchmarks/gpu.sh runs these on a GPU)")
+@pytest.mark.parametrize("path, rng, graph", [("tensor", "torch", False), ("tensor", "torch", True),
+                                              ("fused_softmax", "torch", False), ("prompt_kernel", "philox", False),
+                                              ("prompt_kernel", "philox", True)])
+def test_an_interrupt_anywhere_resumes_exactly_on_a_gpu(tmp_path, path, rng, graph):
+    from softmax_as_linear.engine.gpu import fused_softmax, prompt_kernel
+
+    if path == "fused_softmax" and not fused_softmax.available(torch.empty(0, device="cuda")):
+        pytest.skip("needs Triton")
+    if path == "prompt_kernel" and not prompt_kernel.available(torch.device("cuda"), torch.float32):
+        pytest.skip("needs Triton")
+    cfg = CFG.replace(rng=rng)
+    full = train(cfg, device="cuda", path=path, cuda_graph=graph)
+    for place, (owner, name, call, after, when) in _gpu_places(path, graph).items():
+        checkpoint = tmp_path / f"{place}.pt"
+        with interrupt_on_call(owner, name, call, after=after, when=when or (lambda *a, **k: True)):
+            with pytest.raises(KeyboardInterrupt):
+                train(cfg, device="cuda", path=path, cuda_graph=graph, checkpoint=checkpoint, checkpoint_every=2)
+        _assert_same(train(cfg, device="cuda", path=path, cuda_graph=graph, checkpoint=checkpoint), full)
