@@ -158,7 +158,7 @@ def _per_prompt_reference(tokens, query, U, v, L, activation):
     return pred.detach(), gu, gv
 
 
-# Each case mixes several features, so that four launches cover them all: one and two seeds, the isotropic, KMS and a
+# Each case mixes several features, so that five launches cover them all: one and two seeds, the isotropic, KMS and a
 # degenerate covariance, both samplers, the three laws, lengths of 1 and off the kernel's block of 16 tokens, one
 # activation. Sharp attention is test_sharp_attention_needs_and_takes_the_second_pass.
 CASES = {
@@ -167,6 +167,8 @@ CASES = {
     "one seed, isotropic, d = 2": dict(cfg=dict(seeds=(327,), lengths=(3, 16, 17), d=2), covariates="gaussian"),
     "uniform covariates, degenerate covariance": dict(cfg=dict(seeds=(5,), lengths=(4, 19)), covariates="uniform",
                                                task=_degenerate_task()),
+    # even d: the query's inputs start past the Box-Muller pair of its noise (counter_stream.query_input_word)
+    "uniform covariates, d = 4": dict(cfg=dict(seeds=(3,), lengths=(2, 7), d=4), covariates="uniform"),
     "rademacher covariates, one activation, d = 3": dict(cfg=dict(seeds=(2,), lengths=(1, 25), covariance="kms", d=3,
                                                            models=("linear",)), covariates="rademacher"),
 }
