@@ -28,6 +28,7 @@ from ..registry import ACTIVATIONS, OPTIMIZERS
 from ..theory.depth import deep_forward_unchecked
 from ..theory.flow_limits import block_init
 from ..theory.regression import RegressionTask
+from .stepper import objective, stop_diverged
 
 
 @dataclass(frozen=True)
@@ -162,19 +163,17 @@ class DeepStepper:
 
     # --------------------------------------------------------------------------------------------- the interface
     def step(self) -> None:
-        """One step of every live run on a fresh batch per seed. The engine's rule of divergence
-        (:func:`~softmax_as_linear.engine.stepper.sgd_update`): a live run whose batch risk is not finite or exceeds
+        """One step of every live run on a fresh batch per seed, on the engine's objective (the batch's mean squared
+        error, ``MSE = 2R``: :func:`~softmax_as_linear.engine.stepper.objective`) with its rule of divergence
+        (:func:`~softmax_as_linear.engine.stepper.stop_diverged`): a live run whose batch risk is not finite or exceeds
         ``blowup`` times the zero predictor's risk stops, and records this step in ``diverged_at``; a run already
         stopped keeps the step it diverged at."""
         batch = self._draw()
         risk = self.losses(*batch).mean(-1)
-        newly = self.alive & (~torch.isfinite(risk) | (risk > self.threshold))
-        self.diverged_at[newly] = self.step_count
-        self.alive &= ~newly
-        total = torch.where(self.alive, risk, torch.zeros_like(risk)).sum()
+        stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
         before = (self.U.detach().clone(), self.v.detach().clone())
         self.optimizer.zero_grad(set_to_none=False)
-        total.backward()
+        objective(risk, self.alive).backward()  # the engine's objective, MSE = 2R
         with torch.no_grad():
             self.U.grad *= self.layer_mask[..., None, None]
             self.v.grad *= self.layer_mask[..., None]

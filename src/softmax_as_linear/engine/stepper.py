@@ -12,8 +12,10 @@ Runs have shape ``(S, nL, nA)`` (seeds, prompt lengths, models). The training lo
 either one with ``"+graph"`` when its step is replayed as a CUDA graph. Each is an optimisation of the plain loop of
 :mod:`~softmax_as_linear.engine.reference`, which ``tests/engine/test_paths.py`` checks them against.
 
-The step minimises the mean squared error (``MSE = 2R``) of every live run; a run whose batch risk is not finite or
-exceeds ``blowup`` times the risk of the zero predictor is *diverged* (:func:`sgd_update`) and stops updating.
+Every stepper (these two, and Chapter 7's :class:`~softmax_as_linear.engine.deep.DeepStepper`) minimises one
+objective, the mean squared error ``MSE = 2R`` of every live run (:func:`objective`), and applies one rule of
+divergence (:func:`stop_diverged`): a run whose batch risk is not finite or exceeds ``blowup`` times the risk of the
+zero predictor is *diverged* and stops updating.
 """
 from __future__ import annotations
 
@@ -68,25 +70,49 @@ def make_optimizer(sweep: SweepModel) -> torch.optim.Optimizer:
     return torch.optim.Adam(params, lr=cfg.lr, capturable=sweep.device.type == "cuda")
 
 
+def stop_diverged(risk: Tensor, alive: Tensor, diverged_at: Tensor, step, threshold: float) -> None:
+    """The one rule of divergence, in place: a live run whose batch risk ``risk`` ``(S, nL, nA)`` is not finite or
+    exceeds ``threshold`` (``blowup`` times the zero predictor's risk) stops, and ``diverged_at`` records ``step``;
+    a run already stopped keeps its step. The Triton SGD kernel (:mod:`~softmax_as_linear.engine.gpu.sgd`) applies the
+    same rule to the risk it forms."""
+    bad = ~torch.isfinite(risk) | (risk > threshold)
+    diverged_at.copy_(torch.where(bad & alive, step, diverged_at))
+    alive.logical_and_(~bad)
+
+
+def objective(risk: Tensor, alive: Tensor) -> Tensor:
+    """The one objective every stepper minimises: the mean squared error (``MSE = 2R``) of every live run, summed over
+    runs (runs share no parameter, so each run's gradient is that of its own MSE). With SGD at learning rate ``lr``,
+    step ``k`` is gradient-flow time ``2 lr k`` on ``R``."""
+    return torch.where(alive, 2 * risk, torch.zeros_like(risk)).sum()
+
+
 def sgd_update(sweep: SweepModel, optimizer: torch.optim.Optimizer, risk: Tensor, alive: Tensor, diverged_at: Tensor,
                step_count: Tensor, threshold: float) -> None:
-    """Stop the runs that diverge on this batch (``risk`` ``(S, nL, nA)``, with the autograd graph), take an optimiser
-    step on the others, count the step. Nothing in it waits for the device (it can be captured as a CUDA graph).
-
-    A run already stopped keeps its ``diverged_at``: only a live run that turns bad records the current step.
-    """
-    bad = ~torch.isfinite(risk) | (risk > threshold)
-    diverged_at.copy_(torch.where(bad & alive, step_count, diverged_at))
-    alive.logical_and_(~bad)
-    loss = torch.where(alive, 2 * risk, torch.zeros_like(risk)).sum()  # MSE per run, summed over runs
+    """Stop the runs that diverge on this batch (:func:`stop_diverged`; ``risk`` ``(S, nL, nA)``, with the autograd
+    graph), take an optimiser step on :func:`objective`, count the step. A stopped run does not move: its gradient is
+    zero, and under Adam, whose momentum would move it anyway, its parameters are put back after the step. Nothing in
+    it waits for the device (it can be captured as a CUDA graph)."""
+    stop_diverged(risk, alive, diverged_at, step_count, threshold)
     optimizer.zero_grad(set_to_none=False)
-    loss.backward()
+    objective(risk, alive).backward()
+    momentum = not isinstance(optimizer, torch.optim.SGD)
     with torch.no_grad():
+        before = {n: p.clone() for n, p in sweep.params.items()} if momentum else None
         for p in sweep.params.values():
-            p.grad.masked_fill_(~alive.view(*alive.shape, *([1] * (p.ndim - 3))), 0.0)
+            p.grad.masked_fill_(~_runs(alive, p), 0.0)
             p.grad.nan_to_num_(0.0)
     optimizer.step()
+    if momentum:
+        with torch.no_grad():
+            for n, p in sweep.params.items():
+                p.copy_(torch.where(_runs(alive, p), p, before[n]))
     step_count.add_(1)
+
+
+def _runs(alive: Tensor, p: Tensor) -> Tensor:
+    """``alive`` ``(S, nL, nA)`` shaped to broadcast against a parameter ``(S, nL, nA, ...)``."""
+    return alive.view(*alive.shape, *([1] * (p.ndim - 3)))
 
 
 def optimiser_state(sweep: SweepModel, optimizer: torch.optim.Optimizer, alive: Tensor, diverged_at: Tensor,
