@@ -112,3 +112,18 @@ def test_results_and_files_name_their_path(tmp_path):
     result = train(CFG.replace(steps=2, record_every=1), device="cpu")
     assert result.engine_path == "cpu"
     assert load_sweep(save_sweep(tmp_path / "s.npz", result)).engine_path == "cpu"
+
+
+def test_a_checkpoint_written_on_another_path_is_refused_before_training(tmp_path, monkeypatch):
+    """Resuming with a path asked for from a checkpoint another path wrote would end in a mixed run: refused at once,
+    naming both paths, before a step is taken."""
+    from softmax_as_linear.engine.tensor_step import TensorStepper
+
+    cfg = CFG.replace(rng="torch")
+    checkpoint, calls = tmp_path / "run.pt", []
+    train(cfg, device="cpu", path="cpu", checkpoint=checkpoint, should_stop=lambda: calls.append(1) or True)
+    steps = []
+    monkeypatch.setattr(TensorStepper, "step", lambda self: steps.append(1))
+    with pytest.raises(ValueError, match="path 'tensor'.*'cpu'"):
+        train(cfg, device="cpu", path="tensor", checkpoint=checkpoint)
+    assert steps == []

@@ -202,7 +202,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         cuda_graph: on CUDA, replay each step as a captured graph (the same computation, launched
             at once); False runs it op by op. Ignored on a CPU.
         path: the code path (:data:`~softmax_as_linear.registry.ENGINE_PATHS`); ``"auto"`` picks the fastest that
-            runs here. A path asked for that cannot run, or that fell back to another while training, is an error.
+            runs here. A path asked for that cannot run, or that fell back to another while training, is an error;
+            so is resuming, with a path asked for, a checkpoint written on another path (refused before training).
 
     The result's ``engine_path`` names the path that ran (:attr:`~softmax_as_linear.engine.sweep.TrainResult.engine_path`).
 
@@ -223,6 +224,12 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         cached = train_cache.load(cache, cache_key, cfg)
         if cached is not None:
             return cached
+    if path != "auto" and checkpoint is not None and pathlib.Path(checkpoint).exists():
+        written_on = str(load_checkpoint(checkpoint, cfg, device).get("engine_path", "unknown"))
+        if written_on.split(", then ")[-1].split("+")[0] != path:
+            raise ValueError(f"path {path!r} was asked for, but checkpoint {checkpoint} was written on path "
+                             f"{written_on!r}: resume it with path='auto' (the result then names both paths), or "
+                             "delete it to train again on the path asked for")
     stepper = make_stepper(cfg, device, init_weights, path=path, cuda_graph=cuda_graph)
     records = run(stepper, cfg.steps, cfg.record_steps(), config=cfg, checkpoint=checkpoint,
                   checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
