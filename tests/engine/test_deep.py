@@ -135,6 +135,10 @@ def test_bad_settings_are_named():
         _cfg(lengths=(0,))
     with pytest.raises(ValueError, match="blowup"):
         _cfg(blowup=0.0)
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        _cfg(seeds=(1, 1))
+    with pytest.raises(ValueError, match="lengths must be increasing"):
+        _cfg(lengths=(9, 5))
 
 
 def test_the_engine_loop_trains_a_deep_stepper_as_stepping_it_by_hand():

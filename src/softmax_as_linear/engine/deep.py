@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import torch
@@ -55,8 +54,12 @@ class DeepConfig:
             raise ValueError("seeds, lengths and models must each hold at least one entry")
         for seed in self.seeds:
             seeding.check_seed("seeds", seed)
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct (a repeated seed is the same run twice), got {self.seeds!r}")
         for L in self.lengths:
             checks.positive_int("lengths", L)
+        if list(self.lengths) != sorted(set(self.lengths)):
+            raise ValueError(f"lengths must be increasing, got {self.lengths!r}")
         for activation, K in self.models:
             checks.one_of("models (activation)", activation, ACTIVATIONS)
             checks.positive_int("models (K)", K)
@@ -198,7 +201,7 @@ class DeepStepper:
     def held_out(self) -> tuple[Tensor, Tensor]:
         """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt losses."""
         with torch.no_grad():
-            losses = self.losses(*self._held_out)
+            losses = self.losses(*self._held_out).double()  # the mean and sd in float64, as the engine's records
         return losses.mean(-1), losses.std(-1)
 
     def weights(self) -> dict[str, Tensor]:
@@ -223,11 +226,5 @@ class DeepStepper:
         self.diverged_at = state["diverged_at"].clone()
         self._last_batch = None
 
-
     def close(self) -> None:
         """Nothing to release (the batches are drawn in turn)."""
-
-
-def held_out_standard_error(sd: Tensor, cfg: DeepConfig) -> Tensor:
-    """Standard error of :meth:`DeepStepper.held_out`'s risk from its sd: ``sd / sqrt(held_out_prompts)``."""
-    return sd / math.sqrt(cfg.held_out_prompts)
