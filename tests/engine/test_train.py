@@ -231,6 +231,10 @@ def test_linear_attention_closes_the_gap_to_the_best_linear_risk():
 def test_bad_calls():
     with pytest.raises(ValueError, match="init_weights"):
         train(TrainConfig(init="given", steps=1))
+    with pytest.raises(ValueError, match="init='given'"):  # weights given to a config that would not read them
+        train(TrainConfig(steps=1), init_weights=models.AttentionModel(6, seed=0).weights())
+    with pytest.raises(ValueError, match="eval_prompts"):  # one held-out prompt has no standard error
+        TrainConfig(eval_prompts=1)
     with pytest.raises(ValueError, match="device"):
         train(TrainConfig(steps=1), device="tpu")
     with pytest.raises(ValueError, match="config"):

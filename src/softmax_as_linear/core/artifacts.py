@@ -63,8 +63,12 @@ class SettingsMismatchError(ValueError):
         super().__init__(message)
 
 
-#: What reading a damaged file raises: a truncated zip (``.npz``) or pickle (``.pt``), bad JSON, missing arrays.
-READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, pickle.UnpicklingError, RuntimeError)
+#: What ``numpy.load`` raises on a damaged ``.npz``: a truncated or foreign zip, a truncated array (``ValueError``, as
+#: for an array that would need pickle). Only the read is guarded, so a bug after it is not read as damage.
+NPZ_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError)
+#: What ``torch.load`` raises on a damaged ``.pt``: a truncated zip (``RuntimeError`` of PyTorch's zip reader), a
+#: foreign or truncated pickle.
+CHECKPOINT_READ_ERRORS = (zipfile.BadZipFile, EOFError, pickle.UnpicklingError, RuntimeError)
 
 
 def _from_checkout() -> bool:
@@ -220,5 +224,5 @@ def load_npz(path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
-    except READ_ERRORS as error:
+    except NPZ_READ_ERRORS as error:
         raise DamagedFileError(path, f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
