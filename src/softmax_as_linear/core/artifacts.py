@@ -183,11 +183,13 @@ def _umask() -> int:
     return mask
 
 
-def _jsonable(value):
+def jsonable(value):
+    """``value`` with its arrays, tensors and NumPy scalars as lists and numbers, dict keys as strings: what
+    :func:`json.dumps` takes (NaN stays NaN)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if hasattr(value, "detach"):  # torch tensor
         value = value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
@@ -199,7 +201,7 @@ def _jsonable(value):
 
 def save_json(path, data: dict) -> pathlib.Path:
     """Write ``data`` (tensors and arrays become lists) as indented JSON, atomically."""
-    text = json.dumps(_jsonable(data), indent=1, allow_nan=True)
+    text = json.dumps(jsonable(data), indent=1, allow_nan=True)
     return atomic_write(pathlib.Path(path), lambda stream: stream.write(text.encode()))
 
 
@@ -214,7 +216,7 @@ def load_json(path) -> dict:
 
 def save_npz(path, **arrays) -> pathlib.Path:
     """Write arrays (tensors accepted) to a compressed ``.npz``, atomically."""
-    arrays = {k: np.asarray(_jsonable(v)) for k, v in arrays.items()}
+    arrays = {k: np.asarray(jsonable(v)) for k, v in arrays.items()}
     return atomic_write(pathlib.Path(path), lambda stream: np.savez_compressed(stream, **arrays))
 
 

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding
+from ..core.artifacts import jsonable
 from ..core.provenance import device_name, provenance, utc_now
 from ..core.stats import loglog_slope, mean_se_along
 from ..engine.deep import DeepConfig
@@ -297,7 +298,7 @@ def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None 
     return {"experiment": "depth_regression", "complete": bool(records.complete), "models": list(MODEL_NAMES),
             "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
             "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
-            "fall_fractions": list(FALL_FRACTIONS), "per_seed": _jsonable(per_seed),
+            "fall_fractions": list(FALL_FRACTIONS), "per_seed": jsonable(per_seed),
             "references": refs if refs is not None else references(settings)}
 
 
@@ -307,14 +308,6 @@ def depth_provenance(settings: DepthSettings, preset: str, device, wall_seconds:
     return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
             "settings": settings.as_dict(), "engine_path": records.engine_path,
             "training_seconds": round(float(records.seconds), 1), "date": utc_now()}
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (np.ndarray, torch.Tensor)):
-        return np.asarray(value).tolist()
-    return value
 
 
 # Reading a result -------------------------------------------------------------------------------------------------
@@ -478,7 +471,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
         out["fall"][str(fraction)], out["fall_se"][str(fraction)] = mean_se_along(losses[fraction][:, :, 0] - final)
     kept = records.up_to(last)
     out["trajectory"] = kept["eval_risk"][:, :, 0]
-    return _jsonable(out)
+    return jsonable(out)
 
 
 __all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "WarmSettings", "cross_evaluation",
