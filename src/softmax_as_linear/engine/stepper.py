@@ -28,7 +28,23 @@ from .batched import SweepModel
 
 
 class Stepper(Protocol):
-    """Takes one optimisation step of every run of a sweep at once; runs have shape ``(S, nL, nA)``."""
+    """Takes one optimisation step of every run of a sweep at once; runs have shape ``(S, nL, nA)``.
+
+    The contract the loop (:func:`~softmax_as_linear.engine.train.run`) relies on, checked for every stepper by
+    ``tests/engine/test_stepper_contract.py``:
+
+    * :meth:`step` is the only method that moves anything: parameters, optimiser, the data stream's position, the
+      bookkeeping of divergence and the step count. It draws its own batch.
+    * :meth:`batch_risk`, :meth:`held_out` and :meth:`weights` are readings: they move nothing (a batch read before the
+      first step is drawn from a copy of the stream, or was drawn when the stepper was made), so reading twice gives
+      the same numbers, and a record, which reads, may be taken again.
+    * :meth:`state` holds ``step`` (the steps taken, a host integer: reading it does not wait for the device),
+      ``alive``, ``diverged_at``, ``generators`` (the data stream's position), ``optimizer`` and the parameters; its
+      tensors may be the stepper's own (the loop copies them before a step, to save if an interrupt cuts it short).
+      :meth:`load_state` on a fresh stepper of the same settings makes every later step and reading equal, bit for bit,
+      to those of the stepper the state was taken from.
+    * :attr:`path` names the code that takes the steps; :meth:`close` releases what the stepper holds.
+    """
 
     #: The code path that runs, recorded in results (:data:`~softmax_as_linear.registry.ENGINE_PATHS`, ``+graph``).
     path: str
@@ -38,11 +54,12 @@ class Stepper(Protocol):
     diverged_at: Tensor
 
     def step(self) -> None:
-        """One step of every live run (it draws its own batch)."""
+        """One step of every live run on :func:`objective` (it draws its own batch), with :func:`stop_diverged`."""
 
     def batch_risk(self) -> Tensor:
         """``(S, nL, nA)`` risk R = MSE/2 of the batch the last step used, with the parameters after that step.
-        Before the first step: the risk of the first batch (see each stepper for which batch that is)."""
+        Before the first step: the risk of batch 0 of the stream (see each stepper for which batch the first step
+        then takes), read without moving the stream."""
 
     def held_out(self) -> tuple[Tensor, Tensor]:
         """``(S, nL, nA)`` held-out risk and the sample standard deviation of its per-prompt losses (standard
@@ -52,8 +69,8 @@ class Stepper(Protocol):
         """The current parameters by name, each ``(S, nL, nA, ...)``."""
 
     def state(self) -> dict:
-        """Everything needed to resume: ``params``, ``optimizer``, ``generators`` (the data stream's position),
-        ``alive``, ``diverged_at`` and ``step``."""
+        """Everything needed to resume (see the class docstring): ``step``, ``alive``, ``diverged_at``,
+        ``generators``, ``optimizer`` and the parameters."""
 
     def load_state(self, state: dict) -> None:
         """Resume from :meth:`state` (or a checkpoint holding it)."""
