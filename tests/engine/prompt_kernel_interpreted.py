@@ -265,6 +265,32 @@ def test_dead_runs_are_skipped_not_computed():
     assert torch.isfinite(out).all()
 
 
+def test_kernel_prediction_backward_is_autograd_of_the_prediction():
+    """KernelPrediction's hand-written backward (dL/dU, dL/dv from the kernel's sums) against float64 autograd of the
+    prediction written out on the reference stream's prompts (nothing of the engine)."""
+    cfg = TrainConfig(seeds=(327, 4), lengths=(3, 10), batch_size=2, d=2)
+    sweep, U, v, kernel = _setup(cfg)
+    step, alive = torch.tensor(3, dtype=torch.int64), torch.ones(sweep.shape, dtype=torch.bool)
+    U_k, v_k = U.clone().requires_grad_(True), v.clone().requires_grad_(True)
+    pred, _ = pk.KernelPrediction.apply(U_k, v_k, kernel, alive, kernel.keys("train"), step)
+    weights = torch.randn(pred.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    (weights * pred.double()).sum().backward()
+    tokens, query, _ = _reference_batch(cfg, kernel, "train", 3, cfg.batch_size, "gaussian")
+    U64, v64 = U.double().requires_grad_(True), v.double().requires_grad_(True)
+    total = 0.0
+    for s in range(len(cfg.seeds)):
+        for l, L in enumerate(cfg.lengths):
+            for a, activation in enumerate(cfg.models):
+                z = tokens[s, :, :L].double()
+                scores = z @ (query[s].double() @ U64[s, l, a].T).unsqueeze(-1)  # z_i . U z_q, (B, L, 1)
+                values = z @ v64[s, l, a]
+                mixed = torch.softmax(scores[..., 0], -1) if activation == "softmax" else scores[..., 0] / L
+                total = total + (weights[s, l, a] * (mixed * values).sum(-1)).sum()
+    total.backward()
+    torch.testing.assert_close(U_k.grad.double(), U64.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(v_k.grad.double(), v64.grad, rtol=1e-4, atol=1e-5)
+
+
 def test_sgd_kernel_is_the_autograd_step():
     cfg = TrainConfig(seeds=(327, 4), lengths=(3, 10), batch_size=2, lr=0.05, d=2)
     sweep, U, v, kernel = _setup(cfg)

@@ -16,6 +16,24 @@ Every stepper (these two, and Chapter 7's :class:`~softmax_as_linear.engine.deep
 objective, the mean squared error ``MSE = 2R`` of every live run (:func:`objective`), and applies one rule of
 divergence (:func:`stop_diverged`): a run whose batch risk is not finite or exceeds ``blowup`` times the risk of the
 zero predictor is *diverged* and stops updating.
+
+Hand-written gradients. Four pieces of the engine form gradients without autograd's graph, each checked against
+autograd or ``torch.autograd.gradcheck`` on its own:
+
+* :class:`~softmax_as_linear.engine.batched.SoftmaxPrediction` (the tensor formulas, and the fused softmax kernel's
+  sums): ``gradcheck`` in ``tests/engine/test_train.py::test_softmax_prediction_gradient``, the fused kernel's sums
+  against the tensor formulas in ``tests/engine/test_fused_softmax.py``;
+* :class:`~softmax_as_linear.engine.batched.SoftmaxSweep` (the CPU forward pass): ``gradcheck`` in
+  ``tests/engine/test_train.py::test_cpu_softmax_gradient``;
+* :class:`~softmax_as_linear.engine.gpu.prompt_kernel.KernelPrediction` (the prompt kernel's sums to dL/dU, dL/dv):
+  float64 autograd of the prediction written out on the reference stream's prompts,
+  ``tests/engine/prompt_kernel_interpreted.py::test_kernel_prediction_backward_is_autograd_of_the_prediction``, and the
+  kernel's per-prompt sums against float64 autograd in the same suite;
+* the Triton SGD kernel's chain rule to the four matrices (:mod:`~softmax_as_linear.engine.gpu.sgd`): against an
+  autograd step, ``tests/engine/prompt_kernel_interpreted.py::test_sgd_kernel_is_the_autograd_step``.
+
+Every path's weights are also checked step by step against the plain autograd loop of
+:mod:`~softmax_as_linear.engine.reference` (``tests/engine/test_paths.py``).
 """
 from __future__ import annotations
 
