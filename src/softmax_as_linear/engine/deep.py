@@ -141,14 +141,19 @@ class DeepStepper:
                             for g in generators or self.generators])
 
     # --------------------------------------------------------------------------------------------- model
-    def _V(self) -> Tensor:
-        zeros = torch.zeros(*self.v.shape[:-1], self.cfg.task.D - 1, self.cfg.task.D, dtype=self.dtype, device=self.device)
-        return torch.cat([zeros, self.v.unsqueeze(-2)], dim=-2)  # (S, nL, nA, K, D, D), last rows v
+    def _V(self, v: Tensor | None = None) -> Tensor:
+        v = self.v if v is None else v
+        zeros = torch.zeros(*v.shape[:-1], self.cfg.task.D - 1, self.cfg.task.D, dtype=v.dtype, device=v.device)
+        return torch.cat([zeros, v.unsqueeze(-2)], dim=-2)  # (S, nL, nA, K, D, D), last rows v
 
-    def losses(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, U: Tensor | None = None,
+               v: Tensor | None = None) -> Tensor:
         r"""Per-prompt losses :math:`\tfrac12(\hat y - y_q)^2` of every run, ``(S, nL, nA, B)``, on batches of ``L_max``
-        tokens (the run of length ``L`` reads the first ``L``)."""
-        V = self._V()
+        tokens (the run of length ``L`` reads the first ``L``), with the stepper's weights or the weights ``U``
+        ``(S, nL, nA, K, D, D)`` and ``v`` ``(S, nL, nA, K, D)`` given (a function of them: nothing is copied into the
+        stepper)."""
+        U = self.U if U is None else U.to(self.U)
+        V = self._V(None if v is None else v.to(self.v))
         columns = []
         for i, L in enumerate(self.cfg.lengths):
             row = [None] * len(self.cfg.models)
@@ -156,7 +161,7 @@ class DeepStepper:
                 picks = [a for a, (act, _) in enumerate(self.cfg.models) if act == activation]
                 if not picks:
                     continue
-                U_a, V_a = self.U[:, i, picks].unsqueeze(-4), V[:, i, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
+                U_a, V_a = U[:, i, picks].unsqueeze(-4), V[:, i, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
                 out = deep_forward_unchecked(tokens[:, None, :, :L], query[:, None], U_a, V_a, activation)  # (S, n, B, D)
                 for j, a in enumerate(picks):
                     row[a] = out[:, j, :, -1]

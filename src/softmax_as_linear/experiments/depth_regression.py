@@ -140,16 +140,10 @@ def train_depth(settings: DepthSettings, device="cpu", checkpoint=None, should_s
 
 
 def _losses_with(stepper, U, v, batch) -> torch.Tensor:
-    """Per-prompt losses ``(S, nL, nA, B)`` of the stepper's model with the weights ``U``, ``v`` (restored after). A
-    diverged run's weights are NaN (:func:`final_weights`, the records), and so are its losses."""
-    saved = stepper.U.detach().clone(), stepper.v.detach().clone()
+    """Per-prompt losses ``(S, nL, nA, B)`` of the stepper's model with the weights ``U``, ``v``, in float64. A diverged
+    run's weights are NaN (:func:`final_weights`, the records), and so are its losses."""
     with torch.no_grad():
-        stepper.U.copy_(U.to(stepper.U))
-        stepper.v.copy_(v.to(stepper.v))
-        losses = stepper.losses(*batch).double()
-        stepper.U.copy_(saved[0])
-        stepper.v.copy_(saved[1])
-    return losses
+        return stepper.losses(*batch, U=U, v=v).double()
 
 
 def final_weights(stepper) -> tuple[torch.Tensor, torch.Tensor]:
