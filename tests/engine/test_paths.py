@@ -75,7 +75,7 @@ def _record_data(rng: str, device: str) -> dict:
 def _losses(weights: dict, tokens, query, target, L: int, activation: str) -> torch.Tensor:
     """Half squared errors of the paper's model with ``weights`` on prompts of which it reads ``L`` tokens, in float64."""
     w = {n: v.double() for n, v in weights.items()}
-    U, V = models.uv_from_weights(w["W_Q"], w["W_K"], w["W_V"], w["W_O"])
+    U, V = (w["U"], w["V"]) if "U" in w else models.uv_from_weights(w["W_Q"], w["W_K"], w["W_V"], w["W_O"])
     pred = models.predict(tokens[:, :L].double(), query.double(), U, V, activation)
     return 0.5 * (pred - target.double()) ** 2
 
@@ -167,3 +167,22 @@ def test_a_checkpoint_written_on_another_path_is_refused_before_training(tmp_pat
     with pytest.raises(ValueError, match="path 'tensor'.*'cpu'"):
         train(cfg, device="cpu", path="tensor", checkpoint=checkpoint)
     assert steps == []
+
+
+@pytest.mark.parametrize("path", ["cpu", "tensor"])
+@pytest.mark.parametrize("init", ["pytorch", "block"])
+def test_the_uv_parametrisation_trains_as_the_reference_does(path, init):
+    """The theory's parametrisation (U, V trained directly) against the reference's SGD on U and V, from the product of
+    PyTorch's matrices or the block start."""
+    cfg = CFG.replace(rng="torch", parametrisation="uv", init=init)
+    result = train(cfg, device="cpu", path=path)
+    batches = {seed: list(reference.sweep_batches(cfg, seed, cfg.steps)) for seed in cfg.seeds}
+    for s, seed in enumerate(cfg.seeds):
+        for l, L in enumerate(cfg.lengths):
+            for a, activation in enumerate(cfg.models):
+                history = reference.train_one_run(cfg, L, activation, seed, batches=batches[seed])
+                for k, step in enumerate(result.steps):
+                    for name, expected in history[step].items():
+                        np.testing.assert_allclose(result.params[name][s, l, a, k], expected.double().numpy(),
+                                                   rtol=1e-5, atol=1e-6,
+                                                   err_msg=f"{name} of {activation}, L={L}, seed {seed}, step {step}")
