@@ -47,7 +47,6 @@ from torch import Tensor
 
 from ..core import checks
 from ..core.stats import mean_se_along
-from .measures import TokenLaw
 from .depth import (
     _layers,
     gaussian_prompts,
@@ -56,6 +55,7 @@ from .depth import (
     layer_outputs,
     query_errors,
 )
+from .measures import TokenLaw
 
 
 def compact_layer_constant(U: Tensor, V: Tensor, radius: float) -> float:
