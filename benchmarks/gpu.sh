@@ -2,7 +2,8 @@
 # Everything the course measures on a CUDA GPU, in one go:
 #   paths      only the test that runs every path of the engine against the reference trainer, fallbacks made
 #              errors (tests/engine/test_paths.py; part of tests): the short check before the sweeps;
-#   tests      the GPU tests: the CUDA-graph step against the op-by-op step, every path of the engine (tensor
+#   tests      the GPU tests: the CUDA-graph step against the op-by-op step, an interrupt in the record, the
+#              forward pass and the optimiser step of every GPU path resumed bit for bit, every path of the engine (tensor
 #              formulas, fused softmax, prompt kernel, each with and without the CUDA graph) against the reference
 #              trainer in strict mode (tests/engine/test_paths.py), the fused softmax kernel, the prompt
 #              kernel (prompts drawn inside it, rng philox) against the reference stream and the tensor formulas,
@@ -120,6 +121,10 @@ if [[ $parts == *" tests "* ]]; then
         # every path against the reference trainer, fallbacks made errors: its skips say which path cannot run here
         if ! run_part 240 tests.log "$python" -m pytest -q -p no:cacheprovider -rs tests/engine/test_paths.py; then
             echo "a path of the engine differs from the reference trainer or does not run (see tests.log)"
+        fi
+        # an interrupt in the record, the forward pass or the optimiser step of every GPU path resumes bit for bit
+        if ! run_part 150 tests.log "$python" -m pytest -q -p no:cacheprovider -rs tests/engine/test_interrupts.py -k gpu; then
+            echo "a GPU path does not resume exactly after an interrupt (see tests.log)"
         fi
         if ! run_part 150 tests.log "$python" -m pytest -q -p no:cacheprovider tests/engine/test_fused_softmax.py -k cuda; then
             echo "the fused softmax kernel fails: going on with the tensor formulas (SOFTMAX_AS_LINEAR_FUSED=0)"

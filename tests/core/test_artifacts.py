@@ -62,3 +62,24 @@ def test_ctrl_c_during_a_write_reaches_the_handler_in_place_once(tmp_path, sigin
     sigint_handler(lambda number, frame: received.append(number))
     atomic_write(tmp_path / "c.pt", _write_interrupted)
     assert received == [signal.SIGINT] and (tmp_path / "c.pt").read_bytes() == b"whole"
+
+
+def test_a_bug_is_not_read_as_a_damaged_file(tmp_path, monkeypatch):
+    """Only what a damaged file raises becomes DamagedFileError: a KeyError, or a ValueError of the checkpoint reader,
+    is a bug and is raised as it is."""
+    import numpy as np
+    import torch
+
+    from softmax_as_linear.core import artifacts
+    from softmax_as_linear.engine.sweep import TrainConfig, load_checkpoint, save_checkpoint
+
+    path = artifacts.save_npz(tmp_path / "a.npz", x=np.arange(3))
+    monkeypatch.setattr(np, "load", lambda *a, **k: (_ for _ in ()).throw(KeyError("x")))
+    with pytest.raises(KeyError):
+        artifacts.load_npz(path)
+    monkeypatch.undo()
+    cfg = TrainConfig(steps=1)
+    checkpoint = save_checkpoint(tmp_path / "c.pt", {"config": cfg.as_dict()})
+    monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        load_checkpoint(checkpoint, cfg, "cpu")

@@ -28,3 +28,18 @@ def test_uncommitted_changes_are_those_of_the_library(monkeypatch):
     assert provenance.library_changes() == [] and provenance.provenance("cpu", 1.0)["uncommitted_changes"] is False
     monkeypatch.setenv("SOFTMAX_AS_LINEAR_COMMIT", "0123abc")
     assert provenance.library_changes() is None
+
+
+def test_an_untracked_module_of_the_library_is_an_uncommitted_change(monkeypatch):
+    """A new file in the library that was never committed changes what a result computes: it counts."""
+    monkeypatch.delenv("SOFTMAX_AS_LINEAR_COMMIT", raising=False)
+    if provenance.library_changes() is None:
+        import pytest
+
+        pytest.skip("not a git checkout")
+    new = provenance._PACKAGE / "_untracked_probe.py"
+    new.write_text("")
+    try:
+        assert any(path.endswith("_untracked_probe.py") for path in provenance.library_changes())
+    finally:
+        new.unlink()

@@ -1,6 +1,7 @@
 """Means, intervals and log-log slopes: the numbers claims are checked against."""
 import numpy as np
 import pytest
+import torch
 
 from softmax_as_linear.core import stats
 
@@ -278,3 +279,15 @@ def test_seed_summary_against_numpy_on_the_seeds_that_did_not_diverge():
         stats.seed_summary(values, (0.9, 0.1))
     with pytest.raises(ValueError, match="per_seed"):
         stats.seed_summary(np.zeros((0, 3)))
+
+
+def test_mean_se_along_an_axis_leaves_out_nan_on_request():
+    values = np.array([[1.0, 2.0, 3.0], [4.0, np.nan, 8.0]])
+    mean, se = stats.mean_se_along(values, axis=0)
+    assert np.allclose(mean[[0, 2]], [2.5, 5.5]) and np.isnan(mean[1]) and np.allclose(se[0], 1.5)
+    mean, se = stats.mean_se_along(values, axis=0, skip_nan=True)
+    assert mean[1] == 2.0 and np.isnan(se[1])  # one value: a mean without a standard error
+    mean, se = stats.mean_se_along(torch.tensor(values[0]))
+    assert (mean, se) == pytest.approx(stats.mean_se(values[0]), rel=1e-12)
+    mean, _ = stats.mean_se_along(np.full((2, 3), np.nan), skip_nan=True)
+    assert np.isnan(mean).all()

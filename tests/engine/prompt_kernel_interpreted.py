@@ -158,7 +158,7 @@ def _per_prompt_reference(tokens, query, U, v, L, activation):
     return pred.detach(), gu, gv
 
 
-# Each case mixes several features, so that four launches cover them all: one and two seeds, the isotropic, KMS and a
+# Each case mixes several features, so that five launches cover them all: one and two seeds, the isotropic, KMS and a
 # degenerate covariance, both samplers, the three laws, lengths of 1 and off the kernel's block of 16 tokens, one
 # activation. Sharp attention is test_sharp_attention_needs_and_takes_the_second_pass.
 CASES = {
@@ -167,6 +167,8 @@ CASES = {
     "one seed, isotropic, d = 2": dict(cfg=dict(seeds=(327,), lengths=(3, 16, 17), d=2), covariates="gaussian"),
     "uniform covariates, degenerate covariance": dict(cfg=dict(seeds=(5,), lengths=(4, 19)), covariates="uniform",
                                                task=_degenerate_task()),
+    # even d: the query's inputs start past the Box-Muller pair of its noise (counter_stream.query_input_word)
+    "uniform covariates, d = 4": dict(cfg=dict(seeds=(3,), lengths=(2, 7), d=4), covariates="uniform"),
     "rademacher covariates, one activation, d = 3": dict(cfg=dict(seeds=(2,), lengths=(1, 25), covariance="kms", d=3,
                                                            models=("linear",)), covariates="rademacher"),
 }
@@ -261,6 +263,32 @@ def test_dead_runs_are_skipped_not_computed():
     U[0, 1, 0] = float("nan")  # a diverged run's parameters must not reach the others
     out, _, _ = kernel.grad_sums(U, v, alive, kernel.keys("train"), torch.tensor(0))
     assert torch.isfinite(out).all()
+
+
+def test_kernel_prediction_backward_is_autograd_of_the_prediction():
+    """KernelPrediction's hand-written backward (dL/dU, dL/dv from the kernel's sums) against float64 autograd of the
+    prediction written out on the reference stream's prompts (nothing of the engine)."""
+    cfg = TrainConfig(seeds=(327, 4), lengths=(3, 10), batch_size=2, d=2)
+    sweep, U, v, kernel = _setup(cfg)
+    step, alive = torch.tensor(3, dtype=torch.int64), torch.ones(sweep.shape, dtype=torch.bool)
+    U_k, v_k = U.clone().requires_grad_(True), v.clone().requires_grad_(True)
+    pred, _ = pk.KernelPrediction.apply(U_k, v_k, kernel, alive, kernel.keys("train"), step)
+    weights = torch.randn(pred.shape, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    (weights * pred.double()).sum().backward()
+    tokens, query, _ = _reference_batch(cfg, kernel, "train", 3, cfg.batch_size, "gaussian")
+    U64, v64 = U.double().requires_grad_(True), v.double().requires_grad_(True)
+    total = 0.0
+    for s in range(len(cfg.seeds)):
+        for l, L in enumerate(cfg.lengths):
+            for a, activation in enumerate(cfg.models):
+                z = tokens[s, :, :L].double()
+                scores = z @ (query[s].double() @ U64[s, l, a].T).unsqueeze(-1)  # z_i . U z_q, (B, L, 1)
+                values = z @ v64[s, l, a]
+                mixed = torch.softmax(scores[..., 0], -1) if activation == "softmax" else scores[..., 0] / L
+                total = total + (weights[s, l, a] * (mixed * values).sum(-1)).sum()
+    total.backward()
+    torch.testing.assert_close(U_k.grad.double(), U64.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(v_k.grad.double(), v64.grad, rtol=1e-4, atol=1e-5)
 
 
 def test_sgd_kernel_is_the_autograd_step():

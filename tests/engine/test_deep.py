@@ -37,6 +37,7 @@ def test_one_layer_columns_are_the_one_layer_model():
 
 
 def test_a_step_is_the_plain_loop_of_each_run():
+    """One step is SGD on the batch's mean squared error (MSE = 2R), as every stepper of the engine takes it."""
     cfg = _cfg(seeds=(3,), lengths=(7,), models=(("softmax", 2),))
     stepper = DeepStepper(cfg, dtype=torch.float64)
     U = stepper.U.detach()[0, 0, 0].clone().requires_grad_(True)
@@ -47,7 +48,7 @@ def test_a_step_is_the_plain_loop_of_each_run():
         batch = TASK.sample(8, 7, generator)
         V = torch.cat([torch.zeros(2, 2, 3, dtype=torch.float64), v[:, None, :]], dim=1)
         pred = depth.deep_predict(batch.tokens.double(), batch.query.double(), U, V)
-        loss = 0.5 * ((pred - batch.target.double()) ** 2).mean()
+        loss = ((pred - batch.target.double()) ** 2).mean()  # MSE = 2R, the engine's objective
         gU, gv = torch.autograd.grad(loss, (U, v))
         with torch.no_grad():
             U -= 0.05 * gU
@@ -134,6 +135,10 @@ def test_bad_settings_are_named():
         _cfg(lengths=(0,))
     with pytest.raises(ValueError, match="blowup"):
         _cfg(blowup=0.0)
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        _cfg(seeds=(1, 1))
+    with pytest.raises(ValueError, match="lengths must be increasing"):
+        _cfg(lengths=(9, 5))
 
 
 def test_the_engine_loop_trains_a_deep_stepper_as_stepping_it_by_hand():

@@ -2,7 +2,8 @@
 
 The reference (:mod:`softmax_as_linear.engine.reference`) trains one run alone with plain autograd and
 ``torch.optim.SGD``; a sweep trained on a path must give every one of its runs the reference's weights at every
-record. A path asked for runs or fails: fallbacks are errors here (strict mode), and the result must name the path.
+record, and the numbers it records there (batch risk, held-out risk and the spread of its per-prompt losses) must be
+those of the reference's weights on the prompts each record reads. A path asked for runs or fails: fallbacks are errors here (strict mode), and the result must name the path.
 Paths this machine cannot run are skipped, with the reason.
 """
 import numpy as np
@@ -13,6 +14,7 @@ from softmax_as_linear.engine import reference
 from softmax_as_linear.engine.gpu import fallback, fused_softmax, prompt_kernel
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
+from softmax_as_linear.theory import models
 
 CUDA = torch.cuda.is_available()
 TRITON = fused_softmax.triton is not None and not fused_softmax.INTERPRETED
@@ -47,6 +49,35 @@ CFG = TrainConfig(covariance="kms", lengths=(4, 11), seeds=(5, 8), steps=6, reco
 
 
 _REFERENCES = {}
+_RECORD_DATA = {}
+
+
+def _record_data(rng: str, device: str) -> dict:
+    """What the records read for every seed of CFG under ``rng`` (drawn on ``device``), on the CPU: {seed: (the
+    batch of each record step, the held-out set)}. The record at step ``s > 0`` reads the batch step ``s`` trained on,
+    the record at step 0 the batch read before any step (batch 0 of the stream)."""
+    from softmax_as_linear.engine.data import CounterData, SweepData
+
+    if (rng, device) not in _RECORD_DATA:
+        cfg, out = CFG.replace(rng=rng), {}
+        for seed in cfg.seeds:
+            one = cfg.replace(seeds=(seed,))
+            source = CounterData if rng == "philox" else SweepData
+            data = source(one, one.task(), torch.device(device), torch.float32)
+            first = [x[0].cpu() for x in data.first_record_batch()[:3]]
+            batches = [first] + [list(b) for b in reference.sweep_batches(cfg, seed, cfg.steps, device)]
+            out[seed] = ({step: batches[step] for step in range(cfg.steps + 1)},
+                         [x[0].cpu() for x in data.eval[:3]])
+        _RECORD_DATA[rng, device] = out
+    return _RECORD_DATA[rng, device]
+
+
+def _losses(weights: dict, tokens, query, target, L: int, activation: str) -> torch.Tensor:
+    """Half squared errors of the paper's model with ``weights`` on prompts of which it reads ``L`` tokens, in float64."""
+    w = {n: v.double() for n, v in weights.items()}
+    U, V = (w["U"], w["V"]) if "U" in w else models.uv_from_weights(w["W_Q"], w["W_K"], w["W_V"], w["W_O"])
+    pred = models.predict(tokens[:, :L].double(), query.double(), U, V, activation)
+    return 0.5 * (pred - target.double()) ** 2
 
 
 def _reference(rng: str, device: str) -> dict:
@@ -68,15 +99,24 @@ def test_every_path_trains_every_run_as_the_reference_does(monkeypatch, device, 
     result = train(cfg, device=device, path=path, cuda_graph=graph)
     assert result.engine_path == recorded
     references = _reference(rng, device if rng == "torch" else "cpu")
+    records = _record_data(rng, device if rng == "torch" else "cpu")
     for s, seed in enumerate(cfg.seeds):
         for l, L in enumerate(cfg.lengths):
             for a, activation in enumerate(cfg.models):
                 history = references[seed, L, activation]
                 for k, step in enumerate(result.steps):
+                    where = f"{activation}, L={L}, seed {seed}, step {step}"
                     for name, expected in history[step].items():
                         np.testing.assert_allclose(result.params[name][s, l, a, k], expected.double().numpy(),
-                                                   rtol=tolerance, atol=tolerance * 0.1,
-                                                   err_msg=f"{name} of {activation}, L={L}, seed {seed}, step {step}")
+                                                   rtol=tolerance, atol=tolerance * 0.1, err_msg=f"{name} of {where}")
+                    # the recorded numbers, recomputed from the reference's weights on what each record reads
+                    batches, held_out = records[seed]
+                    train_losses = _losses(history[step], *batches[step], L, activation)
+                    held_losses = _losses(history[step], *held_out, L, activation)
+                    for field, expected in (("train_risk", train_losses.mean()), ("eval_risk", held_losses.mean()),
+                                            ("eval_sd", held_losses.std())):
+                        np.testing.assert_allclose(getattr(result, field)[s, l, a, k], float(expected),
+                                                   rtol=10 * tolerance, err_msg=f"{field} of {where}")
 
 
 def test_the_reference_step_is_sgd_on_the_papers_model_and_the_sweeps_batch():
@@ -112,3 +152,37 @@ def test_results_and_files_name_their_path(tmp_path):
     result = train(CFG.replace(steps=2, record_every=1), device="cpu")
     assert result.engine_path == "cpu"
     assert load_sweep(save_sweep(tmp_path / "s.npz", result)).engine_path == "cpu"
+
+
+def test_a_checkpoint_written_on_another_path_is_refused_before_training(tmp_path, monkeypatch):
+    """Resuming with a path asked for from a checkpoint another path wrote would end in a mixed run: refused at once,
+    naming both paths, before a step is taken."""
+    from softmax_as_linear.engine.tensor_step import TensorStepper
+
+    cfg = CFG.replace(rng="torch")
+    checkpoint, calls = tmp_path / "run.pt", []
+    train(cfg, device="cpu", path="cpu", checkpoint=checkpoint, should_stop=lambda: calls.append(1) or True)
+    steps = []
+    monkeypatch.setattr(TensorStepper, "step", lambda self: steps.append(1))
+    with pytest.raises(ValueError, match="path 'tensor'.*'cpu'"):
+        train(cfg, device="cpu", path="tensor", checkpoint=checkpoint)
+    assert steps == []
+
+
+@pytest.mark.parametrize("path", ["cpu", "tensor"])
+@pytest.mark.parametrize("init", ["pytorch", "block"])
+def test_the_uv_parametrisation_trains_as_the_reference_does(path, init):
+    """The theory's parametrisation (U, V trained directly) against the reference's SGD on U and V, from the product of
+    PyTorch's matrices or the block start."""
+    cfg = CFG.replace(rng="torch", parametrisation="uv", init=init)
+    result = train(cfg, device="cpu", path=path)
+    batches = {seed: list(reference.sweep_batches(cfg, seed, cfg.steps)) for seed in cfg.seeds}
+    for s, seed in enumerate(cfg.seeds):
+        for l, L in enumerate(cfg.lengths):
+            for a, activation in enumerate(cfg.models):
+                history = reference.train_one_run(cfg, L, activation, seed, batches=batches[seed])
+                for k, step in enumerate(result.steps):
+                    for name, expected in history[step].items():
+                        np.testing.assert_allclose(result.params[name][s, l, a, k], expected.double().numpy(),
+                                                   rtol=1e-5, atol=1e-6,
+                                                   err_msg=f"{name} of {activation}, L={L}, seed {seed}, step {step}")

@@ -231,6 +231,10 @@ def test_linear_attention_closes_the_gap_to_the_best_linear_risk():
 def test_bad_calls():
     with pytest.raises(ValueError, match="init_weights"):
         train(TrainConfig(init="given", steps=1))
+    with pytest.raises(ValueError, match="init='given'"):  # weights given to a config that would not read them
+        train(TrainConfig(steps=1), init_weights=models.AttentionModel(6, seed=0).weights())
+    with pytest.raises(ValueError, match="eval_prompts"):  # one held-out prompt has no standard error
+        TrainConfig(eval_prompts=1)
     with pytest.raises(ValueError, match="device"):
         train(TrainConfig(steps=1), device="tpu")
     with pytest.raises(ValueError, match="config"):
@@ -419,3 +423,25 @@ def test_the_loop_runs_any_stepper_and_resumes_it(tmp_path):
     resumed = run(_CountingStepper(), 6, [0, 2, 4, 6], config=cfg, checkpoint=tmp_path / "c.pt")
     np.testing.assert_array_equal(resumed.eval_risk, records.eval_risk)
     np.testing.assert_array_equal(resumed.history["w"], records.history["w"])
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_a_diverged_run_stops_updating_under_either_optimiser(optimizer):
+    """Runs that diverge after a few steps (lr 2): Adam's momentum would move a stopped run's weights with a zero
+    gradient (by 0.9 over five steps); the step puts them back."""
+    from softmax_as_linear.engine.train import make_stepper
+
+    cfg = TrainConfig(**{**SMALL, "lengths": (10,)}, seeds=(1, 2), lr=2.0, optimizer=optimizer)
+    stepper = make_stepper(cfg, torch.device("cpu"))
+    try:
+        for _ in range(30):
+            stepper.step()
+        dead = ~stepper.alive
+        assert int(dead.sum()) >= 2 and int(stepper.diverged_at.max()) >= 1
+        stopped = {n: w[dead].clone() for n, w in stepper.weights().items()}
+        for _ in range(5):
+            stepper.step()
+        for n, w in stepper.weights().items():
+            assert torch.equal(w[dead], stopped[n]), n
+    finally:
+        stepper.close()

@@ -93,6 +93,14 @@ def test_the_key_names_device_path_versions_and_source(monkeypatch):
     monkeypatch.undo()
     monkeypatch.setattr(train_cache, "_running", "the engine as another process imported it")
     assert train_cache.key(cfg, CPU) != base
+    monkeypatch.undo()
+    # strict mode makes a fallback an error: a sweep trained without it may come from a path that fell back
+    from softmax_as_linear.engine.gpu import fallback
+
+    monkeypatch.delenv(fallback.STRICT_ENV, raising=False)
+    lenient = train_cache.key(cfg, CPU)
+    monkeypatch.setenv(fallback.STRICT_ENV, "1")
+    assert train_cache.key(cfg, CPU) != lenient
 
 
 def test_the_source_is_the_one_this_process_imported():

@@ -21,8 +21,12 @@ def test_the_readings_hold_every_model_seed_and_length(readings):
     for name in dr.MODEL_NAMES:
         assert np.asarray(per["risk"][name]).shape == (2, 3)
         assert np.asarray(per["trajectory"][name]).shape[:2] == (2, 3)
-    for name, (first, second) in dr.DIFFERENCES.items():  # paired on the same prompts: exactly the difference
+    for name, (first, second) in dr.DIFFERENCES.items():
         assert np.allclose(per["difference"][name], np.subtract(per["risk"][first], per["risk"][second]), atol=1e-9)
+        # paired on the same prompts: the difference's standard error is far below that of independent prompts
+        # (the four models start from one block and see the same batches, so their losses move together)
+        unpaired = np.hypot(per["risk_se"][first], per["risk_se"][second])
+        assert (np.asarray(per["difference_se"][name]) < 0.5 * unpaired).all(), name
     for K in ("1", "2"):
         assert np.asarray(per["cross"][K]["output_gap"]).shape == (2, 3)
         assert (np.asarray(per["cross"][K]["output_gap"]) >= 0).all()
@@ -54,3 +58,31 @@ def test_bad_settings_are_named():
         dr.depth_settings("smoke", lengths=(10, 5))
     with pytest.raises(ValueError, match="decay_at"):
         dr.depth_settings("smoke", decay_at=0)
+
+
+def test_a_diverged_run_stays_diverged_in_the_readings_and_the_summary():
+    """A run stopped by divergence keeps the huge weights of its last step and NaN records after it: its risks, falls
+    and differences are NaN (not scored with weights made finite), the summary leaves it out of the means over seeds
+    and counts it."""
+    import torch
+
+    stepper, records = dr.train_depth(SETTINGS)
+    a = dr.MODEL_NAMES.index("softmax_1")
+    with torch.no_grad():
+        stepper.U[0, 1, a] *= 1e3  # what a diverged run leaves
+    stepper.alive[0, 1, a] = False
+    stepper.diverged_at[0, 1, a] = 3
+    for name in records.history:
+        records.history[name][0, 1, a, [k for k, step in enumerate(records.steps) if step > 3]] = np.nan
+    data = dr.depth_readings(stepper, records, SETTINGS, refs={})
+    per = data["per_seed"]
+    assert np.isnan(per["risk"]["softmax_1"][0][1]) and np.isfinite(per["risk"]["softmax_1"][1][1])
+    assert np.isfinite(per["risk"]["linear_1"][0][1])
+    for fraction in per["fall"]:
+        assert np.isnan(per["fall"][fraction]["softmax_1"][0][1])
+    assert np.isnan(per["difference"]["softmax_minus_linear_1"][0][1])
+    assert np.isnan(per["difference"]["second_layer_softmax"][0][1])
+    summary = dr.depth_summary(data)
+    assert summary["diverged"]["softmax_1"].tolist() == [0, 1, 0] and summary["diverged"]["linear_1"].sum() == 0
+    assert summary["mean"]["softmax_1"][1] == per["risk"]["softmax_1"][1][1]  # the one live seed
+    assert np.isfinite(summary["mean"]["softmax_1"]).all() and np.isnan(summary["se"]["softmax_1"][1])

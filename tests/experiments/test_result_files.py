@@ -122,12 +122,13 @@ def test_chapter_6_files_written_before_the_rename_of_law_read_with_todays_names
 
 
 def test_committed_chapter_7_file_is_up_to_date_for_its_settings_whatever_it_calls_the_covariate_law():
-    """``reproduce depth`` reuses a complete depth file whose settings are the run's: the committed one, written when
-    the covariate law was ``law``, still is (read through the renamed fields)."""
+    """``reproduce depth`` reuses a complete depth file whose settings are the run's: the committed one is, and so is
+    one written when the covariate law was called ``law`` (read through the renamed fields)."""
     from softmax_as_linear.engine.sweep import config_fields
     from softmax_as_linear.experiments.depth_regression import depth_settings
 
     root = pathlib.Path(softmax_as_linear.__file__).parents[2] / "results"
     settings = artifacts.load_json(root / "depth_lecture.json")["provenance"]["settings"]
-    assert settings["law"] == "gaussian"  # as written
     assert config_fields(settings) == depth_settings("lecture").as_dict()
+    older = {("law" if key == "covariates" else key): value for key, value in settings.items()}
+    assert older["law"] == "gaussian" and config_fields(older) == depth_settings("lecture").as_dict()

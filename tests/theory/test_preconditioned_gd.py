@@ -54,3 +54,16 @@ def test_the_best_full_preconditioners_are_scalar_for_isotropic_inputs():
 def test_bad_preconditioners_are_named():
     with pytest.raises(ValueError, match="preconditioners"):
         pgd.pgd_risk(torch.eye(3), 5, TASK, n_samples=10)
+
+
+def test_the_references_draw_streams_of_their_own(monkeypatch):
+    """The preconditioners are fitted and scored on streams no experiment measures on: they once drew the
+    "analysis" stream of seeds 0 and 1, which Chapter 7's cross-evaluation draws for its seeds 0 and 1."""
+    from softmax_as_linear.core import seeding
+
+    drawn, real = [], seeding.generator
+    monkeypatch.setattr(seeding, "generator", lambda seed, stream, L=None, device="cpu":
+                        drawn.append((seed, stream, L)) or real(seed, stream, L, device))
+    pgd.best_preconditioners(5, TASK, steps=2, n_samples=200, full=False)
+    streams = {stream for _, stream, _ in drawn}
+    assert streams == {"pgd_fit", "pgd_score"}, drawn

@@ -63,8 +63,12 @@ class SettingsMismatchError(ValueError):
         super().__init__(message)
 
 
-#: What reading a damaged file raises: a truncated zip (``.npz``) or pickle (``.pt``), bad JSON, missing arrays.
-READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError, KeyError, pickle.UnpicklingError, RuntimeError)
+#: What ``numpy.load`` raises on a damaged ``.npz``: a truncated or foreign zip, a truncated array (``ValueError``, as
+#: for an array that would need pickle). Only the read is guarded, so a bug after it is not read as damage.
+NPZ_READ_ERRORS = (zipfile.BadZipFile, zlib.error, EOFError, ValueError)
+#: What ``torch.load`` raises on a damaged ``.pt``: a truncated zip (``RuntimeError`` of PyTorch's zip reader), a
+#: foreign or truncated pickle.
+CHECKPOINT_READ_ERRORS = (zipfile.BadZipFile, EOFError, pickle.UnpicklingError, RuntimeError)
 
 
 def _from_checkout() -> bool:
@@ -179,11 +183,13 @@ def _umask() -> int:
     return mask
 
 
-def _jsonable(value):
+def jsonable(value):
+    """``value`` with its arrays, tensors and NumPy scalars as lists and numbers, dict keys as strings: what
+    :func:`json.dumps` takes (NaN stays NaN)."""
     if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
+        return [jsonable(v) for v in value]
     if hasattr(value, "detach"):  # torch tensor
         value = value.detach().cpu().numpy()
     if isinstance(value, np.ndarray):
@@ -195,7 +201,7 @@ def _jsonable(value):
 
 def save_json(path, data: dict) -> pathlib.Path:
     """Write ``data`` (tensors and arrays become lists) as indented JSON, atomically."""
-    text = json.dumps(_jsonable(data), indent=1, allow_nan=True)
+    text = json.dumps(jsonable(data), indent=1, allow_nan=True)
     return atomic_write(pathlib.Path(path), lambda stream: stream.write(text.encode()))
 
 
@@ -210,7 +216,7 @@ def load_json(path) -> dict:
 
 def save_npz(path, **arrays) -> pathlib.Path:
     """Write arrays (tensors accepted) to a compressed ``.npz``, atomically."""
-    arrays = {k: np.asarray(_jsonable(v)) for k, v in arrays.items()}
+    arrays = {k: np.asarray(jsonable(v)) for k, v in arrays.items()}
     return atomic_write(pathlib.Path(path), lambda stream: np.savez_compressed(stream, **arrays))
 
 
@@ -220,5 +226,5 @@ def load_npz(path) -> dict[str, np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
-    except READ_ERRORS as error:
+    except NPZ_READ_ERRORS as error:
         raise DamagedFileError(path, f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None

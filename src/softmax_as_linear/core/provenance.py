@@ -25,12 +25,13 @@ def _git(*args: str) -> str | None:
 
 
 def library_changes() -> list[str] | None:
-    """The library's files (this package's folder) with uncommitted changes, their paths as ``git status
+    """The library's files (this package's folder) with uncommitted changes, untracked files included (a module
+    never committed changes what a result computes as much as an edit does), their paths as ``git status
     --porcelain`` lists them (an empty list for a clean tree), or None when unknown: outside a checkout, or when
     ``SOFTMAX_AS_LINEAR_COMMIT`` names the commit (a copy of the source tree may carry a stale ``.git``)."""
     if os.environ.get("SOFTMAX_AS_LINEAR_COMMIT"):
         return None
-    status = _git("status", "--porcelain", "--untracked-files=no", "--", str(_PACKAGE))
+    status = _git("status", "--porcelain", "--untracked-files=all", "--", str(_PACKAGE))
     return None if status is None else [line.split(maxsplit=1)[-1] for line in status.splitlines()]
 
 

@@ -20,10 +20,12 @@ stream            offset  what it draws
 ``"prompts"``     40,000  per ``L``: the prompts of a concentration experiment (Figures 1 and 5, Chapter 3)
 ``"evaluation"``  50,000  per ``L``: the large fresh prompts on which a sweep's final risks are measured
 ``"analysis"``    60,000  per ``L``: fresh prompts on which two records of one run are compared (paired changes)
+``"pgd_fit"``     70,000  per ``L``: the prompt inputs on which the best preconditioners of gradient descent are fitted
+``"pgd_score"``   80,000  per ``L``: the independent prompt inputs on which those preconditioners are scored
 ================  ======  ===========================================================================
 
 Seeds lie in ``[0, 10_000)`` and ``1 <= L < 1_000_003``, so no two (seed, stream, L) share a generator
-seed: per-experiment seeds stay below 50,000 and per-length ones start above :math:`10^{10}`. Paired softmax and
+seed: per-experiment seeds stay below 90,000 and per-length ones start above :math:`10^{10}`. Paired softmax and
 linear runs of one seed therefore start from the same weights and see the same batches. The
 reference risks are properties of the task, not of one experiment: they use ``seed = 0``
 (:data:`REFERENCE_SEED`).
@@ -35,8 +37,8 @@ import torch
 from . import checks
 
 STREAM_OFFSETS = {"init": 0, "train": 10_000, "held_out": 20_000, "bayes": 30_000, "prompts": 40_000,
-                  "evaluation": 50_000, "analysis": 60_000}
-PER_LENGTH_STREAMS = ("prompts", "bayes", "evaluation", "analysis")
+                  "evaluation": 50_000, "analysis": 60_000, "pgd_fit": 70_000, "pgd_score": 80_000}
+PER_LENGTH_STREAMS = ("prompts", "bayes", "evaluation", "analysis", "pgd_fit", "pgd_score")
 SEED_LIMIT = 10_000
 #: The seed of the reference risks (Bayes and best linear risks), which belong to the task, not to one experiment.
 REFERENCE_SEED = 0

@@ -1,6 +1,7 @@
 """Standard errors and confidence intervals that the claim cells compare against (no plotting).
 
-- :func:`mean_se`: mean of i.i.d. samples and its standard error;
+- :func:`mean_se`: mean of i.i.d. samples and its standard error; :func:`mean_se_along`: the same along one axis of
+  an array (diverged runs left out on request);
 - :func:`mean_interval`: mean of i.i.d. samples and its Student-t interval;
 - :func:`proportion_interval`: exact (Clopper-Pearson) interval for a share, e.g. of seeds in which a claim holds;
 - :class:`Estimate`: such means and intervals, one per prompt length;
@@ -51,6 +52,22 @@ def mean_se(samples) -> tuple[float, float]:
     if x.size < 2:
         raise ValueError(f"samples must hold at least 2 values, got {x.size}")
     return float(x.mean()), float(scipy_stats().sem(x))
+
+
+def mean_se_along(values, axis: int = -1, skip_nan: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    r"""Means of ``values`` (an array or tensor) along ``axis`` and their standard errors :math:`s / \sqrt n`
+    (:math:`s` the sample standard deviation, :math:`n - 1` in its denominator), in float64: the one helper for a
+    mean and its standard error over prompts or seeds. With ``skip_nan``, NaN entries (diverged runs) are left out and
+    :math:`n` counts the others. A mean of fewer than two values has no standard error (NaN), of none no mean (NaN)."""
+    x = np.asarray(values.detach().cpu() if hasattr(values, "detach") else values, dtype=float)
+    kept = ~np.isnan(x) if skip_nan else np.ones(x.shape, dtype=bool)
+    n = kept.sum(axis)
+    filled = np.where(kept, x, 0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.where(n > 0, filled.sum(axis) / n, np.nan)
+        squares = np.where(kept, (x - np.expand_dims(mean, axis)) ** 2, 0.0).sum(axis)
+        se = np.where(n > 1, np.sqrt(squares / (n - 1) / n), np.nan)
+    return mean, se
 
 
 def mean_interval(samples, level: float = 0.95) -> tuple[float, float, float]:

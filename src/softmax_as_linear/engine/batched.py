@@ -212,6 +212,9 @@ class SweepModel:
 
     def _initial_params(self, init_weights):
         cfg, S, D = self.cfg, len(self.cfg.seeds), self.cfg.D
+        if init_weights is not None and cfg.init != "given":
+            raise ValueError(f"init_weights are read only with init='given' (the config's init is {cfg.init!r}): "
+                             "pass init='given' to train from them")
         if cfg.init == "given":
             if not init_weights:
                 raise ValueError("init_weights must be given when init == 'given'")

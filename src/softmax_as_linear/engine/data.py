@@ -39,6 +39,9 @@ class SweepData:
         self.generators = [seeding.generator(seed, "train", device=device) for seed in cfg.seeds]
         held_out = [seeding.generator(seed, "held_out", device=device) for seed in cfg.seeds]
         self.eval = self._draw(cfg.eval_prompts, held_out)
+        # Batch 0 belongs to the record before the first step (as every result file of rng="torch" was computed):
+        # drawn here, so that reading it moves nothing and step k trains on batch k + 1 however often it is read.
+        self._first = self._draw_prepared()
         self._pool = ThreadPoolExecutor(max_workers=1) if prefetch else None
         self._pending = None  # (generator states before the batch, future of the batch)
 
@@ -53,7 +56,8 @@ class SweepData:
 
     def batch(self):
         """Tokens ``(S, B, L_max, D)``, queries ``(S, B, D)``, targets ``(S, B)``, tasks ``(S, B, d)`` of the
-        next step, and what ``prepare`` made of the tokens (None without it)."""
+        next step (batch 1 first: batch 0 is :meth:`first_record_batch`), and what ``prepare`` made of the tokens
+        (None without it)."""
         if self._pool is None:
             return self._draw_prepared()
         current = self._draw_prepared() if self._pending is None else self._pending[1].result()
@@ -61,9 +65,10 @@ class SweepData:
         return current
 
     def first_record_batch(self):
-        """The batch the record before the first step reads: it takes batch 0 (as every result file of
-        ``rng="torch"`` was computed), so step ``k`` trains on batch ``k + 1``."""
-        return self.batch()
+        """The batch the record before the first step reads: batch 0, drawn when the stream was made (as every
+        result file of ``rng="torch"`` was computed), so step ``k`` trains on batch ``k + 1``. Reading it takes
+        nothing from the stream."""
+        return self._first
 
     def state(self):
         """The generators' states after the batches handed out so far (what a checkpoint needs)."""

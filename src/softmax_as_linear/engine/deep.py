@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import torch
@@ -28,6 +27,7 @@ from ..registry import ACTIVATIONS, OPTIMIZERS
 from ..theory.depth import deep_forward_unchecked
 from ..theory.flow_limits import block_init
 from ..theory.regression import RegressionTask
+from .stepper import objective, stop_diverged
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,12 @@ class DeepConfig:
             raise ValueError("seeds, lengths and models must each hold at least one entry")
         for seed in self.seeds:
             seeding.check_seed("seeds", seed)
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"seeds must be distinct (a repeated seed is the same run twice), got {self.seeds!r}")
         for L in self.lengths:
             checks.positive_int("lengths", L)
+        if list(self.lengths) != sorted(set(self.lengths)):
+            raise ValueError(f"lengths must be increasing, got {self.lengths!r}")
         for activation, K in self.models:
             checks.one_of("models (activation)", activation, ACTIVATIONS)
             checks.positive_int("models (K)", K)
@@ -132,19 +136,24 @@ class DeepStepper:
         return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
                      for name in ("tokens", "query", "target"))
 
-    def _draw(self):
+    def _draw(self, generators=None):
         return self._stack([self.cfg.task.sample(self.cfg.batch_size, max(self.cfg.lengths), g)
-                            for g in self.generators])
+                            for g in generators or self.generators])
 
     # --------------------------------------------------------------------------------------------- model
-    def _V(self) -> Tensor:
-        zeros = torch.zeros(*self.v.shape[:-1], self.cfg.task.D - 1, self.cfg.task.D, dtype=self.dtype, device=self.device)
-        return torch.cat([zeros, self.v.unsqueeze(-2)], dim=-2)  # (S, nL, nA, K, D, D), last rows v
+    def _V(self, v: Tensor | None = None) -> Tensor:
+        v = self.v if v is None else v
+        zeros = torch.zeros(*v.shape[:-1], self.cfg.task.D - 1, self.cfg.task.D, dtype=v.dtype, device=v.device)
+        return torch.cat([zeros, v.unsqueeze(-2)], dim=-2)  # (S, nL, nA, K, D, D), last rows v
 
-    def losses(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, U: Tensor | None = None,
+               v: Tensor | None = None) -> Tensor:
         r"""Per-prompt losses :math:`\tfrac12(\hat y - y_q)^2` of every run, ``(S, nL, nA, B)``, on batches of ``L_max``
-        tokens (the run of length ``L`` reads the first ``L``)."""
-        V = self._V()
+        tokens (the run of length ``L`` reads the first ``L``), with the stepper's weights or the weights ``U``
+        ``(S, nL, nA, K, D, D)`` and ``v`` ``(S, nL, nA, K, D)`` given (a function of them: nothing is copied into the
+        stepper)."""
+        U = self.U if U is None else U.to(self.U)
+        V = self._V(None if v is None else v.to(self.v))
         columns = []
         for i, L in enumerate(self.cfg.lengths):
             row = [None] * len(self.cfg.models)
@@ -152,7 +161,7 @@ class DeepStepper:
                 picks = [a for a, (act, _) in enumerate(self.cfg.models) if act == activation]
                 if not picks:
                     continue
-                U_a, V_a = self.U[:, i, picks].unsqueeze(-4), V[:, i, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
+                U_a, V_a = U[:, i, picks].unsqueeze(-4), V[:, i, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
                 out = deep_forward_unchecked(tokens[:, None, :, :L], query[:, None], U_a, V_a, activation)  # (S, n, B, D)
                 for j, a in enumerate(picks):
                     row[a] = out[:, j, :, -1]
@@ -162,19 +171,17 @@ class DeepStepper:
 
     # --------------------------------------------------------------------------------------------- the interface
     def step(self) -> None:
-        """One step of every live run on a fresh batch per seed. The engine's rule of divergence
-        (:func:`~softmax_as_linear.engine.stepper.sgd_update`): a live run whose batch risk is not finite or exceeds
+        """One step of every live run on a fresh batch per seed, on the engine's objective (the batch's mean squared
+        error, ``MSE = 2R``: :func:`~softmax_as_linear.engine.stepper.objective`) with its rule of divergence
+        (:func:`~softmax_as_linear.engine.stepper.stop_diverged`): a live run whose batch risk is not finite or exceeds
         ``blowup`` times the zero predictor's risk stops, and records this step in ``diverged_at``; a run already
         stopped keeps the step it diverged at."""
         batch = self._draw()
         risk = self.losses(*batch).mean(-1)
-        newly = self.alive & (~torch.isfinite(risk) | (risk > self.threshold))
-        self.diverged_at[newly] = self.step_count
-        self.alive &= ~newly
-        total = torch.where(self.alive, risk, torch.zeros_like(risk)).sum()
+        stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
         before = (self.U.detach().clone(), self.v.detach().clone())
         self.optimizer.zero_grad(set_to_none=False)
-        total.backward()
+        objective(risk, self.alive).backward()  # the engine's objective, MSE = 2R
         with torch.no_grad():
             self.U.grad *= self.layer_mask[..., None, None]
             self.v.grad *= self.layer_mask[..., None]
@@ -191,18 +198,15 @@ class DeepStepper:
         """``(S, nL, nA)`` risk of the last step's batch with the parameters after that step; before the first step,
         of the batch the first step will draw (read without taking it)."""
         batch = self._last_batch
-        if batch is None:
-            states = [g.get_state() for g in self.generators]
-            batch = self._draw()
-            for g, s in zip(self.generators, states):
-                g.set_state(s)
+        if batch is None:  # drawn from copies of the generators: a reading moves nothing
+            batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
         with torch.no_grad():
             return self.losses(*batch).mean(-1)
 
     def held_out(self) -> tuple[Tensor, Tensor]:
         """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt losses."""
         with torch.no_grad():
-            losses = self.losses(*self._held_out)
+            losses = self.losses(*self._held_out).double()  # the mean and sd in float64, as the engine's records
         return losses.mean(-1), losses.std(-1)
 
     def weights(self) -> dict[str, Tensor]:
@@ -227,11 +231,5 @@ class DeepStepper:
         self.diverged_at = state["diverged_at"].clone()
         self._last_batch = None
 
-
     def close(self) -> None:
         """Nothing to release (the batches are drawn in turn)."""
-
-
-def held_out_standard_error(sd: Tensor, cfg: DeepConfig) -> Tensor:
-    """Standard error of :meth:`DeepStepper.held_out`'s risk from its sd: ``sd / sqrt(held_out_prompts)``."""
-    return sd / math.sqrt(cfg.held_out_prompts)

@@ -22,7 +22,8 @@ from typing import Iterator
 import torch
 
 from ..core import checks, seeding
-from ..theory.models import AttentionModel
+from ..theory.flow_limits import block_init
+from ..theory.models import AttentionModel, predict_unchecked, uv_from_weights
 from .data import CounterData, SweepData
 from .sweep import TrainConfig
 
@@ -40,8 +41,7 @@ def sweep_batches(cfg: TrainConfig, seed: int, steps: int, device: str | torch.d
     if cfg.rng == "philox":
         data = CounterData(one, one.task(), device, dtype)
     elif cfg.rng == "torch":
-        data = SweepData(one, one.task(), device, dtype)
-        data.batch()  # batch 0: the record before the first step
+        data = SweepData(one, one.task(), device, dtype)  # batch 0 is the record's: batch() starts at 1
     else:
         raise ValueError(f"rng must be 'torch' or 'philox' (resolved), got {cfg.rng!r}")
     for _ in range(steps):
@@ -51,26 +51,40 @@ def sweep_batches(cfg: TrainConfig, seed: int, steps: int, device: str | torch.d
 
 def train_one_run(cfg: TrainConfig, L: int, activation: str, seed: int, device: str | torch.device = "cpu",
                   batches: list | None = None) -> list[dict[str, torch.Tensor]]:
-    """Train the run ``(L, activation, seed)`` of the sweep ``cfg`` (SGD, four matrices, PyTorch initialisation)
-    alone, on the CPU, on the batches the sweep draws on ``device`` (or ``batches``, the list
-    :func:`sweep_batches` gives, to draw them once for several runs); return its weights after each step,
-    ``cfg.steps + 1`` dicts (the first the initial weights) of ``W_Q, W_K, W_V`` ``(D, D)`` and ``W_O`` ``(1, D)``."""
-    if (cfg.optimizer, cfg.parametrisation, cfg.init) != ("sgd", "four_matrix", "pytorch"):
-        raise ValueError("the reference trainer is plain SGD on the four matrices from PyTorch's initialisation; "
-                         f"got optimizer {cfg.optimizer!r}, parametrisation {cfg.parametrisation!r}, init {cfg.init!r}")
+    """Train the run ``(L, activation, seed)`` of the sweep ``cfg`` (SGD) alone, on the CPU, on the batches the sweep
+    draws on ``device`` (or ``batches``, the list :func:`sweep_batches` gives, to draw them once for several runs);
+    return its weights after each step, ``cfg.steps + 1`` dicts (the first the initial weights): ``W_Q, W_K, W_V``
+    ``(D, D)`` and ``W_O`` ``(1, D)`` for the four matrices from PyTorch's initialisation, or ``U, V`` ``(D, D)`` for the
+    ``uv`` parametrisation (the product of that initialisation's matrices, or the block start of Assumption 5.1),
+    predicting with :func:`~softmax_as_linear.theory.models.predict`."""
+    if cfg.optimizer != "sgd" or cfg.init not in ("pytorch", "block"):
+        raise ValueError("the reference trainer is plain SGD from PyTorch's initialisation or the block start; "
+                         f"got optimizer {cfg.optimizer!r}, init {cfg.init!r}")
     checks.one_of("L", L, cfg.lengths)
     checks.one_of("activation", activation, ("softmax", "linear"))
     checks.one_of("seed", seed, cfg.seeds)
-    model = AttentionModel(cfg.D, activation, seed=seeding.stream_seed(seed, "init")).to(getattr(torch, cfg.dtype))
+    dtype = getattr(torch, cfg.dtype)
+    model = AttentionModel(cfg.D, activation, seed=seeding.stream_seed(seed, "init")).to(dtype)
     with torch.no_grad():
         for w in model.parameters():
             w.mul_(cfg.init_scale)
-    optimizer = torch.optim.SGD(model.parameters(), lr=cfg.lr)
-    history = [{n: w.detach().clone() for n, w in model.weights().items()}]
+    if cfg.parametrisation == "uv":
+        if cfg.init == "block":
+            U, V = block_init(cfg.task(), cfg.alpha)
+        else:
+            U, V = uv_from_weights(*(w.detach().double() for w in model.weights().values()))
+        weights = {"U": U.to(dtype).requires_grad_(True), "V": V.to(dtype).requires_grad_(True)}
+
+        def predict(tokens, query):
+            return predict_unchecked(tokens, query, weights["U"], weights["V"], activation)
+    else:
+        weights, predict = model.weights(), model
+    optimizer = torch.optim.SGD(list(weights.values()), lr=cfg.lr)
+    history = [{n: w.detach().clone() for n, w in weights.items()}]
     for tokens, query, target in batches if batches is not None else sweep_batches(cfg, seed, cfg.steps, device):
-        loss = ((model(tokens[:, :L], query) - target) ** 2).mean()  # MSE = 2R
+        loss = ((predict(tokens[:, :L], query) - target) ** 2).mean()  # MSE = 2R
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        history.append({n: w.detach().clone() for n, w in model.weights().items()})
+        history.append({n: w.detach().clone() for n, w in weights.items()})
     return history

@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding
-from ..core.artifacts import READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
+from ..core.artifacts import CHECKPOINT_READ_ERRORS, DamagedFileError, atomic_write, load_npz, save_npz
 from ..registry import (
     ACTIVATIONS,
     COVARIANCES,
@@ -68,7 +68,7 @@ class TrainConfig:
         init_scale: multiplies the PyTorch initialisation (a small value gives a near-zero start).
         alpha: scale of the block initialisation.
         record_every: record risks and parameters every this many steps (and at 0 and the end).
-        eval_prompts: size of the fixed held-out set, per seed.
+        eval_prompts: size of the fixed held-out set, per seed (at least 2: its spread gives the standard error).
         blowup: divergence threshold, in units of the risk of the zero predictor.
         dtype: ``"float32"`` or ``"float64"``.
         rng: the random stream of the prompts. ``"torch"``: one torch generator per seed and stream (CUDA and
@@ -143,7 +143,7 @@ class TrainConfig:
         checks.positive_float("init_scale", self.init_scale)
         checks.positive_float("alpha", self.alpha)
         checks.positive_int("record_every", self.record_every)
-        checks.positive_int("eval_prompts", self.eval_prompts)
+        checks.int_at_least("eval_prompts", self.eval_prompts, 2)  # a standard deviation needs two prompts
         checks.positive_float("blowup", self.blowup)
         checks.one_of("dtype", self.dtype, ("float32", "float64"))
         checks.one_of("rng", self.rng, RNGS)
@@ -315,7 +315,7 @@ def load_checkpoint(path, config: TrainConfig, device) -> dict:
     ``ValueError`` if it was written for another configuration, a
     :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read.
 
-    Only what a truncated or foreign file raises counts as damage (:data:`~softmax_as_linear.core.artifacts.READ_ERRORS`,
+    Only what a truncated or foreign file raises counts as damage (:data:`~softmax_as_linear.core.artifacts.CHECKPOINT_READ_ERRORS`,
     and the ``OSError`` of seeking past the end of a truncated zip); a ``TypeError`` or ``AttributeError`` is a bug
     and a ``PermissionError`` a problem of the system, raised as they are.
     """
@@ -323,7 +323,7 @@ def load_checkpoint(path, config: TrainConfig, device) -> dict:
         state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)
     except (FileNotFoundError, PermissionError, IsADirectoryError):
         raise
-    except READ_ERRORS + (OSError,) as error:
+    except CHECKPOINT_READ_ERRORS + (OSError,) as error:
         raise DamagedFileError(path, _short(error)) from None
     if not isinstance(state, dict) or not isinstance(state.get("config"), dict):
         raise DamagedFileError(path, "not a training state")

@@ -26,10 +26,10 @@ class TensorStepper:
     ``graph``: replay the step as a CUDA graph (CUDA only, and only a graph-safe data source; see
     :func:`~softmax_as_linear.engine.gpu.cuda_graph.cuda_graphed`).
 
-    The record before the first step (:meth:`~softmax_as_linear.engine.stepper.Stepper.batch_risk` with no step taken) reads the first batch: under torch's
-    generators it *takes* batch 0, so that step ``k`` trains on batch ``k + 1``, as every result file written with
-    ``rng="torch"`` was computed; under the counter-based stream it reads batch 0 without taking it (step ``k``
-    trains on batch ``k``, like the prompt kernel).
+    The record before the first step (:meth:`~softmax_as_linear.engine.stepper.Stepper.batch_risk` with no step
+    taken) reads batch 0 and takes nothing from the stream: under torch's generators batch 0 is the record's and step
+    ``k`` trains on batch ``k + 1``, as every result file written with ``rng="torch"`` was computed; under the
+    counter-based stream step ``k`` trains on batch ``k``, like the prompt kernel.
     """
 
     def __init__(self, sweep: SweepModel, data: SweepData | CounterData, optimizer: torch.optim.Optimizer, *,
@@ -38,6 +38,7 @@ class TensorStepper:
         self.alive = torch.ones(sweep.shape, dtype=torch.bool, device=sweep.device)
         self.diverged_at = torch.full(sweep.shape, -1, dtype=torch.long, device=sweep.device)
         self.step_count = torch.zeros((), dtype=torch.long, device=sweep.device)
+        self.steps_taken = 0  # step_count, on the host (read without waiting for the device)
         self.threshold = sweep.cfg.blowup * sweep.zero_risk
         self._batch = None  # the batch of the last step (and, on a CPU, what sweep.prepare made of its tokens)
         self._launches = fused_softmax.LAUNCHES
@@ -60,6 +61,7 @@ class TensorStepper:
 
     def step(self) -> None:
         self._batch = self._take()
+        self.steps_taken += 1
 
     def batch_risk(self) -> Tensor:
         with torch.no_grad():
@@ -75,11 +77,12 @@ class TensorStepper:
         return {n: p.detach() for n, p in self.sweep.params.items()}
 
     def state(self) -> dict:
-        return {**optimiser_state(self.sweep, self.optimizer, self.alive, self.diverged_at, self.step_count),
+        return {**optimiser_state(self.sweep, self.optimizer, self.alive, self.diverged_at, self.steps_taken),
                 "generators": self.data.state()}
 
     def load_state(self, state: dict) -> None:
         load_optimiser_state(state, self.sweep, self.optimizer, self.alive, self.diverged_at, self.step_count)
+        self.steps_taken = int(state["step"])
         self.data.load_state(state["generators"])
 
     def close(self) -> None:

@@ -102,7 +102,12 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
     """Take ``steps`` steps with ``stepper``, recording at ``record_steps`` (step 0 among them); resume from
     ``checkpoint`` when it exists and save there (see :func:`train`), ``config`` (with an ``as_dict()``) being what
     a checkpoint must have been written for. Returns the records, with the last step taken, the training seconds,
-    whether training ran to the end, and the path that took the steps (with the earlier one, on resuming)."""
+    whether training ran to the end, and the path that took the steps (with the earlier one, on resuming).
+
+    A step and the record that follows it are one transaction: an interrupt (``KeyboardInterrupt``) inside either
+    saves the state from before the step (a copy taken when there is a checkpoint to save), so the resumed run takes
+    that step again and draws exactly the batches of the uninterrupted one.
+    """
     records = Records(record_steps, stepper)
     step, seconds, earlier_path = 0, 0.0, None
     file = pathlib.Path(checkpoint) if checkpoint is not None else None
@@ -114,52 +119,65 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
         records.load_state(state)
         step, seconds, earlier_path = state["step"], state["seconds"], state.get("engine_path")
 
-    def save():
+    def save(state):
         if file is not None:
             save_checkpoint(file, {"config": config.as_dict(), "seconds": seconds, "engine_path": stepper.path,
-                                   **records.state(), **stepper.state()})
+                                   **records.state(), **state})
 
     bar = None
     if progress:
         from tqdm.auto import tqdm
         resumed = f", resuming from step {step}" if step else ""
         bar = tqdm(total=steps, initial=step, desc=f"training {stepper.alive.numel()} runs{resumed}", unit="step")
-    complete = True
+    complete, before = True, None  # before: inside a transaction, the state an interrupt saves
     clock = last_save = time.perf_counter()
     try:
         if step == 0:
-            records.write(0, stepper)
+            records.write(0, stepper)  # a reading: it changes nothing in the stepper
         while step < steps:
+            before = _copy(stepper.state()) if file is not None else None
             stepper.step()
             step += 1
-            if bar is not None:
-                bar.update(1)
             if step in records:
                 records.write(step, stepper)
-                if bar is not None:
+            before = None
+            if bar is not None:
+                bar.update(1)
+                if step in records:
                     bar.set_postfix(diverged=int((~stepper.alive).sum()))
-                if should_stop is not None and step < steps and should_stop():
-                    complete = False
-                    break
+            if step in records and should_stop is not None and step < steps and should_stop():
+                complete = False
+                break
             if (step % checkpoint_every == 0 and step < steps
                     and time.perf_counter() - last_save >= checkpoint_seconds):
                 seconds += time.perf_counter() - clock
                 clock = last_save = time.perf_counter()
-                save()
+                save(stepper.state())
     except KeyboardInterrupt:
         seconds += time.perf_counter() - clock
-        save()
+        save(before if before is not None else stepper.state())
         raise
     finally:
         stepper.close()
         if bar is not None:
             bar.close()
     seconds += time.perf_counter() - clock
-    save()
+    save(stepper.state())
     records.last_step, records.seconds, records.complete = step, seconds, complete
     records.engine_path = (stepper.path if earlier_path in (None, stepper.path)
                            else f"{earlier_path}, then {stepper.path}")
     return records
+
+
+def _copy(value):
+    """A copy of a stepper's state (tensors cloned, containers rebuilt), which the steps that follow do not touch."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_copy(v) for v in value)
+    return value
 
 
 def train(config: TrainConfig, *, init_weights: dict | None = None, device: str | torch.device = "auto",
@@ -184,7 +202,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         cuda_graph: on CUDA, replay each step as a captured graph (the same computation, launched
             at once); False runs it op by op. Ignored on a CPU.
         path: the code path (:data:`~softmax_as_linear.registry.ENGINE_PATHS`); ``"auto"`` picks the fastest that
-            runs here. A path asked for that cannot run, or that fell back to another while training, is an error.
+            runs here. A path asked for that cannot run, or that fell back to another while training, is an error;
+            so is resuming, with a path asked for, a checkpoint written on another path (refused before training).
 
     The result's ``engine_path`` names the path that ran (:attr:`~softmax_as_linear.engine.sweep.TrainResult.engine_path`).
 
@@ -205,6 +224,12 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         cached = train_cache.load(cache, cache_key, cfg)
         if cached is not None:
             return cached
+    if path != "auto" and checkpoint is not None and pathlib.Path(checkpoint).exists():
+        written_on = str(load_checkpoint(checkpoint, cfg, device).get("engine_path", "unknown"))
+        if written_on.split(", then ")[-1].split("+")[0] != path:
+            raise ValueError(f"path {path!r} was asked for, but checkpoint {checkpoint} was written on path "
+                             f"{written_on!r}: resume it with path='auto' (the result then names both paths), or "
+                             "delete it to train again on the path asked for")
     stepper = make_stepper(cfg, device, init_weights, path=path, cuda_graph=cuda_graph)
     records = run(stepper, cfg.steps, cfg.record_steps(), config=cfg, checkpoint=checkpoint,
                   checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,

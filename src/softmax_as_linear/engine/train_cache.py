@@ -6,7 +6,8 @@ Opt-in: :func:`~softmax_as_linear.engine.train.train` looks here only when the e
 stored under a key (:func:`key`) that is the SHA-256 of
 
 * the whole resolved configuration (:meth:`~softmax_as_linear.engine.sweep.TrainConfig.as_dict`), the device (its
-  type, and its name on CUDA), the code path asked for and whether CUDA graphs are allowed;
+  type, and its name on CUDA), the code path asked for, whether CUDA graphs are allowed, and whether a fallback is
+  an error (``SOFTMAX_AS_LINEAR_STRICT``, :mod:`~softmax_as_linear.engine.gpu.fallback`);
 * the versions of torch and NumPy;
 * the source of every module of the package that :mod:`~softmax_as_linear.engine.train` imports, directly or
   through other modules of the package (:func:`engine_sources`, found by reading their ``import`` statements; the
@@ -31,6 +32,7 @@ import numpy as np
 import torch
 
 from ..core.artifacts import DamagedFileError
+from .gpu import fallback
 from .sweep import TrainConfig, TrainResult, load_sweep, save_sweep
 
 ENV = "SOFTMAX_AS_LINEAR_TRAIN_CACHE"
@@ -135,6 +137,7 @@ def key(config: TrainConfig, device: torch.device, path: str = "auto", cuda_grap
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "",
         "path": path,
         "cuda_graph": bool(cuda_graph) and device.type == "cuda",
+        "strict": fallback.strict(),  # under strict mode a fallback is an error, not another path's sweep
         "torch": torch.__version__,
         "numpy": np.__version__,
         "source": running_digest() if pathlib.Path(root).resolve() == PACKAGE else source_digest(root),

@@ -32,8 +32,9 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding
+from ..core.artifacts import jsonable
 from ..core.provenance import device_name, provenance, utc_now
-from ..core.stats import loglog_slope
+from ..core.stats import loglog_slope, mean_se_along
 from ..engine.deep import DeepConfig
 from ..engine.deep_schedule import DecayedDeepStepper
 from ..engine.train import run
@@ -139,15 +140,19 @@ def train_depth(settings: DepthSettings, device="cpu", checkpoint=None, should_s
 
 
 def _losses_with(stepper, U, v, batch) -> torch.Tensor:
-    """Per-prompt losses ``(S, nL, nA, B)`` of the stepper's model with the weights ``U``, ``v`` (restored after)."""
-    saved = stepper.U.detach().clone(), stepper.v.detach().clone()
+    """Per-prompt losses ``(S, nL, nA, B)`` of the stepper's model with the weights ``U``, ``v``, in float64. A diverged
+    run's weights are NaN (:func:`final_weights`, the records), and so are its losses."""
     with torch.no_grad():
-        stepper.U.copy_(torch.nan_to_num(U.to(stepper.U)))
-        stepper.v.copy_(torch.nan_to_num(v.to(stepper.v)))
-        losses = stepper.losses(*batch).double()
-        stepper.U.copy_(saved[0])
-        stepper.v.copy_(saved[1])
-    return losses
+        return stepper.losses(*batch, U=U, v=v).double()
+
+
+def final_weights(stepper) -> tuple[torch.Tensor, torch.Tensor]:
+    """The stepper's last ``U`` ``(S, nL, nA, K, D, D)`` and ``v`` ``(S, nL, nA, K, D)``, NaN for a diverged run (as its
+    records are): a diverged run stays diverged in every reading."""
+    dead = ~stepper.alive
+    U = stepper.U.detach().masked_fill(dead[..., None, None, None], float("nan"))
+    v = stepper.v.detach().masked_fill(dead[..., None, None], float("nan"))
+    return U, v
 
 
 def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
@@ -161,7 +166,7 @@ def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     """
     cfg = stepper.cfg
     last = records.last_step
-    weights = {"final": (stepper.U.detach(), stepper.v.detach())}
+    weights = {"final": final_weights(stepper)}
     history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
     for fraction in FALL_FRACTIONS:
         step = settings.fall_step(fraction) * last // settings.steps if last < settings.steps else settings.fall_step(fraction)
@@ -180,21 +185,18 @@ def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     final = losses["final"]
     n = final.shape[-1]
 
-    def mean_se(values):
-        return values.mean(-1).numpy(), (values.std(-1) / math.sqrt(n)).numpy()
-
     out = {"n_prompts": n, "risk": {}, "risk_se": {}, "difference": {}, "difference_se": {}, "fall": {},
            "fall_se": {}}
     index = {name: a for a, name in enumerate(MODEL_NAMES)}
     for name, a in index.items():
-        out["risk"][name], out["risk_se"][name] = mean_se(final[:, :, a])
+        out["risk"][name], out["risk_se"][name] = mean_se_along(final[:, :, a])
     for name, (first, second) in DIFFERENCES.items():
-        out["difference"][name], out["difference_se"][name] = mean_se(final[:, :, index[first]] - final[:, :, index[second]])
+        out["difference"][name], out["difference_se"][name] = mean_se_along(final[:, :, index[first]] - final[:, :, index[second]])
     for fraction in FALL_FRACTIONS:
         key = str(fraction)
         out["fall"][key], out["fall_se"][key] = {}, {}
         for name, a in index.items():
-            out["fall"][key][name], out["fall_se"][key][name] = mean_se(losses[fraction][:, :, a] - final[:, :, a])
+            out["fall"][key][name], out["fall_se"][key][name] = mean_se_along(losses[fraction][:, :, a] - final[:, :, a])
     return out
 
 
@@ -213,8 +215,9 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
 
     cfg = stepper.cfg
     n_prompts = max(2, settings.final_prompts // 4) if n_prompts is None else checks.int_at_least("n_prompts", n_prompts, 2)
-    V = stepper._V().detach()
-    U = stepper.U.detach()
+    U, v = final_weights(stepper)
+    V = torch.zeros_like(U)
+    V[..., -1, :] = v
     index = {name: a for a, name in enumerate(MODEL_NAMES)}
     generators = [seeding.generator(seed, "analysis", max(cfg.lengths)) for seed in cfg.seeds]
     pieces = {K: {"soft": [], "lin": [], "gap": []} for K in (1, 2)}
@@ -239,11 +242,10 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     out = {}
     for K in (1, 2):
         soft, lin, gap = (torch.cat(pieces[K][key], dim=-1) for key in ("soft", "lin", "gap"))
-        se = lambda x: (x.std(-1) / math.sqrt(x.shape[-1])).numpy()  # noqa: E731
-        out[str(K)] = {"softmax_risk": soft.mean(-1).numpy(), "softmax_risk_se": se(soft),
-                       "linear_risk": lin.mean(-1).numpy(), "linear_risk_se": se(lin),
-                       "excess": (soft - lin).mean(-1).numpy(), "excess_se": se(soft - lin),
-                       "output_gap": gap.mean(-1).numpy(), "output_gap_se": se(gap)}
+        out[str(K)] = {}
+        for name, values in (("softmax_risk", soft), ("linear_risk", lin), ("excess", soft - lin),
+                             ("output_gap", gap)):
+            out[str(K)][name], out[str(K)][f"{name}_se"] = mean_se_along(values)
     out["n_prompts"] = n_prompts
     return out
 
@@ -284,12 +286,13 @@ def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None 
                 "trajectory": {name: kept["eval_risk"][:, :, a] for a, name in enumerate(MODEL_NAMES)},
                 "trajectory_se": {name: kept["eval_sd"][:, :, a] / math.sqrt(settings.held_out_prompts)
                                   for a, name in enumerate(MODEL_NAMES)},
-                "U": stepper.U.detach().double().cpu().numpy(), "v": stepper.v.detach().double().cpu().numpy(),
+                "U": final_weights(stepper)[0].double().cpu().numpy(),
+                "v": final_weights(stepper)[1].double().cpu().numpy(),
                 "diverged_at": stepper.diverged_at.cpu().numpy(), "cross": cross_evaluation(stepper, settings)}
     return {"experiment": "depth_regression", "complete": bool(records.complete), "models": list(MODEL_NAMES),
             "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
             "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
-            "fall_fractions": list(FALL_FRACTIONS), "per_seed": _jsonable(per_seed),
+            "fall_fractions": list(FALL_FRACTIONS), "per_seed": jsonable(per_seed),
             "references": refs if refs is not None else references(settings)}
 
 
@@ -299,14 +302,6 @@ def depth_provenance(settings: DepthSettings, preset: str, device, wall_seconds:
     return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
             "settings": settings.as_dict(), "engine_path": records.engine_path,
             "training_seconds": round(float(records.seconds), 1), "date": utc_now()}
-
-
-def _jsonable(value):
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (np.ndarray, torch.Tensor)):
-        return np.asarray(value).tolist()
-    return value
 
 
 # Reading a result -------------------------------------------------------------------------------------------------
@@ -324,18 +319,18 @@ def merge_per_seed(parts: list[dict]) -> dict:
 
 def depth_summary(data: dict, level: float = 0.95) -> dict:
     r"""Means over seeds with standard errors over seeds (``"mean"``, ``"se"`` ``{name: (nL,)}`` for every model and
-    difference), the paired falls' worst case over seeds in standard errors (``"fall_z"``: ``{fraction: {model:
-    (S, nL)}}``), and log-log slopes in :math:`L` of the softmax-minus-linear gaps at each depth, per seed and for
+    difference), over the seeds whose runs did not diverge (a diverged run's readings are NaN; ``"diverged"``
+    ``{model: (nL,)}`` counts them; a mean of one seed has no standard error: NaN), the paired falls in standard errors
+    (``"fall_z"``: ``{fraction: {model: (S, nL)}}``, NaN for a diverged run), and log-log slopes in :math:`L` of the softmax-minus-linear gaps at each depth, per seed and for
     the mean over seeds, with ``level`` intervals from the spread of the seeds' slopes (``"gap_slopes"``)."""
     per = data["per_seed"]
     lengths = np.asarray(data["lengths"], dtype=float)
-    S = len(per["seeds"])
-    out = {"lengths": data["lengths"], "seeds": per["seeds"], "mean": {}, "se": {}, "fall_z": {}, "gap_slopes": {}}
+    diverged = np.asarray(per["diverged_at"]) >= 0  # (S, nL, nA)
+    out = {"lengths": data["lengths"], "seeds": per["seeds"], "mean": {}, "se": {}, "fall_z": {}, "gap_slopes": {},
+           "diverged": {name: diverged[:, :, a].sum(0) for a, name in enumerate(MODEL_NAMES)}}
     for group in ("risk", "difference"):
         for name, values in per[group].items():
-            values = np.asarray(values, dtype=float)
-            out["mean"][name] = values.mean(0)
-            out["se"][name] = values.std(0, ddof=1) / math.sqrt(S) if S > 1 else np.full(values.shape[1:], np.nan)
+            out["mean"][name], out["se"][name] = mean_se_along(values, axis=0, skip_nan=True)
     for fraction, falls in per["fall"].items():
         out["fall_z"][fraction] = {name: np.asarray(f) / np.asarray(per["fall_se"][fraction][name])
                                    for name, f in falls.items()}
@@ -348,12 +343,13 @@ def depth_summary(data: dict, level: float = 0.95) -> dict:
 
 def seed_slopes(lengths, values, level: float = 0.95) -> dict | None:
     """Log-log slope in ``lengths`` of every seed's row of positive ``values (S, nL)``, their mean with a Student-t
-    interval at ``level`` from the spread of the seeds' slopes, and the slope of the mean over seeds; None with fewer
-    than three lengths or a value that is not positive."""
+    interval at ``level`` from the spread of the seeds' slopes, and the slope of the mean over seeds; the seeds with a
+    NaN (a diverged run) left out; None with fewer than three lengths, no seed left or a value that is not positive."""
     from scipy import stats as scipy_stats
 
     values = np.asarray(values, dtype=float)
-    if len(lengths) < 3 or not (values > 0).all():
+    values = values[np.isfinite(values).all(1)]  # seeds with a diverged run left out
+    if len(lengths) < 3 or len(values) == 0 or not (values > 0).all():
         return None
     S = values.shape[0]
     slopes = np.array([loglog_slope(lengths, row).slope for row in values])
@@ -459,20 +455,17 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     final = losses["final"][:, :, 0]
     n = final.shape[-1]
 
-    def mean_se(values):
-        return values.mean(-1).numpy(), (values.std(-1) / math.sqrt(n)).numpy()
-
     out = {"settings": dataclasses.asdict(warm), "complete": bool(records.complete),
            "steps": [int(s) for s in records.up_to(last)["steps"]], "minus": {}, "minus_se": {}, "fall": {},
            "fall_se": {}, "training_seconds": round(float(records.seconds), 1)}
-    out["risk"], out["risk_se"] = mean_se(final)
+    out["risk"], out["risk_se"] = mean_se_along(final)
     for a, name in enumerate(MODEL_NAMES):
-        out["minus"][name], out["minus_se"][name] = mean_se(final - losses["main"][:, :, a])
+        out["minus"][name], out["minus_se"][name] = mean_se_along(final - losses["main"][:, :, a])
     for fraction in FALL_FRACTIONS:
-        out["fall"][str(fraction)], out["fall_se"][str(fraction)] = mean_se(losses[fraction][:, :, 0] - final)
+        out["fall"][str(fraction)], out["fall_se"][str(fraction)] = mean_se_along(losses[fraction][:, :, 0] - final)
     kept = records.up_to(last)
     out["trajectory"] = kept["eval_risk"][:, :, 0]
-    return _jsonable(out)
+    return jsonable(out)
 
 
 __all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "WarmSettings", "cross_evaluation",

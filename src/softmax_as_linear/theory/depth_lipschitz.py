@@ -46,6 +46,7 @@ import torch
 from torch import Tensor
 
 from ..core import checks
+from ..core.stats import mean_se_along
 from .depth import (
     _layers,
     gaussian_prompts,
@@ -54,6 +55,7 @@ from .depth import (
     layer_outputs,
     query_errors,
 )
+from .measures import TokenLaw
 
 
 def compact_layer_constant(U: Tensor, V: Tensor, radius: float) -> float:
@@ -86,8 +88,7 @@ def gaussian_local_constant(U: Tensor, V: Tensor, mean: Tensor, cov: Tensor, n_s
     sigma = torch.linalg.inv(tilted)
     m = sigma @ precision @ mean
     log_z = 0.5 * (torch.logdet(sigma) - torch.logdet(cov)) + 0.5 * (m @ tilted @ m - mean @ precision @ mean)
-    g = torch.Generator().manual_seed(seed)
-    zeta = m + torch.randn(n_samples, mean.shape[0], generator=g, dtype=torch.float64) @ torch.linalg.cholesky(sigma).T
+    zeta = TokenLaw("gaussian", m, sigma).sample((n_samples,), torch.Generator().manual_seed(seed))  # nu = N(m', Sigma')
     u = zeta @ U.T  # (n, D)
     gu = u @ cov  # Gamma u (cov symmetric)
     VtV = V.T @ V
@@ -115,8 +116,7 @@ def chain_bound(one_layer_gaps, constants) -> Tensor:
 
 def _rms(squared: Tensor) -> tuple[float, float]:
     """Root mean square of i.i.d. squared errors and its delta-method standard error."""
-    mean = float(squared.mean())
-    se = float(squared.std() / math.sqrt(squared.numel()))
+    mean, se = (float(x) for x in mean_se_along(squared.reshape(-1)))
     root = math.sqrt(mean)
     return root, se / (2 * root) if root > 0 else 0.0
 

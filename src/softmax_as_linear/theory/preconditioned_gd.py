@@ -21,8 +21,10 @@ It depends on the inputs through :math:`M` alone; :func:`pgd_risk` averages it o
 
 Von Oswald et al. (2023) showed that one linear self-attention layer can implement one step of gradient descent and
 that trained multi-layer linear attention behaves like steps of (preconditioned) descent; Ahn, Cheng, Daneshmand &
-Sra (NeurIPS 2023) proved that critical points of :math:`K`-layer linear attention on this task implement
-:math:`K` steps of preconditioned gradient descent with preconditioners fitted to the task. One step with the best
+Sra (NeurIPS 2023) proved that the global minimum of one linear attention layer on this task implements one step of
+preconditioned gradient descent and that, for :math:`K` layers, *certain* critical points (within the restricted
+parametrisations they study) implement :math:`K` steps with preconditioners fitted to the task; that training reaches
+such a point is not part of their theorems. One step with the best
 :math:`\Gamma_1` is the best normalised linear attention of one layer, :math:`R^*_{\mathrm{lin}}(L)`
 (:func:`~softmax_as_linear.theory.risks.optimal_linear_risk`: its predictor is
 :math:`x_q^\top P\Gamma_L^{-1} h`). :func:`best_preconditioners` finds the best :math:`K`-step preconditioners
@@ -74,14 +76,15 @@ def _preconditioners(preconditioners, d: int) -> Tensor:
     return checks.finite("preconditioners", gammas)
 
 
-def sample_second_moments(task: RegressionTask, L: int, n_samples: int, seed: int = 0,
+def sample_second_moments(task: RegressionTask, L: int, n_samples: int, seed: int = 0, stream: str = "pgd_fit",
                           dtype=torch.float64) -> Tensor:
     r"""``n_samples`` independent :math:`M = \frac1L \sum_{i \le L} x_i x_i^\top` of prompt inputs of ``task``, drawn by
-    :meth:`~softmax_as_linear.theory.regression.RegressionTask.draw_inputs` from the ``"analysis"`` stream of ``seed`` at
-    length ``L``: ``(n_samples, d, d)``."""
+    :meth:`~softmax_as_linear.theory.regression.RegressionTask.draw_inputs` from ``stream`` (``"pgd_fit"`` or
+    ``"pgd_score"`` of :mod:`~softmax_as_linear.core.seeding`, streams no experiment measures on) of ``seed`` at length
+    ``L``: ``(n_samples, d, d)``."""
     L = checks.positive_int("L", L)
     n_samples = checks.int_at_least("n_samples", n_samples, 2)
-    generator = seeding.generator(seed, "analysis", L)
+    generator = seeding.generator(seed, checks.one_of("stream", stream, ("pgd_fit", "pgd_score")), L)
     chunks = []
     for start in range(0, n_samples, 8192):
         X = task.draw_inputs(min(8192, n_samples - start), L, generator).to(dtype)
@@ -104,9 +107,10 @@ def conditional_risk(preconditioners: Tensor, M: Tensor, L: int, task: Regressio
 def pgd_risk(preconditioners, L: int, task: RegressionTask, n_samples: int = 100_000,
              seed: int = seeding.REFERENCE_SEED) -> tuple[float, float]:
     r"""Risk of :math:`K` preconditioned steps at prompt length ``L``, averaged exactly over :math:`w`, the noise and
-    the query and by Monte Carlo over ``n_samples`` prompt inputs: ``(estimate, standard_error)``."""
+    the query and by Monte Carlo over ``n_samples`` prompt inputs (the ``"pgd_score"`` stream of ``seed``):
+    ``(estimate, standard_error)``."""
     gammas = _preconditioners(preconditioners, task.d).double()
-    M = sample_second_moments(task, L, n_samples, seed)
+    M = sample_second_moments(task, L, n_samples, seed, "pgd_score")
     values = conditional_risk(gammas, M, L, task)
     return float(values.mean()), float(values.std() / math.sqrt(values.numel()))
 
@@ -132,16 +136,17 @@ def best_preconditioners(L: int, task: RegressionTask, steps: int = 2, n_samples
     r"""The preconditioners :math:`\Gamma_1, \dots, \Gamma_K` (full ``(d, d)`` matrices, ``K = steps``) that minimise the
     risk of :math:`K` steps at prompt length ``L``.
 
-    Minimises the average of :func:`conditional_risk` over ``n_samples`` sampled :math:`M` (stream ``seed``) by L-BFGS,
-    starting from the best scalar steps :math:`\Gamma_k = c_k I`; scores the result on ``n_samples`` other samples
-    (stream ``seed + 1``) so that the reported risk is not biased low by the fit. For :math:`K = 1` the minimum is
+    Minimises the average of :func:`conditional_risk` over ``n_samples`` sampled :math:`M` (the ``"pgd_fit"`` stream of
+    ``seed``) by L-BFGS, starting from the best scalar steps :math:`\Gamma_k = c_k I`; scores the result on
+    ``n_samples`` other samples (the ``"pgd_score"`` stream of ``seed``, :func:`pgd_risk`) so that the reported risk is
+    not biased low by the fit. For :math:`K = 1` the minimum is
     :math:`R^*_{\mathrm{lin}}(L)` (tested). With ``full=False`` only the scalar steps are fitted (for isotropic inputs
     the best full matrices are scalar up to sampling error, which Ahn et al.'s analysis leads one to expect; tested).
     """
     L = checks.positive_int("L", L)
     steps = checks.positive_int("steps", steps)
     iterations = checks.positive_int("iterations", iterations)
-    M = sample_second_moments(task, L, n_samples, seed)
+    M = sample_second_moments(task, L, n_samples, seed, "pgd_fit")
     eye = torch.eye(task.d, dtype=torch.float64)
 
     def objective(gammas):
@@ -159,7 +164,7 @@ def best_preconditioners(L: int, task: RegressionTask, steps: int = 2, n_samples
         with torch.no_grad():
             fit = float(objective(gammas))
     gammas = gammas.detach()
-    risk, se = pgd_risk(gammas, L, task, n_samples, seed + 1)
+    risk, se = pgd_risk(gammas, L, task, n_samples, seed)
     return BestPreconditioners(L, steps, gammas, risk, se, fit)
 
 

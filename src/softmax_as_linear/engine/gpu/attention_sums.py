@@ -236,7 +236,9 @@ if triton is not None:
         w = ()
         for i in tl.static_range(d):
             w = w + (tau * g[i],)
-        xi_q = _covariates(head, g, d + 1, d, COVARIATES)
+        # the query's inputs from word counter_stream.query_input_word(d, law): past the pair that makes g[d]
+        QUERY0: tl.constexpr = d + 1 if COVARIATES == 0 else 2 * (d // 2) + 2
+        xi_q = _covariates(head, g, QUERY0, d, COVARIATES)
         x_q = _apply(Fq, xi_q, STRUCT_Q, d)
         y_q = _label(_transpose_apply(Fq, w, STRUCT_Q, d), xi_q, noise_sd, g[d], d)
         zq = x_q + (0.0,)

@@ -20,7 +20,12 @@ two standard normals by Box-Muller (Triton's ``pair_uniform_to_normal``): ``g_{2
 
 * Tokens of pair ``q``: inputs :math:`\xi_A = \ell(0..d-1)`, :math:`\xi_B = \ell(d..2d-1)`; label
   noise :math:`\varepsilon_A = g_{2d}`, :math:`\varepsilon_B = g_{2d+1}`.
-* Header: :math:`w = \tau\, g_{0..d-1}`, :math:`\varepsilon_q = g_d`, :math:`\xi_q = \ell(d+1 .. 2d)`.
+* Header: :math:`w = \tau\, g_{0..d-1}`, :math:`\varepsilon_q = g_d`, :math:`\xi_q = \ell(n_q .. n_q + d - 1)`
+  from word :math:`n_q` (:func:`query_input_word`): :math:`d + 1` for Gaussian covariates, whose words are all
+  normals, and for the other laws the first word after the Box-Muller pairs of :math:`w` and :math:`\varepsilon_q`,
+  :math:`2\lfloor d/2 \rfloor + 2` (:math:`d + 1` for odd ``d``, :math:`d + 2` for even ``d``, where the pair
+  :math:`(r_d, r_{d+1})` makes :math:`\varepsilon_q`: an input read from :math:`r_{d+1}` would not be independent
+  of it).
 
 where :math:`\ell(n)` is the covariate law applied to word ``n``: ``"gaussian"`` :math:`g_n`,
 ``"uniform"`` :math:`\sqrt3 (2 U(r_n) - 1)`, ``"rademacher"`` :math:`\pm 1` from the sign bit of
@@ -96,6 +101,12 @@ def box_muller(r0: Tensor, r1: Tensor) -> tuple[Tensor, Tensor]:
     return radius * torch.cos(th), radius * torch.sin(th)
 
 
+def query_input_word(d: int, covariates: str) -> int:
+    """The first header word of the query's inputs (module docstring): ``d + 1`` for Gaussian covariates, else the
+    first word after the Box-Muller pairs that make ``w`` and the query's noise, ``2 * (d // 2) + 2``."""
+    return d + 1 if covariates == "gaussian" else 2 * (d // 2) + 2
+
+
 def _words(key: Tensor, c0: Tensor, c1: Tensor, step: int, tag: int, D: int) -> list[Tensor]:
     """The ``2D`` words ``r_0 .. r_{2D-1}`` at counters ``(c0 + k, c1, step, tag | step >> 32)``."""
     words = []
@@ -148,7 +159,8 @@ def draw(keys, step: int, n_prompts: int, L: int, *, d: int, factor: Tensor, que
     g = _normals(head, range(D) if covariates == "gaussian" else range(d // 2 + 1))
     w = torch.stack([g[j] for j in range(d)], -1) * tau  # (S, n, d)
     eps_q = g[d]
-    xi_q = _covariates(head, g, range(d + 1, 2 * d + 1), covariates)
+    first = query_input_word(d, covariates)
+    xi_q = _covariates(head, g, range(first, first + d), covariates)
     # tokens, pair by pair
     Q = (L + 1) // 2
     q = torch.arange(Q, dtype=torch.int64, device=device)[None, None, :]

@@ -93,7 +93,7 @@ class PromptKernelStepper:
         return {n: p.detach() for n, p in self.sweep.params.items()}
 
     def state(self) -> dict:
-        return {**optimiser_state(self.sweep, self.optimizer, self.alive, self.diverged_at, self.step_count),
+        return {**optimiser_state(self.sweep, self.optimizer, self.alive, self.diverged_at, self.steps_taken),
                 "generators": []}
 
     def load_state(self, state: dict) -> None:
