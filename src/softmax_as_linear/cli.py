@@ -389,10 +389,11 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                    + (" --allow-dirty" if args.allow_dirty else ""))
         print(f"shard {k}/{n} written; once every shard is, join them with: python -m softmax_as_linear merge "
               f"{' '.join(args.figure)} --preset {args.preset} --shards {n}{options}", file=sys.stderr)
-    elif args.out is not None and args.out.resolve() != results_folder().resolve():
-        print(f"note: the chapters read {results_folder().absolute()}; for them to read {args.out.absolute()}, set "
-              f"SOFTMAX_AS_LINEAR_RESULTS={args.out.absolute()}", file=sys.stderr)
     partial = [path.name for path in written if load_json(path).get("complete", True) is False]
+    if not sharded and args.out is not None and args.out.resolve() != results_folder().resolve():
+        print(f"note: the chapters read {results_folder().absolute()}; for them to read {args.out.absolute()}"
+              + (" once its files are complete (they refuse a partial one)" if partial else "")
+              + f", set SOFTMAX_AS_LINEAR_RESULTS={args.out.absolute()}", file=sys.stderr)
     if partial:
         print(f"partial: {', '.join(partial)} (time limit reached); run the same command again to resume",
               file=sys.stderr)
