@@ -7,13 +7,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core import checks
-
-
-def rotation(degrees: float, dtype=torch.float64) -> Tensor:
-    r"""The ``(2, 2)`` rotation by ``degrees``, :math:`\begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}`."""
-    angle = math.radians(checks.number("degrees", degrees))
-    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=dtype)
+from ..theory.depth import rotation  # noqa: F401  (the plane rotation, defined with Chapter 7's plane weights)
 
 
 def ellipse(center, cov, n_sd: float = 1.0, n: int = 61) -> Tensor:

@@ -6,31 +6,14 @@ import math
 import ipywidgets as W
 import torch
 
-from ..core import checks
 from ..figures import depth as figures
-from ..figures.geometry import rotation
 from ..theory import depth
+from ..theory.depth import family_weights
 from . import widgets
 
-FAMILIES = ("quarter turns", "expanding", "rotations")
+FAMILIES = depth.PLANE_FAMILIES
 _SCORE_BUDGET = 6e7  # prompts x (K - 1) x L^2 scores the panel computes at most (about a second on a laptop)
 _PROMPTS = 4
-
-
-def family_weights(family: str, K: int, u: float, v: float) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Plane weights ``(K, 2, 2)`` of one of Chapter 7's families: quarter turns :math:`U_\ell = uR(\theta_\ell)`,
-    :math:`V_\ell = vR(90° - \theta_\ell)`; expanding :math:`U_\ell = uI`, :math:`V_\ell = vI`; rotations
-    :math:`U_\ell = uR(\theta_\ell)`, :math:`V_\ell = vR(\varphi_\ell)\operatorname{diag}(1, -0.6)`."""
-    checks.one_of("family", family, FAMILIES)
-    if family == "expanding":
-        eye = torch.eye(2, dtype=torch.float64)
-        return torch.stack([u * eye] * K), torch.stack([v * eye] * K)
-    angles = [17 + 63 * k for k in range(K)] if family == "quarter turns" else [23 + 52 * k for k in range(K)]
-    U = torch.stack([u * rotation(a) for a in angles])
-    if family == "quarter turns":
-        return U, torch.stack([v * rotation(90 - a) for a in angles])
-    flip = torch.diag(torch.tensor([1.0, -0.6], dtype=torch.float64))
-    return U, torch.stack([v * rotation(-17 + 74 * k) @ flip for k in range(K)])
 
 
 #: The largest token variance the panel draws (beyond it the clouds are too spread to show anything).
