@@ -1,4 +1,5 @@
-"""Plane geometry of the measure-view chapters (1 and 2): rotations, ellipses, points as x/y coordinates to plot."""
+"""Plane geometry of the figures: ellipses, points as x/y coordinates to plot, and the plane rotation (defined in
+:mod:`~softmax_as_linear.theory.depth` with Chapter 7's plane weights, which the theory layer needs)."""
 from __future__ import annotations
 
 import math
