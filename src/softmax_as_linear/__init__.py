@@ -111,7 +111,9 @@ Its folders are its layers; a module imports only from its own layer and the one
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
   - :mod:`~softmax_as_linear.figures.geometry`: plane geometry of the measure-view figures.
-  - :mod:`~softmax_as_linear.figures.measure_view`: the figures of the measure-view chapters (0 to 3).
+  - :mod:`~softmax_as_linear.figures.measure_view`: the figures of Chapters 0 and 1 (a prompt against its token law).
+  - :mod:`~softmax_as_linear.figures.lemma_2_1`: the figures of Chapter 2 (Lemma 2.1 drawn).
+  - :mod:`~softmax_as_linear.figures.concentration`: the figures of Chapter 3 (the gaps to the limit against L).
   - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
   - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
   - :mod:`~softmax_as_linear.figures.depth`: the figures of Chapter 7 (deep attention and its Gaussian recursion).

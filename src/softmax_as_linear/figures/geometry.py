@@ -1,4 +1,4 @@
-"""Plane geometry of the figures: ellipses, points as x/y coordinates to plot, and the plane rotation (defined in
+"""Plane geometry of the figures: ellipses, points as x/y coordinates to plot, axes, and the plane rotation (defined in
 :mod:`~softmax_as_linear.theory.depth` with Chapter 7's plane weights, which the theory layer needs)."""
 from __future__ import annotations
 
@@ -29,3 +29,9 @@ def xy(points, decimals: int = 4) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"points must have shape (n, 2), got {points.shape}")
     points = np.round(points, decimals)
     return points[:, 0], points[:, 1]
+
+
+def plane_axes(x_range, y_range, **yaxis) -> dict:
+    """Layout of a plane figure's axes with the ranges ``x_range`` and ``y_range`` (``yaxis``: more y-axis settings,
+    ``scaleanchor="x"`` for equal scales)."""
+    return dict(xaxis=dict(range=list(x_range)), yaxis=dict(range=list(y_range), **yaxis))

@@ -185,6 +185,20 @@ def legend_above(fig: go.Figure, rows: int) -> go.Figure:
     return fig
 
 
+_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def in_words(count: int) -> str:
+    """A count in words up to ten (``"three"``), in figures beyond (``"1,000"``)."""
+    return _WORDS[count] if count < len(_WORDS) else f"{count:,}"
+
+
+def check_count(name: str, values, expected: int) -> None:
+    """A ``ValueError`` naming ``name`` unless it holds ``expected`` entries (one per slider step or length)."""
+    if len(values) != expected:
+        raise ValueError(f"{name} must hold {expected} entries (one per slider step or length), got {len(values)}")
+
+
 def band(x, low, high, color: str, name: str = "", opacity: float = 0.18, showlegend: bool = False) -> go.Scatter:
     """A filled band between ``low`` and ``high`` (for confidence intervals)."""
     x = np.asarray(x)
