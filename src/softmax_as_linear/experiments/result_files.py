@@ -55,8 +55,8 @@ class PartialResultError(RuntimeError):
 
 def progress(data: dict) -> str:
     """How far the run behind a result file went: ``"step 1,100 of 4,000"``; for Chapter 7's file, whose sweep is
-    followed by its warm stage, ``"warm stage at step 500 of 2,000"`` once the sweep is complete (``"warm stage not
-    started"`` before it starts)."""
+    followed by its warm stage, once the sweep is complete: ``"the sweep complete, its warm stage at step 500 of
+    2,000"`` (``"..., its warm stage not started"`` before it starts)."""
     if data.get("main_complete") and data.get("experiment") == "depth_regression":
         warm = data.get("warm")
         return "the sweep complete, its warm stage not started" if not warm else \
