@@ -111,7 +111,9 @@ Its folders are its layers; a module imports only from its own layer and the one
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
   - :mod:`~softmax_as_linear.figures.geometry`: plane geometry of the measure-view figures.
-  - :mod:`~softmax_as_linear.figures.measure_view`: the figures of the measure-view chapters (0 to 3).
+  - :mod:`~softmax_as_linear.figures.measure_view`: the figures of Chapters 0 and 1 (a prompt against its token law).
+  - :mod:`~softmax_as_linear.figures.lemma_2_1`: the figures of Chapter 2 (Lemma 2.1 drawn).
+  - :mod:`~softmax_as_linear.figures.concentration`: the figures of Chapter 3 (the gaps to the limit against L).
   - :mod:`~softmax_as_linear.figures.paper`: the paper's figures and those of the training chapters.
   - :mod:`~softmax_as_linear.figures.beyond_gaussian`: the figures of Chapter 6 (covariate laws beyond the Gaussian).
   - :mod:`~softmax_as_linear.figures.depth`: the figures of Chapter 7 (deep attention and its Gaussian recursion).
@@ -132,12 +134,20 @@ Its folders are its layers; a module imports only from its own layer and the one
 
 The most used names load from the top on first use (``sal.RegressionTask``, ``sal.softmax_attention``),
 so importing the package is instant and the command line's ``--help`` does not load torch.
+
+Public names (``dir(softmax_as_linear)``, besides ``__version__``): the layers ``core``, ``theory``, ``engine``,
+``experiments``, ``figures``, ``panels``; the modules ``registry`` and ``cli``; and the most used names,
+``AttentionModel``, ``RegressionTask``, ``TokenLaw``, ``TrainConfig``, ``TrainResult``, ``bayes_risk``,
+``block_init``, ``degenerate_limit_parameters``, ``gaussian_attention``, ``gaussian_linear_attention``,
+``infinite_prompt_linear``, ``infinite_prompt_risk``, ``infinite_prompt_softmax``, ``kms_covariance``,
+``limit_parameters``, ``linear_attention``, ``linear_attention_risk``, ``optimal_linear_risk``,
+``softmax_attention``, ``tilted_gaussian``, ``train``.
 """
-import importlib
+import importlib as _importlib
 
-from .registry import VERSION
+from .registry import VERSION as _VERSION
 
-__version__ = VERSION
+__version__ = _VERSION
 
 __all__ = [
     "AttentionModel", "RegressionTask", "TokenLaw", "TrainConfig", "TrainResult", "bayes_risk", "block_init",
@@ -159,17 +169,18 @@ _LAZY_NAMES = {
     "optimal_linear_risk": "theory.risks", "softmax_attention": "theory.attention",
     "tilted_gaussian": "theory.attention", "train": "engine.train",
 }
-_SUBPACKAGES = ("core", "theory", "engine", "experiments", "figures", "panels")
+_SUBPACKAGES = ("core", "theory", "engine", "experiments", "figures", "panels", "registry", "cli")
 
 
 def __getattr__(name: str):
     # Subpackages and the names above load on first access, so `import softmax_as_linear` stays light.
     if name in _SUBPACKAGES:
-        return importlib.import_module(f".{name}", __name__)
+        return _importlib.import_module(f".{name}", __name__)
     if name in _LAZY_NAMES:
-        return getattr(importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
+        return getattr(_importlib.import_module(f".{_LAZY_NAMES[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_SUBPACKAGES) | set(_LAZY_NAMES))
+    # the public names the docstring lists, and the module's dunders; not what loading a submodule leaves behind
+    return sorted({name for name in globals() if name.startswith("__")} | set(_SUBPACKAGES) | set(_LAZY_NAMES))

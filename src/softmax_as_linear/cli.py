@@ -101,6 +101,13 @@ class _RenamedOption(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose argument errors are one line and a pointer to ``--help`` (exit code 2), not the usage first."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n(see '{self.prog} --help')\n")
+
+
 class _Formatter(argparse.HelpFormatter):
     """Wraps one-paragraph texts; keeps the line breaks of the examples and exit codes."""
 
@@ -202,13 +209,14 @@ def _common_options(command: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     """The parser of ``python -m softmax_as_linear`` and its subcommands."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m softmax_as_linear", formatter_class=_Formatter,
         description="Reproduce the figures of Boyer & Boursier, Softmax as Linear Attention in the "
                     "Large-Prompt Regime (arXiv 2512.11784).",
         epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
     parser.add_argument("--version", action="version", version=f"softmax_as_linear {VERSION}")
-    commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_Parser)
     rep = commands.add_parser(
         "reproduce", formatter_class=_Formatter, help="compute and save the data of paper figures",
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
@@ -321,7 +329,7 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
-    parser = getattr(args, "command_parser", parser)  # usage errors show the subcommand's usage
+    parser = getattr(args, "command_parser", parser)  # usage errors name the subcommand and its --help
     _check(args, parser)
 
     import torch
@@ -381,10 +389,11 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                    + (" --allow-dirty" if args.allow_dirty else ""))
         print(f"shard {k}/{n} written; once every shard is, join them with: python -m softmax_as_linear merge "
               f"{' '.join(args.figure)} --preset {args.preset} --shards {n}{options}", file=sys.stderr)
-    elif args.out is not None and args.out.resolve() != results_folder().resolve():
-        print(f"note: the chapters read {results_folder().absolute()}; for them to read {args.out.absolute()}, set "
-              f"SOFTMAX_AS_LINEAR_RESULTS={args.out.absolute()}", file=sys.stderr)
     partial = [path.name for path in written if load_json(path).get("complete", True) is False]
+    if not sharded and args.out is not None and args.out.resolve() != results_folder().resolve():
+        print(f"note: the chapters read {results_folder().absolute()}; for them to read {args.out.absolute()}"
+              + (" once its files are complete (they refuse a partial one)" if partial else "")
+              + f", set SOFTMAX_AS_LINEAR_RESULTS={args.out.absolute()}", file=sys.stderr)
     if partial:
         print(f"partial: {', '.join(partial)} (time limit reached); run the same command again to resume",
               file=sys.stderr)

@@ -236,9 +236,9 @@ def browser():
 class _Visit:
     """One page in a fresh browser context, with everything that went wrong on the way."""
 
-    def __init__(self, browser, site_url: str, page: str):
+    def __init__(self, browser, site_url: str, page: str, width: int = 1280):
         self.origin = site_url.rstrip("/")
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900})
+        self.context = browser.new_context(viewport={"width": width, "height": 900})
         self.context.route("**/*", self._only_local)
         self.tab = self.context.new_page()
         self.errors: list[str] = []
@@ -509,9 +509,9 @@ def _check_figure_text_and_keys(visit: _Visit) -> list[str]:
     return problems
 
 
-def _screenshot(visit: _Visit, page: str):
+def _screenshot(visit: _Visit, page: str, suffix: str = ""):
     visit.tab.evaluate("async () => { await document.fonts.ready; }")
-    name = page.removesuffix(".html").replace("/", "__") + ".png"
+    name = page.removesuffix(".html").replace("/", "__") + suffix + ".png"
     visit.tab.screenshot(path=str(SCREENSHOTS / name), full_page=True)
 
 
@@ -534,3 +534,36 @@ def test_page_in_the_browser(browser, site_url, page):
     finally:
         visit.close()
     assert not problems, f"{page}:\n  " + "\n  ".join(problems)
+
+
+#: A phone's width, and the pages a reader found scrolling sideways or with squeezed figures there.
+PHONE_WIDTH = 390
+PHONE_PAGES = ["book/reproduce.html", "book/api/theory.html", "notebooks/07_depth.html"]
+
+# The outermost elements of the article that reach past the screen's right edge (a table scrolls in its own box).
+_WIDER_THAN_THE_SCREEN = r"""() => {
+    const width = document.documentElement.clientWidth;
+    if (document.documentElement.scrollWidth <= width + 1) return [];
+    const past = e => e.getBoundingClientRect().right > width + 1;
+    const found = [...document.querySelectorAll("article *")]
+        .filter(e => past(e) && !past(e.parentElement) && !e.closest(".pst-scrollable-table-container"))
+        .slice(0, 5).map(e => `${e.tagName.toLowerCase()}.${e.className}: ${e.textContent.trim().slice(0, 60)}`);
+    return found.length ? found : [`the page is ${document.documentElement.scrollWidth} px wide`];
+}"""
+
+# Figures whose axes take less than 60 % of their width (a legend at their right takes the rest on a phone).
+_SQUEEZED_FIGURES = """() => [...document.querySelectorAll(".plotly-graph-div")]
+    .filter(gd => gd._fullLayout && gd._fullLayout._size.w < 0.6 * gd._fullLayout.width)
+    .map(gd => `${gd.id} (${(gd.layout.title || {}).text}): axes ${Math.round(gd._fullLayout._size.w)} of ${gd._fullLayout.width} px`)"""
+
+
+@pytest.mark.parametrize("page", PHONE_PAGES)
+def test_at_a_phones_width_nothing_scrolls_sideways_and_figures_keep_their_axes(browser, site_url, page):
+    visit = _Visit(browser, site_url, page, width=PHONE_WIDTH)
+    try:
+        visit.tab.wait_for_function(_ALL_FIGURES_DRAWN, timeout=30_000)
+        wide, squeezed = visit.tab.evaluate(_WIDER_THAN_THE_SCREEN), visit.tab.evaluate(_SQUEEZED_FIGURES)
+        _screenshot(visit, page, suffix=f"_{PHONE_WIDTH}px")
+    finally:
+        visit.close()
+    assert not wide and not squeezed, f"{page} at {PHONE_WIDTH} px: past the screen {wide}; squeezed figures {squeezed}"

@@ -1,5 +1,6 @@
 """Every argument of the command line checked before anything is computed, in one table: exit code 2, a message
-naming the option as typed, the usage of the command that was run, no traceback, nothing written."""
+naming the option as typed on one line, then a pointer to the command's ``--help`` (not its usage), no traceback,
+nothing written."""
 import pytest
 import torch
 
@@ -51,8 +52,10 @@ def test_bad_arguments_exit_2_naming_the_option(argv, command, message, tmp_path
     code, stdout, err = run_cli(*argv, *(["--out", str(out)] if command else []))
     assert code == cli.EXIT_USAGE == 2
     assert message in err, err
-    assert f"usage: python -m softmax_as_linear {command}".rstrip() in err
-    assert f"python -m softmax_as_linear {command}".rstrip() + ": error:" in err
+    prog = f"python -m softmax_as_linear {command}".rstrip()
+    *_, error, pointer = err.splitlines()
+    assert error.startswith(f"{prog}: error: ") and message in error, err
+    assert pointer == f"(see '{prog} --help')" and "usage:" not in err
     assert "Traceback" not in err and not out.exists()
 
 

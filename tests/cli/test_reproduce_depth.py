@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import softmax_as_linear.cli as cli
-from softmax_as_linear.experiments import depth_regression, presets, reproduce
+from softmax_as_linear.experiments import depth_regression, presets, reproduce, result_files
 
 TINY = dict(lengths=(4, 8), steps=12, record_every=4, batch_size=8, held_out_prompts=16, final_prompts=64,
             pgd_samples=200, bayes_samples=100)
@@ -31,6 +31,10 @@ def test_depth_stops_at_its_time_limit_resumes_and_is_then_up_to_date(tmp_path, 
     partial = _load(tmp_path / "depth_smoke.json")
     assert partial["complete"] is False and partial["steps"][-1] == 4
     assert (tmp_path / "checkpoints" / "depth_smoke.pt").is_file()
+    assert "once its files are complete (they refuse a partial one)" in err
+    with pytest.raises(result_files.PartialResultError, match=r"partial \(step 4 of 12\)") as caught:
+        result_files.saved_depth("smoke", tmp_path, required=True)
+    assert f"reproduce depth --preset smoke --out {tmp_path}\nagain to finish it" in str(caught.value)
     monkeypatch.setattr(reproduce.time, "monotonic", lambda: 0.0)
     code, out, err = run_cli(*RUN, "--out", str(tmp_path))
     assert code == cli.EXIT_COMPLETE, err

@@ -50,3 +50,22 @@ def test_measured_standard_errors_are_used_when_the_sweep_stores_them():
 def test_not_a_sweep_is_named():
     with pytest.raises(ValueError, match="eval_risk"):
         beyond_reading.record_risks({"steps": STEPS})
+
+
+def test_the_paper_scale_reading_of_a_shipped_sweep():
+    """The reading Chapter 6 checks its claims on: its numbers agree with those computed directly from the file."""
+    from softmax_as_linear.core import stats
+    from softmax_as_linear.experiments.result_files import saved_beyond
+
+    data = saved_beyond("uniform", "paper")
+    reading = beyond_reading.paper_reading(data, "uniform")
+    lines = reading.text.splitlines()
+    assert lines[0].startswith(f"uniform: {len(data['tracking']['seeds'])} seeds, L up to {data['final']['lengths'][-1]}")
+    assert len(lines) == 13 and reading.tracking_intervals == [tuple(i) for i in
+                                                             data["tracking"]["slopes"]["softmax"]["per_seed_interval"]]
+    difference = np.array(data["final"]["paired_difference"])
+    above = int((difference[:, -1] > 3 * np.array(data["final"]["paired_difference_se"])[:, -1]).sum())
+    assert reading.above_share == stats.proportion_interval(above, len(difference))
+    assert 0 < reading.false_alarm_chance <= 1 and len(reading.excess_slope_highs) == len(difference)
+    floor = data["provenance"]["settings"]["noise_var"] / 2
+    assert f"{data['limits']['risk']['softmax_limit'][0] - floor:.1e}" in lines[-2]

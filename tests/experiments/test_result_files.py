@@ -1,5 +1,7 @@
 """Result files have one home: names, loaders and the command that rebuilds each, with core knowing nothing of them."""
+import json
 import pathlib
+import subprocess
 
 import pytest
 
@@ -8,6 +10,8 @@ from softmax_as_linear.core import artifacts
 from softmax_as_linear.experiments import result_files
 
 CORE = pathlib.Path(softmax_as_linear.__file__).parent / "core"
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+CHAPTER_7 = ROOT / "notebooks" / "07_depth.ipynb"
 
 
 @pytest.mark.parametrize("filename, command", [
@@ -132,3 +136,85 @@ def test_committed_chapter_7_file_is_up_to_date_for_its_settings_whatever_it_cal
     assert config_fields(settings) == depth_settings("lecture").as_dict()
     older = {("law" if key == "covariates" else key): value for key, value in settings.items()}
     assert older["law"] == "gaussian" and config_fields(older) == depth_settings("lecture").as_dict()
+
+
+def _partial_depth(folder: pathlib.Path, last_step: int = 1_100) -> pathlib.Path:
+    """The committed ``depth_lecture.json`` as a run stopped at ``last_step`` writes it: its sweep partial, no warm
+    stage."""
+    data = json.loads((ROOT / "results" / "depth_lecture.json").read_text())
+    data.update(complete=False, main_complete=False, steps=[s for s in data["steps"] if s <= last_step])
+    data.pop("warm")
+    folder.mkdir(parents=True, exist_ok=True)
+    return artifacts.save_json(folder / "depth_lecture.json", data)
+
+
+def test_a_partial_file_is_refused_where_a_claim_reads_it_naming_its_step_and_the_command_that_finishes_it(tmp_path):
+    path = _partial_depth(tmp_path)
+    with pytest.raises(result_files.PartialResultError) as caught:
+        result_files.saved_depth("lecture", tmp_path, required=True)
+    message = str(caught.value)
+    assert f"{path} is partial (step 1,100 of 4,000): run" in message
+    assert f"python -m softmax_as_linear reproduce depth --preset lecture --out {tmp_path}\nagain to finish it" in message
+    assert result_files.saved_depth("lecture", tmp_path)["complete"] is False  # returned as it is, unless required
+    # the sweep finished, its warm stage stopped: said as such
+    data = json.loads(path.read_text())
+    artifacts.save_json(path, {**data, "main_complete": True, "warm": {"complete": False, "steps": [0, 500],
+                                                                       "settings": {"steps": 2_000}}})
+    with pytest.raises(result_files.PartialResultError, match=r"the sweep complete, its warm stage at step 500 of 2,000"):
+        result_files.saved_depth("lecture", tmp_path, required=True)
+
+
+def test_a_partial_figure_file_is_drawn_as_it_is_but_refused_to_a_claim(tmp_path):
+    data = json.loads((ROOT / "results" / "fig2_paper.json").read_text())
+    artifacts.save_json(tmp_path / "fig2_paper.json", {**data, "complete": False, "steps": 83_000})
+    assert result_files.saved_figure("fig2", "paper", tmp_path)["complete"] is False  # its figure says "partial"
+    with pytest.raises(result_files.PartialResultError, match=r"partial \(step 83,000 of 300,000\)") as caught:
+        result_files.saved_figure("fig2", "paper", tmp_path, required=True)
+    assert "reproduce fig2 fig3 fig4 --preset paper --out" in str(caught.value)
+    with pytest.raises(result_files.PartialResultError):
+        result_files.load_result("fig2_paper.json", tmp_path)
+
+
+def test_a_damaged_committed_file_is_restored_by_git_checkout_and_its_rerun_time_is_said(tmp_path):
+    def git(*args):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True)
+
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "depth_lecture.json").write_text(json.dumps({"provenance": {"wall_seconds": 819.5,
+                                                                           "device_name": "AMD EPYC"}}))
+    git("init", "-q")
+    git("add", "results")
+    git("-c", "user.name=a", "-c", "user.email=a@b", "commit", "-qm", "results")
+    (results / "depth_lecture.json").write_text('{"provenance": {"wall_')
+    with pytest.raises(artifacts.DamagedFileError) as caught:
+        result_files.saved_depth("lecture", results, required=True)
+    message = str(caught.value)
+    assert f"restore the committed file with\n    git -C {tmp_path.resolve()} checkout -- results/depth_lecture.json" \
+        in message
+    assert "or write it again with\n    python -m softmax_as_linear reproduce depth --preset lecture" in message
+    assert "(the committed run took 14 min on AMD EPYC)" in message
+    # a file no repository holds: delete it and write it again
+    (results / "fig2_paper.json").write_text("{")
+    with pytest.raises(artifacts.DamagedFileError, match="delete it and write it again with"):
+        result_files.saved_figure("fig2", "paper", results)
+
+
+def test_chapter_7_on_a_partial_file_stops_with_the_refusal_not_a_key_error(tmp_path, monkeypatch):
+    """Chapter 7's cells that read its result file, run as the chapter runs them with ``SOFTMAX_AS_LINEAR_RESULTS``
+    pointing at the folder of a run stopped at its time limit (what ``reproduce depth --max-minutes`` suggests)."""
+    _partial_depth(tmp_path)
+    monkeypatch.setenv(artifacts.ENV_VAR, str(tmp_path))
+    cells = {cell["id"]: "".join(cell["source"]) for cell in json.loads(CHAPTER_7.read_text())["cells"]}
+    namespace = {}
+    exec(cells["ch7-02"], namespace)   # the chapter's imports
+    with pytest.raises(result_files.PartialResultError) as caught:
+        for cell in ("fed5c413", "083b1007", "26291f53"):  # the reading, the settled runs, the figure
+            exec(cells[cell], namespace)
+    assert "is partial (step 1,100 of 4,000)" in str(caught.value)
+    assert f"reproduce depth --preset lecture --out {tmp_path}" in str(caught.value)
+    # the complete file is read by the same cells
+    monkeypatch.setenv(artifacts.ENV_VAR, str(ROOT / "results"))
+    for cell in ("fed5c413", "083b1007"):
+        exec(cells[cell], namespace)
+    assert namespace["regression"]["complete"] is True

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from softmax_as_linear.figures import concentration as concentration_figures
+from softmax_as_linear.figures import lemma_2_1 as lemma_figures
 from softmax_as_linear.figures import measure_view
 from softmax_as_linear.registry import LAW_KINDS as KINDS
 from softmax_as_linear.theory import concentration
@@ -88,30 +90,30 @@ def test_live_measure_view_figure_draws_its_data():
 
 def test_lemma_figures():
     points, mean, cov = torch.randn(10, 2, **F64), torch.zeros(2, **F64), torch.eye(2, **F64)
-    fig = measure_view.tilted_measure_figure(points, mean, cov, [0, 90], [points, points], [mean, mean],
+    fig = lemma_figures.tilted_measure_figure(points, mean, cov, [0, 90], [points, points], [mean, mean],
                                                 active=1, x_range=(-3, 3), y_range=(-3, 3))
     assert len(fig.data) == 3 + 2 * 3 and _steps(fig) == 2
-    assert len(measure_view.output_cloud_figure(points, mean, cov, length=50).data) == 1 + 3
-    fig = measure_view.mean_shift_gap_figure([0, 1, 2], [0, 1, 2], [0, 2], [0, 2], [0.1, 0.1], length=100_000,
+    assert len(lemma_figures.output_cloud_figure(points, mean, cov, length=50).data) == 1 + 3
+    fig = lemma_figures.mean_shift_gap_figure([0, 1, 2], [0, 1, 2], [0, 2], [0, 2], [0.1, 0.1], length=100_000,
                                                 n_prompts=8)
     assert fig.data[1].name == "prompts of 10⁵ tokens (8 per point)"
-    fig = measure_view.mean_shift_circle_figure([0, 1], [points] * 2, [points] * 2, radius=1.5, x_range=(-3, 3),
+    fig = lemma_figures.mean_shift_circle_figure([0, 1], [points] * 2, [points] * 2, radius=1.5, x_range=(-3, 3),
                                                    y_range=(-3, 3))
     assert len(fig.data) == 4 and _steps(fig) == 2
     line, few = torch.linspace(-1, 1, 5, **F64)[:, None], torch.zeros(2, 1, **F64)
     values = {kind: torch.zeros(5, **F64) for kind in KINDS}
     two = {kind: torch.zeros(2, **F64) for kind in KINDS}
-    fig = measure_view.one_dimensional_figure(line, values, few, two, few, two, two, U=torch.tensor([[0.4]]),
+    fig = lemma_figures.one_dimensional_figure(line, values, few, two, few, two, two, U=torch.tensor([[0.4]]),
                                                  V=torch.eye(1), length=1_000)
     assert len(fig.data) == 3 * len(KINDS) and fig.layout.title.text.endswith("(U = 0.4, V = 1)")
-    fig = measure_view.one_dimensional_scale_figure(line, [0.1, 0.2], [values, values], active=0, y_range=(-5, 5))
+    fig = lemma_figures.one_dimensional_scale_figure(line, [0.1, 0.2], [values, values], active=0, y_range=(-5, 5))
     assert len(fig.data) == 2 * len(KINDS) and _steps(fig) == 2
-    fig = measure_view.query_outputs_figure([0.5, 1.0], [points] * 2, [points] * 2, [points] * 2, [points[:5]] * 2,
+    fig = lemma_figures.query_outputs_figure([0.5, 1.0], [points] * 2, [points] * 2, [points] * 2, [points[:5]] * 2,
                                                radius=1.5, length=100, active=0, x_range=(-3, 3), y_range=(-3, 3))
     assert len(fig.data) == 2 * 4 and fig.data[2].name == "2 prompts, L = 100"
     assert fig.layout.title.text.startswith("Outputs at five queries")
     tilted, weighted, quadrature, lemma = (torch.tensor(p, **F64) for p in ([0.2, 0.1], [0.21, 0.09], [0.2, 0.11], [1, 2]))
-    fig = measure_view.lemma_figure(mean, cov, tilted, points, weighted, quadrature, _circle(), 0.5 * _circle(),
+    fig = lemma_figures.lemma_figure(mean, cov, tilted, points, weighted, quadrature, _circle(), 0.5 * _circle(),
                                     points[:4], lemma, radius=1.5, length=2_000)
     samples, *contours, weighted_trace, quadrature_trace, softmax, linear, outputs, star = fig.data
     np.testing.assert_allclose(np.stack([samples.x, samples.y], 1), points.numpy(), atol=1e-4)
@@ -143,34 +145,34 @@ def test_concentration_figures_draw_each_curve_its_interval_and_its_slope(curves
     (s1, first), (s2, second) = curves.items()
     lengths = np.array(GAP_LENGTHS, dtype=float)
     fitted = {s1: -0.987, s2: -0.5}
-    fig = measure_view.output_gap_figure(curves, fitted)
+    fig = concentration_figures.output_gap_figure(curves, fitted)
     assert len(fig.data) == 2 * 2 + 1
     for traces, sigma, curve in ((fig.data[0:2], s1, first), (fig.data[2:4], s2, second)):
         _band_and_line(traces, curve.output, lengths)
         assert traces[1].name == f"σ = {sigma} (slope {fitted[sigma]:.2f})"
     with pytest.raises(ValueError, match="slopes"):
-        measure_view.output_gap_figure(curves, {s1: -1.0})
+        concentration_figures.output_gap_figure(curves, {s1: -1.0})
     np.testing.assert_allclose(fig.data[4].y, first.output.mean[2] * lengths[2] / lengths)  # slope -1, third point
 
-    fig = measure_view.ess_figure(curves, 2)
+    fig = concentration_figures.ess_figure(curves, 2)
     assert len(fig.data) == 2 * 2
     for (line, limit), sigma, curve in ((fig.data[0:2], s1, first), (fig.data[2:4], s2, second)):
         np.testing.assert_allclose(line.y, curve.ess.mean / lengths)
         np.testing.assert_allclose(limit.y, [(1 + 2 * sigma**2) ** -1.0] * 2)  # (1 + 2 sigma^2)^(-D/2), D = 2
 
-    fig = measure_view.gradient_gap_figure(curves)
+    fig = concentration_figures.gradient_gap_figure(curves)
     assert len(fig.data) == 2 * 3
     for traces, curve in ((fig.data[0:3], first), (fig.data[3:6], second)):
         _band_and_line(traces[:2], curve.grad_U, lengths)
         np.testing.assert_allclose(traces[2].y, curve.grad_V.mean)
 
-    fig = measure_view.self_attention_gap_figure(first, second, query_norm=2.5, sigma=0.5)
+    fig = concentration_figures.self_attention_gap_figure(first, second, query_norm=2.5, sigma=0.5)
     _band_and_line(fig.data[0:2], first.output, lengths)
     _band_and_line(fig.data[2:4], second.output, lengths)
     assert len(fig.data) == 4 and "query in the measure" in fig.data[1].name
 
     paired = {(k, inc): curve for k in (0.5, 1.0) for inc, curve in ((False, first), (True, second))}
-    fig = measure_view.query_in_measure_figure([0.5, 1.0], paired, sigma=0.5, active=1)
+    fig = concentration_figures.query_in_measure_figure([0.5, 1.0], paired, sigma=0.5, active=1)
     assert len(fig.data) == 2 * 4 and _steps(fig) == 2
     for step in (0, 1):
         shown = _panel(fig, step)
@@ -179,14 +181,14 @@ def test_concentration_figures_draw_each_curve_its_interval_and_its_slope(curves
 
     by_law = {("gaussian", s1): first, ("gaussian", s2): second, ("uniform", s1): second, ("uniform", s2): first}
     slopes = {key: -0.5 - i / 10 for i, key in enumerate(by_law)}
-    fig = measure_view.law_gap_figure([s1, s2], ["gaussian", "uniform"], by_law, slopes, norm_U=1, active=0)
+    fig = concentration_figures.law_gap_figure([s1, s2], ["gaussian", "uniform"], by_law, slopes, norm_U=1, active=0)
     assert len(fig.data) == 2 * 2 and _steps(fig) == 2 and "two token laws, ‖U‖ = 1" in fig.layout.title.text
     for step, sigma in enumerate((s1, s2)):
         for trace, kind in zip(_panel(fig, step), ("gaussian", "uniform")):
             np.testing.assert_allclose(trace.y, by_law[(kind, sigma)].output.mean)
             assert trace.name == f"{kind} (slope {slopes[(kind, sigma)]:.2f})"
 
-    fig = measure_view.gap_figure(second, "E_L")
+    fig = concentration_figures.gap_figure(second, "E_L")
     assert len(fig.data) == 2
     _band_and_line(fig.data, second.output, lengths)
 
@@ -195,9 +197,9 @@ def test_concentration_figures_draw_each_curve_its_interval_and_its_slope(curves
     (lambda: measure_view.prompt_error_figure(LENGTHS, [1.0, 0.5], [0.1, 0.1]), "mean_error"),
     (lambda: measure_view.limit_scatter_figure(LENGTHS, []), "pairs"),
     (lambda: measure_view.lln_figure(LENGTHS, {"gaussian": [1.0]}, 5), "rms"),
-    (lambda: measure_view.mean_shift_gap_figure([0, 1], [0], [0], [0], [0.1], length=10, n_prompts=2),
+    (lambda: lemma_figures.mean_shift_gap_figure([0, 1], [0], [0], [0], [0.1], length=10, n_prompts=2),
      "closed_gap"),
-    (lambda: measure_view.one_dimensional_scale_figure(torch.zeros(3, 1), [0.1, 0.2], [{}], active=0,
+    (lambda: lemma_figures.one_dimensional_scale_figure(torch.zeros(3, 1), [0.1, 0.2], [{}], active=0,
                                                           y_range=(-1, 1)), "curves"),
 ])
 def test_bad_input_names_the_argument(call, match):

@@ -33,3 +33,25 @@ def test_the_panel_builds_with_its_buttons():
     built = panel.beyond_panel()
     assert set(built.controls) == {"covariates", "L", "seed", "lr", "steps"}
     assert built.state["run"] is None
+
+
+def test_the_seed_box_message_follows_what_was_typed_last(monkeypatch):
+    from softmax_as_linear.panels import widgets
+
+    monkeypatch.setattr(widgets, "_SAME_ENTRY_SECONDS", 0.0)
+    built = panel.beyond_panel()
+    box = next(c for row in built.children for c in getattr(row, "children", ())
+               if isinstance(c, tp.W.Text) and c.description == "seed")
+    box.value = "-1"
+    assert built.controls["seed"].value == 0 and "-1 is outside [0, 9999]" in built.note.value
+    box._handle_string_msg(None, {"event": "submit"}, None)  # a valid 0 typed over the 0 shown, then Enter
+    assert built.note.value == ""
+    box.value = "x"
+    assert "not a number" in built.note.value
+    box.value = ""  # emptied: the seed shown again, and no warning left
+    assert box.value == "0" and built.note.value == ""
+
+
+def test_no_progress_bar_before_the_first_click():
+    built = panel.beyond_panel()
+    assert built.progress.layout.visibility == "hidden"  # not "trained" beside an empty bar

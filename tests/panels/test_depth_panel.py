@@ -34,3 +34,19 @@ def test_the_title_names_heavy_layers():
     assert "every layer light-tailed" in fig.layout.title.text
     with pytest.raises(ValueError, match="family"):
         panel.family_weights("spirals", 2, 0.1, 0.1)
+
+
+def test_the_advice_names_what_the_explosion_depends_on():
+    """Linear attention's layer maps the covariance through I + V(Gamma + m m^T)U: the mean counts, and centring
+    is offered when it is enough; softmax's I + V Gamma U does not see the mean."""
+    with pytest.raises(ValueError) as caught:
+        panel.layer_figure("rotations", 2, 1.5, 1.5, 100, activation="linear", mean_x=-1.0)
+    assert "explodes by layer 2" in str(caught.value) and "bring the mean m₁ = -1 towards 0" in str(caught.value)
+    panel.layer_figure("rotations", 2, 1.5, 1.5, 100, activation="linear", mean_x=0.0)  # centred: it draws
+    panel.layer_figure("rotations", 2, 1.5, 1.5, 100, activation="softmax", mean_x=-1.0)  # the mean does not count
+    with pytest.raises(ValueError) as caught:
+        panel.layer_figure("expanding", 3, 1.5, 1.5, 100, activation="softmax", mean_x=-1.0)
+    assert "does not depend on the tokens' mean" in str(caught.value) and "mean m₁" not in str(caught.value)
+    with pytest.raises(ValueError) as caught:
+        panel.layer_figure("expanding", 3, 1.5, 1.5, 100, activation="linear", mean_x=-1.0)
+    assert "at m₁ = 0 it explodes too" in str(caught.value)

@@ -63,7 +63,7 @@ def test_sliders_get_a_checked_text_box_instead_of_their_readout(drawn):
 @pytest.mark.parametrize("typed, value, words", [("7", 1.0, "outside [0, 1]; set to 1"),
                                                  ("-3", 0.0, "outside [0, 1]; set to 0"),
                                                  ("abc", 0.5, "“abc” is not a number; the value stays 0.5"),
-                                                 ("nan", 0.5, "is not a number"), ("", 0.5, "is not a number")])
+                                                 ("nan", 0.5, "is not a number")])
 def test_out_of_range_and_non_numbers_are_reported(drawn, typed, value, words):
     panel, _ = drawn
     box = _entry(panel, panel.controls["a"])
@@ -137,3 +137,52 @@ def test_a_typed_value_and_a_failure_are_both_reported(shell):
     panel = widgets.panel({"a": W.FloatSlider(value=0.25, min=0.0, max=1.0, description="a")}, draw)
     _entry(panel, panel.controls["a"]).value = "7"  # clamped to 1, which the computation refuses
     assert "outside" in panel.note.value and "a = 1 has no limit" in panel.note.value
+
+
+def _enter(box):
+    """The reader presses Enter in ``box``: the front end sends "submit", with no change of value when the box holds
+    the text the kernel set."""
+    box._handle_string_msg(None, {"event": "submit"}, None)
+
+
+@pytest.fixture
+def later(monkeypatch):
+    """Each reader's action comes after the moment that ties an Enter to the correction it submitted."""
+    monkeypatch.setattr(widgets, "_SAME_ENTRY_SECONDS", 0.0)
+
+
+def test_a_valid_value_typed_again_after_a_correction_clears_its_message(drawn, later):
+    panel, _ = drawn
+    box = _entry(panel, panel.controls["a"])
+    box.value = "-1"
+    assert panel.controls["a"].value == 0 and "-1 is outside [0, 1]; set to 0" in panel.note.value
+    _enter(box)  # "0" typed over the "0" the box shows: no change of value reaches the kernel, only Enter
+    assert panel.note.value == "" and panel.controls["a"].value == 0
+
+
+def test_the_enter_of_a_correction_keeps_its_message(drawn):
+    panel, _ = drawn
+    box = _entry(panel, panel.controls["a"])
+    box.value = "-1"
+    _enter(box)  # within a moment of the correction: the same entry
+    assert "-1 is outside [0, 1]; set to 0" in panel.note.value
+
+
+def test_an_emptied_box_shows_the_value_again_and_clears_the_previous_warning(drawn, later):
+    panel, _ = drawn
+    box = _entry(panel, panel.controls["a"])
+    box.value = "abc"
+    assert "not a number" in panel.note.value
+    box.value = ""
+    assert box.value == "0.5" and panel.note.value == "" and panel.controls["a"].value == 0.5
+    box.value = "7"
+    box.value = "  "
+    assert box.value == "1" and panel.note.value == ""
+
+
+def test_a_valid_entry_in_another_box_replaces_the_message(drawn, later):
+    panel, _ = drawn
+    _entry(panel, panel.controls["seed"]).value = "-4"
+    assert "outside [0, 10]" in panel.note.value
+    _entry(panel, panel.controls["a"]).value = "0.25"
+    assert panel.note.value == ""

@@ -110,6 +110,19 @@ def test_public_names_resolve_lazily():
     assert {"TrainConfig", "theory", "engine"} <= set(dir(sal))
 
 
+def test_the_public_names_are_those_the_package_docstring_lists():
+    """``dir(sal)`` and the attributes a session finds (tab completion, the API page) are the names the docstring's
+    paragraph "Public names" lists, whatever was loaded before: no helper of ``__init__`` such as ``importlib``."""
+    import softmax_as_linear.experiments.reproduce  # noqa: F401  (loads submodules, which become attributes)
+
+    paragraph = sal.__doc__.partition("Public names")[2].split("\n\n")[0]
+    listed = set(re.findall(r"``(\w+)``", paragraph)) - {"__version__"}
+    public = {name for name in dir(sal) if not name.startswith("_")}
+    assert public == listed and set(sal.__all__) <= listed
+    assert {name for name in vars(sal) if not name.startswith("_")} <= listed
+    assert "importlib" not in public and "VERSION" not in public
+
+
 def test_import_is_light():
     code = ("import sys, softmax_as_linear as sal; import softmax_as_linear.__main__; "
             "print(sorted(m for m in ('torch', 'plotly', 'ipywidgets', 'IPython') if m in sys.modules))")

@@ -206,3 +206,25 @@ def test_sampled_slope_recovers_a_known_rate_and_takes_ragged_samples():
     assert low < slope < high and low <= -1 <= high
     with pytest.raises(ValueError, match="2 samples"):
         depth.sampled_slope(lengths, [s[:1] for s in samples])
+
+
+def test_chapter_7_plane_weight_families():
+    """Quarter turns: V_l U_l = u v R(90°) at every layer; expanding: u I and v I; rotations at scale 0.5 are Section
+    7.2's weights; the first layers are the same at every depth; a bad family or depth is named."""
+    U, V = depth.quarter_turn_weights(4, u=0.8, v=0.5)
+    assert U.shape == V.shape == (4, 2, 2)
+    assert torch.allclose(V @ U, 0.4 * depth.rotation(90).expand(4, 2, 2), atol=1e-12)
+    U, V = depth.family_weights("expanding", 2, 0.6, 0.3)
+    assert torch.equal(U, 0.6 * torch.eye(2, dtype=torch.float64).expand(2, 2, 2))
+    assert torch.equal(V, 0.3 * torch.eye(2, dtype=torch.float64).expand(2, 2, 2))
+    U, V = depth.plane_weights(3)
+    flip = torch.diag(torch.tensor([1.0, -0.6], dtype=torch.float64))
+    assert torch.allclose(U[2], 0.5 * depth.rotation(23 + 2 * 52), atol=0)
+    assert torch.allclose(V[1], 0.5 * depth.rotation(-17 + 74) @ flip, atol=0)
+    assert torch.equal(depth.plane_weights(2)[0], U[:2])
+    R = depth.rotation(30)
+    assert torch.allclose(R @ R.T, torch.eye(2, dtype=torch.float64), atol=1e-15) and math.isclose(R[1, 0], 0.5)
+    with pytest.raises(ValueError, match="family"):
+        depth.family_weights("spirals", 2, 0.1, 0.1)
+    with pytest.raises(ValueError, match="K"):
+        depth.family_weights("expanding", 0, 0.1, 0.1)

@@ -1,5 +1,5 @@
 r"""Chapter 6's sweeps read run by run: when each (seed, ``L``, model) stopped moving, and whether it still moves
-at the end of training.
+at the end of training; and a paper-scale sweep read as a whole for the chapter's claims (:func:`paper_reading`).
 
 A sweep of :func:`~softmax_as_linear.experiments.beyond_gaussian.beyond_experiment` (run in the chapter or read from
 its saved file) records, for every seed, length ``L`` and model of :data:`MODELS` (softmax and linear attention at
@@ -19,11 +19,12 @@ run share their held-out prompts, so a change between two records is read agains
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
-from ..core import checks
-from .trajectory import TrajectoryReading, read_risks
+from ..core import checks, stats
+from .trajectory import TrajectoryReading, moving_false_alarm, read_risks
 
 #: The models of a Chapter 6 sweep, in the order of the reading's last axis.
 MODELS = ("softmax", "linear", "softmax_limit", "linear_limit")
@@ -59,3 +60,91 @@ def read_sweep(run: dict, k: float = 3.0) -> TrajectoryReading:
 
 
 __all__ = ["MODELS", "read_sweep", "record_risks"]
+
+
+@dataclass(frozen=True)
+class PaperReading:
+    """What Chapter 6 checks on a paper-scale sweep (:func:`paper_reading`); ``text`` says it, line by line.
+
+    ``tracking_intervals``: each seed's interval of the exponent of L of the softmax run's distance to its limit;
+    ``false_alarm_chance``: the probability of at least as many runs flagged as still moving by chance alone;
+    ``above_share``: interval of the share of seeds where softmax minus linear attention (paired) exceeds 3 standard
+    errors at the largest L; ``above_up_to_1000``: whether it does at every L <= 1000 in every seed;
+    ``outlasts_in_settled``: whether that surplus exceeds the last quarter's fall by 3 standard errors at every L in
+    every settled seed (a seed whose every run settles before the last quarter of training);
+    ``excess_slope_highs``: each seed's upper end of the interval of the log-log slope of softmax minus the L-Bayes
+    risk over L >= 100."""
+
+    text: str
+    tracking_intervals: list
+    false_alarm_chance: float
+    above_share: tuple
+    above_up_to_1000: bool
+    outlasts_in_settled: bool
+    excess_slope_highs: list
+
+
+def paper_reading(data: dict, covariate: str, k: float = 3.0) -> PaperReading:
+    """A paper-scale Chapter 6 sweep (its saved file, :func:`~softmax_as_linear.experiments.result_files.saved_beyond`)
+    read as a whole for the chapter: the tracking exponents, every run read by :func:`read_sweep` (``k`` standard
+    errors), the paired surplus of softmax over linear attention against the last quarter's fall, softmax minus the
+    L-Bayes risk, and the distances to the two infinite-prompt limits."""
+    tracking, final, where = data["tracking"], data["final"], data["provenance"]
+    lengths, seeds, n = np.array(final["lengths"]), tracking["seeds"], len(tracking["seeds"])
+    soft = tracking["slopes"]["softmax"]
+    mean, low, high = stats.mean_interval(soft["per_seed"])                     # spread between the seeds
+    lines = [f"{covariate}: {n} seeds, L up to {lengths[-1]}, {where['settings']['steps']:,} steps, on {where['device_name']};",
+             f"  softmax distance to its limit: exponent, mean of the seeds' {mean:.2f} [{low:.2f}, {high:.2f}]"]
+    # every run read as a whole: the late seeds are those with a run that settles in the last quarter
+    reading = read_sweep(data, k)
+    times = np.array(data["times"])
+    settles = times[reading.settled_index.reshape(n, -1).max(1)]                  # (seeds,) the latest run of each seed
+    late = settles > 0.75 * times[-1]
+    flagged, tests = int(reading.moving.sum()), reading.moving.size
+    chance = stats.chance_of_at_least(flagged, tests, moving_false_alarm(k))
+    lines += [f"  read as a whole: {flagged} of {tests} runs flagged as still moving at the end (probability of as many"
+              f" false alarms {chance:.2f});",
+              f"  seeds whose latest run settles in the last quarter: {[seeds[s] for s in np.flatnonzero(late)]}"
+              f" (at t = {', '.join(f'{t:g}' for t in settles[late])} of {times[-1]:g})"]
+    # softmax above linear attention, paired on the same prompts
+    difference, difference_se = np.array(final["paired_difference"]), np.array(final["paired_difference_se"])
+    above = difference[:, -1] > 3 * difference_se[:, -1]
+    share = stats.proportion_interval(int(above.sum()), n)
+    up_to_1000 = bool((difference > 3 * difference_se)[:, lengths <= 1000].all())
+    lines.append(f"  softmax - linear at L = {lengths[-1]}: {np.median(difference[:, -1]):+.4f} (median s.e."
+                 f" {np.median(difference_se[:, -1]):.4f}), above 3 s.e. in {int(above.sum())} of {n} seeds"
+                 f" [{share[0]:.2f}, {share[1]:.2f}]; at every L <= 1000 in every seed: {up_to_1000}")
+    # does the surplus outlast the last quarter's fall? softmax's fall over the last quarter against it, seed by seed
+    moved = np.abs(reading.fall["quarter"][:, :, 0])                              # (seeds, lengths), softmax
+    outlasts = difference - moved > 3 * difference_se
+    lines += [f"  surplus beyond the last quarter's fall by 3 s.e., at every L: in {int(outlasts[~late].all(1).sum())} of"
+              f" the {int((~late).sum())} settled seeds; at L = {lengths[-1]} in {int(outlasts[late, -1].sum())} of the"
+              f" {int(late.sum())} late ones",
+              f"  (their fall over the last quarter at L = {lengths[-1]}: up to {moved[late, -1].max():.4f})"]
+    # softmax minus the L-Bayes risk, seed by seed
+    excess = np.array(final["risk"]["softmax"]) - np.array(final["bayes"])
+    tail = lengths >= 100
+    fits = [stats.loglog_slope(lengths[tail], row[tail]) for row in excess]
+    settled_fit = stats.loglog_slope(lengths[tail], excess[~late].mean(0)[tail])
+    to_optimum = np.array(final["risk"]["linear"]) / np.array(final["linear_exact"]) - 1
+    lines += [f"  softmax - L-Bayes (median): {np.median(excess[:, lengths == 100]):.4f} (L = 100),"
+              f" {np.median(excess[:, -1]):.4f} (L = {lengths[-1]}); exponent over L >= 100 of the settled seeds' mean"
+              f" {settled_fit.slope:.2f}, per seed {min(f.slope for f in fits):.2f} to {max(f.slope for f in fits):.2f};",
+              f"  trained linear attention within {np.abs(to_optimum).max():.1%} of R*_lin(L)"]
+    # the question of Section 6.6: closer to its own limit than the two limits are apart?
+    sup, apart = np.array(tracking["sup"]["softmax"]), np.array(tracking["limits_sup"])   # (seeds, lengths), (seeds,)
+    closer = sup < apart[:, None]
+    lines += ["  softmax run closer to its own limit than the two limits are apart: in "
+              + ", ".join(f"{int(closer[:, j].sum())} (L = {L})" for j, L in enumerate(lengths) if L >= 300)
+              + f" of {n} seeds;",
+              f"  at L = {lengths[-1]} the median distance to its limit {np.median(sup[:, -1]):.1e}, the median"
+              f" distance between the limits {np.median(apart):.1e} (seeds {[seeds[s] for s in np.flatnonzero(late)]}: "
+              + ", ".join(f"{a:.1e}" for a in apart[late]) + ")"]
+    limits, floor = data["limits"], where["settings"]["noise_var"] / 2             # s^2/2, the risk's floor
+    lines += ["  infinite-prompt models, R_inf - s^2/2: softmax limit "
+              + ", ".join(f"{r - floor:.1e}" for r in limits["risk"]["softmax_limit"]) + ";",
+              "  linear limit " + ", ".join(f"{r - floor:.1e}" for r in limits["risk"]["linear_limit"])]
+    return PaperReading(text="\n".join(lines), tracking_intervals=[tuple(i) for i in soft["per_seed_interval"]],
+                        false_alarm_chance=chance, above_share=tuple(share), above_up_to_1000=up_to_1000,
+                        outlasts_in_settled=bool(outlasts[~late].all()),
+                        excess_slope_highs=[f.interval()[1] for f in fits])

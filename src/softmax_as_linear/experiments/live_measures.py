@@ -1,7 +1,8 @@
 r"""The data the live panels of Chapters 1 and 2 draw: prompts against their token law, and Lemma 2.1 in the plane.
 
-Each function returns the keyword arguments of its builder in :mod:`~softmax_as_linear.figures.measure_view`
-(:func:`prompt_against_law` for ``measure_view_figure``, :func:`lemma_in_the_plane` for ``lemma_figure``), so a
+Each function returns the keyword arguments of its builder (:func:`prompt_against_law` for
+:func:`~softmax_as_linear.figures.measure_view.measure_view_figure`, :func:`lemma_in_the_plane` for
+:func:`~softmax_as_linear.figures.lemma_2_1.lemma_figure`), so a
 panel draws ``builder(**data)``. Plane points are ``(n, 2)`` float64 tensors; every draw has a fixed seed, so the
 same setting always gives the same figure.
 """

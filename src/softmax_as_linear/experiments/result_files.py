@@ -14,19 +14,115 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
   them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
 
 :func:`load_result` loads any of the JSON files by name and, when it is missing or damaged, names the command that
-writes it (:func:`command_for`).
+writes it (:func:`command_for`); a damaged file that the repository holds is also named with the ``git checkout`` that
+restores it. A file written by a run stopped at its time limit (``"complete": false``) is refused by the loaders a
+claim reads (``required=True`` and :func:`load_result`) with a :class:`PartialResultError` that says how far it went
+and the command that finishes it; the others return it as it is, and the figures drawn from it say "partial".
 """
 from __future__ import annotations
 
+import json
+import os
 import pathlib
 import re
+import subprocess
 
 from ..core import checks
-from ..core.artifacts import DamagedFileError, find_result, load_json
+from ..core.artifacts import ENV_VAR, DamagedFileError, find_result, load_json, results_folder
 from ..core.artifacts import load_result as _load_result
 from ..registry import CONCENTRATION_FIGURES, COVARIATES, PRESETS, SAMPLERS, TRAINING_FIGURES
 
 COMMAND = "python -m softmax_as_linear reproduce"
+
+
+class PartialResultError(RuntimeError):
+    """A result file written by a run stopped before its end (``"complete": false``), asked for by a reader that needs
+    the whole run: the message names the file, how far it went (:func:`progress`), the command that finishes it (it
+    resumes from its checkpoint) and, when there is one, the complete copy to read instead. ``path``: the file."""
+
+    def __init__(self, path, data: dict, command: str):
+        self.path = pathlib.Path(path).absolute()
+        committed = _committed(self.path)
+        if committed is not None:
+            instead = f", or restore the committed file with\n    git -C {committed[0]} checkout -- {committed[1]}"
+        elif os.environ.get(ENV_VAR) and self.path.parent == results_folder().absolute():
+            instead = f", or unset {ENV_VAR} to read the course's own copy"
+        else:
+            instead = ""
+        super().__init__(f"{self.path} is partial ({progress(data)}): run\n    {command} --out {self.path.parent}\n"
+                         f"again to finish it (it resumes from its checkpoint){instead}")
+
+
+def progress(data: dict) -> str:
+    """How far the run behind a result file went: ``"step 1,100 of 4,000"``; for Chapter 7's file, whose sweep is
+    followed by its warm stage, once the sweep is complete: ``"the sweep complete, its warm stage at step 500 of
+    2,000"`` (``"..., its warm stage not started"`` before it starts)."""
+    if data.get("main_complete") and data.get("experiment") == "depth_regression":
+        warm = data.get("warm")
+        return "the sweep complete, its warm stage not started" if not warm else \
+            f"the sweep complete, its warm stage at {_steps(warm, warm.get('settings', {}))}"
+    return _steps(data, (data.get("provenance") or {}).get("settings") or {})
+
+
+def _steps(data: dict, settings: dict) -> str:
+    steps = data.get("steps")
+    last = steps[-1] if isinstance(steps, list) and steps else steps
+    total = settings.get("steps")
+    if not isinstance(last, int):
+        return "stopped before its end"
+    return f"step {last:,}" + (f" of {total:,}" if isinstance(total, int) else "")
+
+
+def damaged_advice(path, command: str) -> str:
+    """What to do about the damaged result file ``path`` that ``command`` writes: restore it with ``git checkout``
+    when the repository holds it (with the time its rerun took, from the committed copy), or write it again."""
+    rerun = f"write it again with\n    {command}"
+    committed = _committed(pathlib.Path(path).absolute())
+    if committed is None:
+        return f"delete it and {rerun}"
+    top, relative = committed
+    took = ""
+    try:
+        origin = json.loads(_git(top, "show", f"HEAD:{relative}") or "").get("provenance") or {}
+        device = origin.get("device_name") or origin.get("device")
+        took = f" (the committed run took {float(origin['wall_seconds']) / 60:.0f} min" + (f" on {device})" if device else ")")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        pass
+    return f"the repository holds it: restore the committed file with\n    git -C {top} checkout -- {relative}\nor {rerun}{took}"
+
+
+def _committed(path: pathlib.Path) -> tuple[str, str] | None:
+    """``(repository, path inside it)`` when a git repository tracks the file ``path``, else None."""
+    top = _git(path.parent, "rev-parse", "--show-toplevel")
+    if top is None or not path.resolve().is_relative_to(pathlib.Path(top).resolve()):
+        return None
+    relative = path.resolve().relative_to(pathlib.Path(top).resolve()).as_posix()
+    return (top, relative) if _git(top, "ls-files", "--error-unmatch", "--", relative) is not None else None
+
+
+def _git(folder, *args: str) -> str | None:
+    try:
+        done = subprocess.run(["git", *args], cwd=folder, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout.strip() if done.returncode == 0 else None
+
+
+def _read(filename: str, folder, command: str, required: bool) -> dict | None:
+    """The result file ``filename`` (``folder``, else the results folder, then the shipped copy): ``None`` when it is
+    missing (with ``required``, a ``FileNotFoundError`` naming the command that writes it), a
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` with :func:`damaged_advice` when it cannot be read,
+    and with ``required`` a :class:`PartialResultError` when its run stopped before its end."""
+    path = find_result(filename, folder)
+    if path is None:
+        return _load_result(filename, folder, command=command) if required else None  # the former raises
+    try:
+        data = load_json(path)
+    except DamagedFileError as error:
+        raise error.advise(damaged_advice(path, command)) from None
+    if required and data.get("complete", True) is False:
+        raise PartialResultError(path, data, command)
+    return data
 
 
 def sweep_stem(covariance: str, preset: str, sampler: str = "paper") -> str:
@@ -59,12 +155,11 @@ def saved_figure(name: str, preset: str = "paper", folder=None, required: bool =
     """The artifact ``<name>_<preset>.json`` written by the reproduction command, from ``folder`` or by
     default from the results folder, then the copy shipped with the package
     (:func:`~softmax_as_linear.core.artifacts.find_result`). When it has not been generated yet: ``None``,
-    or with ``required`` a ``FileNotFoundError`` naming the file and the command that writes it."""
+    or with ``required`` a ``FileNotFoundError`` naming the file and the command that writes it. A partial file
+    (a run stopped at its time limit) is returned as it is (its figure says so), or with ``required`` (what a claim
+    reads) refused with a :class:`PartialResultError`."""
     checks.one_of("figure", name, (*TRAINING_FIGURES, *CONCENTRATION_FIGURES))
-    filename = figure_file(name, preset, sampler)
-    if required:
-        return _load_result(filename, folder, command=figure_command(name, preset, sampler))
-    return _load_if_there(filename, folder, figure_command(name, preset, sampler))
+    return _read(figure_file(name, preset, sampler), folder, figure_command(name, preset, sampler), required)
 
 
 # Chapter 6 ------------------------------------------------------------------------------------------------------
@@ -146,10 +241,11 @@ def reduced_runs(covariates: str, preset: str, folder=None) -> list[str]:
 def saved_beyond(covariates: str, preset: str = "paper", folder=None) -> dict | None:
     """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale: ``beyond_<covariates>_<preset>.json`` when the preset's
     run has been made, else the largest reduced run of that preset (:func:`reduced_runs`; its file's ``run`` and
-    ``overrides`` say what changed), else ``None`` (:func:`beyond_command` writes it)."""
+    ``overrides`` say what changed), else ``None`` (:func:`beyond_command` writes it). A partial file is returned as
+    it is (``"complete": false``: its figures say so, and Chapter 6 checks no claim on it)."""
     run = preset if find_result(beyond_file(covariates, preset), folder) is not None else next(
         iter(reduced_runs(covariates, preset, folder)), preset)
-    data = _load_if_there(beyond_file(covariates, run), folder, beyond_command(covariates, run))
+    data = _read(beyond_file(covariates, run), folder, beyond_command(covariates, run), required=False)
     return None if data is None else beyond_with_current_names(data)
 
 
@@ -204,10 +300,10 @@ def depth_command(run: str = "lecture") -> str:
 
 def saved_depth(run: str = "lecture", folder=None, required: bool = False) -> dict | None:
     """The saved Chapter 7 regression result ``depth_<run>.json`` (results folder, then the shipped copy): ``None``
-    when it has not been written, or with ``required`` a ``FileNotFoundError`` naming the command that writes it."""
-    if required:
-        return _load_result(depth_file(run), folder, command=depth_command(run))
-    return _load_if_there(depth_file(run), folder, depth_command(run))
+    when it has not been written, or with ``required`` a ``FileNotFoundError`` naming the command that writes it.
+    With ``required`` (what Chapter 7 reads), a partial file (the sweep or its warm stage stopped at a time limit)
+    is refused with a :class:`PartialResultError` naming how far it went and the command that finishes it."""
+    return _read(depth_file(run), folder, depth_command(run), required)
 
 
 # Any file ----------------------------------------------------------------------------------------------------------
@@ -230,16 +326,7 @@ def command_for(filename: str) -> str:
 
 
 def load_result(filename: str, folder=None) -> dict:
-    """The result file ``filename`` (results folder, then the shipped copy); a ``FileNotFoundError`` or
-    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` names it and the command that writes it."""
-    return _load_result(filename, folder, command=command_for(filename))
-
-
-def _load_if_there(filename: str, folder, command: str) -> dict | None:
-    path = find_result(filename, folder)
-    if path is None:
-        return None
-    try:
-        return load_json(path)
-    except DamagedFileError as error:
-        raise error.advise(f"delete it and write it again with\n    {command}") from None
+    """The result file ``filename`` (results folder, then the shipped copy); a ``FileNotFoundError``,
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` or :class:`PartialResultError` names it and the
+    command that writes (or finishes) it."""
+    return _read(filename, folder, command_for(filename), required=True)

@@ -24,17 +24,6 @@ from .paper import _RISK_AXIS_TICKS, _inside_legend, _room_for_slider, _seed_tra
 MODEL_NAMES = {"softmax": "softmax attention", "linear": "linear attention"}
 
 
-def _legend_below(fig: go.Figure, rows: int) -> go.Figure:
-    """Put the legend under the x-axis title, on ``rows`` lines of room added below the axes (for figures
-    whose curves fill every corner, where a legend inside the axes would hide data)."""
-    room = 30 + 22 * rows
-    margin = fig.layout.margin.b if fig.layout.margin.b is not None else 60
-    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.16, yanchor="top",
-                                  bgcolor="rgba(255,255,255,0)", font=dict(size=11)),
-                      margin=dict(b=margin + room), height=(fig.layout.height or 430) + room)
-    return fig
-
-
 def tilted_entry_figure(b, means: dict, title: str = "Tilted mean of one input entry") -> go.Figure:
     """:math:`k'_\\lambda(b)` against :math:`b` for each law of ``means`` (covariate law -> values at ``b``)."""
     fig = style.new_figure(title, "tilt b", "k′(b): mean of ξ weighted by exp(bξ)")
@@ -80,7 +69,7 @@ def block_flow_figure(flows: dict, drift: dict | None = None, noise_var: float =
     if drift is not None:
         fig.add_trace(go.Scatter(x=drift["times"], y=_values(drift["excess"]), mode="lines",
                                  name="uniform, predicted K(24Kt)^(−2/3)", line=dict(color="#444", dash="dash")))
-    return _legend_below(fig, rows=4)
+    return style.legend_below(fig, rows=4)
 
 
 def tracking_figure(tracking: dict, title: str | None = None) -> go.Figure:
@@ -106,7 +95,7 @@ def tracking_figure(tracking: dict, title: str | None = None) -> go.Figure:
     limits = np.asarray(tracking["limits_sup"])
     fig.add_trace(style.band([lengths[0], lengths[-1]], [limits.min()] * 2, [limits.max()] * 2, style.COLORS["theory"],
                              name="softmax limit – linear limit (range of seeds)", showlegend=True))
-    return _legend_below(fig, rows=4)
+    return style.legend_below(fig, rows=4)
 
 
 def tracking_time_figure(tracking: dict, seed_index: int = 0, title: str | None = None) -> go.Figure:

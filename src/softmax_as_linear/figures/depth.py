@@ -52,11 +52,12 @@ def layer_cloud_figure(tokens, means, covs, queries=None, limit_queries=None, *,
             traces.append(go.Scatter(x=xy(r)[0], y=xy(r)[1], mode="markers", name="queries, recursion",
                                      marker=dict(color=style.COLORS["theory"], size=7, symbol="x")))
         panels.append((str(layer), traces))
-    return style.slider_figure(panels, slider_label="layer ℓ", active=len(panels) - 1,
-                               title=title or "Tokens after ℓ layers against the Gaussian recursion",
-                               xtitle="first coordinate", ytitle="second coordinate",
-                               xaxis=dict(range=list(x_range)), yaxis=dict(range=list(y_range), scaleanchor="x"),
-                               height=500)
+    fig = style.slider_figure(panels, slider_label="layer ℓ", active=len(panels) - 1,
+                              title=title or "Tokens after ℓ layers against the Gaussian recursion",
+                              xtitle="first coordinate", ytitle="second coordinate",
+                              xaxis=dict(range=list(x_range)), yaxis=dict(range=list(y_range), scaleanchor="x"),
+                              height=500)
+    return style.legend_above(fig, rows=2 if queries is None else 3)
 
 
 def depth_gap_figure(lengths, estimates: dict[str, Estimate], *, n_prompts: int) -> go.Figure:
@@ -81,7 +82,7 @@ def estimates_against_length(lengths, estimates: dict[str, Estimate], *, title: 
     first = next(iter(estimates.values())).mean[0]
     fig.add_trace(go.Scatter(x=lengths, y=first * lengths[0] / lengths, mode="lines", name="slope −1",
                              line=dict(color=style.COLORS["noise"], dash="dash")))
-    return fig
+    return style.legend_below(fig, rows=1 + len(estimates) // 3)
 
 
 def tail_index_figure(indices: dict[str, np.ndarray]) -> go.Figure:
@@ -93,18 +94,20 @@ def tail_index_figure(indices: dict[str, np.ndarray]) -> go.Figure:
                                  line=dict(color=style.SEQUENCE[index % len(style.SEQUENCE)])))
     fig.add_hline(y=0.5, line=dict(color=style.COLORS["noise"], dash="dash"),
                   annotation_text="a = 1/2: heavier above", annotation_position="top left")
-    return fig
+    return style.legend_below(fig, rows=len(indices))
 
 
 def separation_figure(finite_gap, finite_se, recursion_gap, *, length: int, n_prompts: int) -> go.Figure:
-    """Size of the softmax-minus-linear difference of the query after each layer: the finite networks on the same
-    prompts (mean norm over ``n_prompts``, two standard errors) and the two recursions. Arrays ``(K + 1,)``."""
+    """Size of the softmax-minus-linear difference of the query after each layer (tokens of non-zero mean): the finite
+    networks on the same prompts (mean norm over ``n_prompts``, two standard errors) and the two recursions (mean
+    over the same queries). Arrays ``(K + 1,)``."""
     layers = np.arange(len(recursion_gap))
-    fig = style.new_figure("Softmax and linear deep networks separate layer by layer (non-zero mean)", "layer ℓ",
-                           "‖z_q⁽ˡ⁾(softmax) − z_q⁽ˡ⁾(linear)‖, averaged over queries")
+    # the y title is kept within the axes' height: a longer one ran into the figure's title
+    fig = style.new_figure("Softmax and linear networks separate layer by layer", "layer ℓ",
+                           "mean ‖z_q⁽ˡ⁾(softmax) − z_q⁽ˡ⁾(linear)‖")
     fig.add_trace(go.Scatter(x=layers, y=recursion_gap, mode="lines+markers", name="the two recursions",
                              line=dict(color=style.COLORS["theory"], width=2.5)))
     fig.add_trace(go.Scatter(x=layers, y=finite_gap, mode="markers", name=f"finite networks, L = {length:,}",
                              error_y=dict(type="data", array=2 * np.asarray(finite_se)),
                              marker=dict(color=style.COLORS["softmax"], size=9)))
-    return fig
+    return style.legend_below(fig, rows=2)

@@ -39,4 +39,4 @@ def depth_risk_figure(summary: dict, references: dict, warm_risk=None) -> go.Fig
                                  error_y=dict(type="data", array=2 * se),
                                  line=dict(color=style.COLORS["softmax"], dash="dash"),
                                  marker=dict(symbol="diamond", size=10)))
-    return fig
+    return style.legend_below(fig, rows=5)

@@ -1,4 +1,5 @@
-"""Plane geometry of the measure-view chapters (1 and 2): rotations, ellipses, points as x/y coordinates to plot."""
+"""Plane geometry of the figures: ellipses, points as x/y coordinates to plot, axes, and the plane rotation (defined in
+:mod:`~softmax_as_linear.theory.depth` with Chapter 7's plane weights, which the theory layer needs)."""
 from __future__ import annotations
 
 import math
@@ -7,13 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..core import checks
-
-
-def rotation(degrees: float, dtype=torch.float64) -> Tensor:
-    r"""The ``(2, 2)`` rotation by ``degrees``, :math:`\begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}`."""
-    angle = math.radians(checks.number("degrees", degrees))
-    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=dtype)
+from ..theory.depth import rotation  # noqa: F401  (the plane rotation, defined with Chapter 7's plane weights)
 
 
 def ellipse(center, cov, n_sd: float = 1.0, n: int = 61) -> Tensor:
@@ -34,3 +29,9 @@ def xy(points, decimals: int = 4) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"points must have shape (n, 2), got {points.shape}")
     points = np.round(points, decimals)
     return points[:, 0], points[:, 1]
+
+
+def plane_axes(x_range, y_range, **yaxis) -> dict:
+    """Layout of a plane figure's axes with the ranges ``x_range`` and ``y_range`` (``yaxis``: more y-axis settings,
+    ``scaleanchor="x"`` for equal scales)."""
+    return dict(xaxis=dict(range=list(x_range)), yaxis=dict(range=list(y_range), **yaxis))

@@ -161,6 +161,44 @@ def slider_figure(panels: Sequence[tuple[str, Sequence[go.BaseTraceType]]], *, s
     return fig
 
 
+def legend_below(fig: go.Figure, rows: int) -> go.Figure:
+    """Put the legend under the x-axis title, horizontal, on ``rows`` lines of room added below the axes (the axes
+    keep their height): at a phone's width a legend at the right would take half of it from the axes, and one
+    inside them would hide data. ``rows``: the lines the legend takes in the book's text column."""
+    room = 30 + 22 * rows
+    margin = fig.layout.margin.b if fig.layout.margin.b is not None else 60
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=-0.16, yanchor="top",
+                                  bgcolor="rgba(255,255,255,0)", font=dict(size=11)),
+                      margin=dict(b=margin + room), height=(fig.layout.height or 430) + room)
+    return fig
+
+
+def legend_above(fig: go.Figure, rows: int) -> go.Figure:
+    """Put the legend between the title and the axes, horizontal, on ``rows`` lines of room added above the axes
+    (for a figure whose slider holds the room below them); the title moves to the top edge."""
+    room = 10 + 22 * rows
+    margin = fig.layout.margin.t if fig.layout.margin.t is not None else 60
+    fig.update_layout(legend=dict(orientation="h", x=0, xanchor="left", y=1.02, yanchor="bottom",
+                                  bgcolor="rgba(255,255,255,0)", font=dict(size=11)),
+                      title=dict(y=1, yanchor="top", yref="container", pad=dict(t=12)),
+                      margin=dict(t=margin + room), height=(fig.layout.height or 430) + room)
+    return fig
+
+
+_WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+
+
+def in_words(count: int) -> str:
+    """A count in words up to ten (``"three"``), in figures beyond (``"1,000"``)."""
+    return _WORDS[count] if count < len(_WORDS) else f"{count:,}"
+
+
+def check_count(name: str, values, expected: int) -> None:
+    """A ``ValueError`` naming ``name`` unless it holds ``expected`` entries (one per slider step or length)."""
+    if len(values) != expected:
+        raise ValueError(f"{name} must hold {expected} entries (one per slider step or length), got {len(values)}")
+
+
 def band(x, low, high, color: str, name: str = "", opacity: float = 0.18, showlegend: bool = False) -> go.Scatter:
     """A filled band between ``low`` and ``high`` (for confidence intervals)."""
     x = np.asarray(x)

@@ -12,7 +12,7 @@ import math
 import ipywidgets as W
 import torch
 
-from ..figures import measure_view
+from ..figures import concentration
 from ..registry import LAW_KINDS
 from ..theory import concentration as conc
 from ..theory.measures import OutsideTiltDomain, TokenLaw
@@ -43,7 +43,7 @@ def gap_panel(U: torch.Tensor, V: torch.Tensor, *, lengths=GRID, n_prompts: int 
                 f"{0.95 * product * math.sqrt(2) / error.largest:.2g} these queries pass). No σ > 0 passes for "
                 "every Gaussian query: see the exercise on Laplace tokens.") from None
         slope, se = curve.slope()
-        return measure_view.gap_figure(curve, f"{law} tokens, σ = {sigma:.2g}, ‖U‖ = {norm_U:.2g}: "
+        return concentration.gap_figure(curve, f"{law} tokens, σ = {sigma:.2g}, ‖U‖ = {norm_U:.2g}: "
                                               f"slope {slope:.2f} ± {se:.2f}")
 
     controls = {

@@ -6,31 +6,48 @@ import math
 import ipywidgets as W
 import torch
 
-from ..core import checks
 from ..figures import depth as figures
-from ..figures.geometry import rotation
 from ..theory import depth
+from ..theory.depth import family_weights
 from . import widgets
 
-FAMILIES = ("quarter turns", "expanding", "rotations")
+FAMILIES = depth.PLANE_FAMILIES
 _SCORE_BUDGET = 6e7  # prompts x (K - 1) x L^2 scores the panel computes at most (about a second on a laptop)
 _PROMPTS = 4
 
 
-def family_weights(family: str, K: int, u: float, v: float) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""Plane weights ``(K, 2, 2)`` of one of Chapter 7's families: quarter turns :math:`U_\ell = uR(\theta_\ell)`,
-    :math:`V_\ell = vR(90° - \theta_\ell)`; expanding :math:`U_\ell = uI`, :math:`V_\ell = vI`; rotations
-    :math:`U_\ell = uR(\theta_\ell)`, :math:`V_\ell = vR(\varphi_\ell)\operatorname{diag}(1, -0.6)`."""
-    checks.one_of("family", family, FAMILIES)
-    if family == "expanding":
-        eye = torch.eye(2, dtype=torch.float64)
-        return torch.stack([u * eye] * K), torch.stack([v * eye] * K)
-    angles = [17 + 63 * k for k in range(K)] if family == "quarter turns" else [23 + 52 * k for k in range(K)]
-    U = torch.stack([u * rotation(a) for a in angles])
-    if family == "quarter turns":
-        return U, torch.stack([v * rotation(90 - a) for a in angles])
-    flip = torch.diag(torch.tensor([1.0, -0.6], dtype=torch.float64))
-    return U, torch.stack([v * rotation(-17 + 74 * k) @ flip for k in range(K)])
+#: The largest token variance the panel draws (beyond it the clouds are too spread to show anything).
+_LARGEST_VARIANCE = 1e4
+
+
+def _exploding_layer(path) -> int | None:
+    """The first layer whose token covariance has a variance above :data:`_LARGEST_VARIANCE` (or is not finite)."""
+    spread = torch.linalg.eigvalsh(path.covs).amax(-1)
+    exploded = ~torch.isfinite(spread) | (spread > _LARGEST_VARIANCE)
+    return int(exploded.nonzero()[0]) if exploded.any() else None
+
+
+def explosion_advice(layer: int, activation: str, mean_x: float, U: torch.Tensor, V: torch.Tensor) -> str:
+    r"""What the covariance's explosion by ``layer`` depends on, from the recursion
+    (:func:`~softmax_as_linear.theory.depth.layer_affine_map`): each layer maps :math:`\Gamma` to
+    :math:`A\Gamma A^\top`, with :math:`A = I + V\Gamma U` for softmax (the mean does not enter) and
+    :math:`A = I + V(\Gamma + mm^\top)U` for linear attention (the mean's outer product weighs as much as the
+    covariance). For linear attention with :math:`m \neq 0`, the advice says whether centring the tokens
+    (:math:`m_1 = 0`, the same weights) keeps the recursion drawable."""
+    start = f"the token covariance explodes by layer {layer} (largest variance above 10⁴): "
+    if activation == "softmax":
+        return start + ("softmax attention maps it through A = I + VΓU, which does not depend on the tokens' mean: "
+                        "lower the scale of U or of V, or the number of layers")
+    start += ("linear attention maps it through A = I + V(Γ + m mᵀ)U, which depends on the tokens' mean m through "
+              "m mᵀ as much as on their covariance Γ: ")
+    if mean_x == 0:
+        return start + "lower the scale of U or of V, or the number of layers"
+    centred = torch.zeros(2, dtype=torch.float64)
+    eye = torch.eye(2, dtype=torch.float64)
+    if _exploding_layer(depth.gaussian_recursion(centred, eye, centred, U, V, activation)) is None:
+        return start + (f"bring the mean m₁ = {mean_x:g} towards 0 (at m₁ = 0 it stays below 10⁴), or lower the scale "
+                        "of U or of V, or the number of layers")
+    return start + "lower the scale of U or of V, or the number of layers (at m₁ = 0 it explodes too)"
 
 
 def layer_figure(family: str, K: int, u: float, v: float, L: int, activation: str = "softmax", mean_x: float = 0.0,
@@ -44,11 +61,9 @@ def layer_figure(family: str, K: int, u: float, v: float, L: int, activation: st
     U, V = family_weights(family, K, u, v)
     mean = torch.tensor([mean_x, 0.0], dtype=torch.float64)
     path = depth.gaussian_recursion(mean, torch.eye(2, dtype=torch.float64), mean, U, V, activation)
-    spread = torch.linalg.eigvalsh(path.covs).amax(-1)
-    if not torch.isfinite(spread).all() or float(spread.max()) > 1e4:
-        layer = int((~torch.isfinite(spread) | (spread > 1e4)).nonzero()[0])
-        raise ValueError(f"the token covariance explodes by layer {layer} (largest variance above 10⁴): "
-                         "lower the scale of U or of V, or the number of layers")
+    layer = _exploding_layer(path)
+    if layer is not None:
+        raise ValueError(explosion_advice(layer, activation, mean_x, U, V))
     finite, path = depth.layer_outputs(mean, torch.eye(2, dtype=torch.float64), U, V, L, _PROMPTS, seed, activation)
     indices = depth.path_tail_indices(path, U)
     heavy = [str(k + 1) for k in range(K) if float(indices[k]) >= 0.5]

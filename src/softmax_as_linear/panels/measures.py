@@ -13,7 +13,7 @@ import ipywidgets as W
 import torch
 
 from ..experiments import live_measures
-from ..figures import measure_view
+from ..figures import lemma_2_1, measure_view
 from ..figures.geometry import rotation
 from ..registry import LAW_KINDS, LAW_NAMES
 from ..theory.measures import OutsideTiltDomain, TokenLaw
@@ -56,7 +56,7 @@ def lemma_panel(circle: torch.Tensor, *, title: str = "Lemma 2.1, live") -> widg
         covariance = R @ torch.diag(torch.tensor([eig1, eig2], dtype=torch.float64)) @ R.T
         law = TokenLaw("gaussian", torch.tensor([m1, m2], dtype=torch.float64), covariance)
         z = torch.tensor([z1, z2], dtype=torch.float64)
-        return measure_view.lemma_figure(**live_measures.lemma_in_the_plane(law, z, u_scale * rotation(u_angle),
+        return lemma_2_1.lemma_figure(**live_measures.lemma_in_the_plane(law, z, u_scale * rotation(u_angle),
                                                                             rotation(v_angle), circle))
 
     def slider(description, value, low, high, step):

@@ -156,8 +156,9 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
     """Controls, *Train* and *Stop* buttons, a progress bar and the figure ``draw(result)``.
 
     ``make_config(**values)`` builds the sweep from the control values. Whatever fails (building the
-    sweep, training, drawing) shows in the message line, with the status of the last run cleared; a
-    ``ValueError`` is a setting that cannot be computed. Nothing trains until *Train* is clicked; *Stop*,
+    sweep, training, drawing) shows in the message line, with the status of the last run cleared, until a control
+    changes or *Train* is clicked again; a ``ValueError`` is a setting that cannot be computed. The progress bar shows
+    from the first click. Nothing trains until *Train* is clicked; *Stop*,
     *Kernel > Interrupt* and a new training panel (the cell run again) stop the run at its next record.
     A typed value that a control cannot take is reported in the message line (:func:`~softmax_as_linear.panels.widgets.typed_entry`).
     The returned :class:`~softmax_as_linear.panels.widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress``,
@@ -167,7 +168,8 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
     watch_interrupts()
     run_button = W.Button(description="Train", button_style="primary", icon="play")
     stop_button = W.Button(description="Stop", icon="stop", disabled=True)
-    progress = W.IntProgress(value=0, min=0, max=1, description="trained", style={"description_width": "initial"})
+    progress = W.IntProgress(value=0, min=0, max=1, description="trained", style={"description_width": "initial"},
+                             layout=W.Layout(visibility="hidden"))  # shown from the first click: nothing trained yet
     status = W.HTML("")
     status.add_class("sal-status")
     output = W.Output()
@@ -218,6 +220,7 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
             failed(widgets.explain(error))
             return
         progress.max, progress.value = config.steps, 0
+        progress.layout.visibility = "visible"
         set_running(True)
         set_status(f"training {len(config.seeds) * len(config.lengths) * len(config.models)} run(s) ...")
         output.outputs = ()
@@ -234,8 +237,12 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
 
     run_button.on_click(start)
     stop_button.on_click(stop)
+    def changed(_):  # what the message line said was about the settings before this change
+        report("")
+        fail("")
+
     for widget in controls.values():
-        widget.observe(lambda _: report(""), names="value")
+        widget.observe(changed, names="value")
     rows = widgets.layout_controls(controls, report, columns)
     header = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
     panel = widgets.Panel(header + rows + [note, W.HBox([run_button, stop_button, progress, status]), output],

@@ -20,7 +20,9 @@ import html
 import logging
 import math
 import os
+import time
 import traceback
+import warnings
 from typing import Callable
 
 import ipywidgets as W
@@ -88,6 +90,9 @@ def _format(control: W.Widget) -> str:
     return str(int(value)) if _bounds(control)[2] else f"{value:.4g}"
 
 
+#: Seconds after a correction within which an Enter or the box's rewrite belongs to that same entry.
+_SAME_ENTRY_SECONDS = 0.5
+
 #: Controls whose number the reader can type in: their readout (sliders) or box is replaced by a Text
 #: that the library parses. Selection sliders, dropdowns and check boxes offer only valid values.
 TYPED = (W.IntSlider, W.FloatSlider, W.FloatLogSlider, W.IntText, W.FloatText, W.BoundedIntText, W.BoundedFloatText)
@@ -98,7 +103,9 @@ def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
 
     A typed number out of range is clamped, a fractional one for an integer control rounded, and
     ``report(message)`` says so; a non-number leaves the value as it was, and ``report`` says so too.
-    Controls outside :data:`TYPED` are returned as they are.
+    Each entry replaces what the last one reported: a valid number (even the value already shown, sent with
+    Enter: a box that holds the same text sends no change) and an emptied box (the value shown again) clear
+    it. Controls outside :data:`TYPED` are returned as they are.
     """
     if not isinstance(control, TYPED):
         return control
@@ -110,15 +117,21 @@ def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
                    layout=W.Layout(width="6.5em" if is_slider else "14em"))
     entry.add_class("sal-typed-entry")
 
+    corrected = {"at": -math.inf}  # when this box last reported a correction
+
     def typed(change):
         text, shown = str(change["new"]).strip(), _format(control)
-        if text == shown:
+        if text == shown or not text:  # the value as it is, or an emptied box: nothing to say
+            entry.value = shown
+            if not corrected["at"] > time.monotonic() - _SAME_ENTRY_SECONDS:  # not the rewrite of a correction
+                report("")
             return
         try:
             number = float(text.replace("_", ""))
         except ValueError:
             number = math.nan
         if not math.isfinite(number):
+            corrected["at"] = time.monotonic()
             entry.value = shown
             report(f"{label}: “{text}” is not a number; the value stays {shown}.")
             return
@@ -130,15 +143,25 @@ def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
         if integer and value != round(value):
             value = int(round(value))
             note = note or f"{label}: {text} is not a whole number; set to {value}."
+        if note:
+            corrected["at"] = time.monotonic()
         control.value = int(value) if integer else value
         entry.value = _format(control)
-        if note:
-            report(note)
+        report(note)
+
+    def submitted(_):
+        # Enter: sent even when the box holds the text the kernel set, which sends no change of value (a valid
+        # value typed again after a correction); within a moment of a correction it is that correction's Enter
+        if entry.value == _format(control) and not corrected["at"] > time.monotonic() - _SAME_ENTRY_SECONDS:
+            report("")
 
     def follow(change):
         entry.value = _format(control)
 
     entry.observe(typed, names="value")
+    with warnings.catch_warnings():  # ipywidgets 8 calls on_submit deprecated, yet sends Enter only to it
+        warnings.simplefilter("ignore", DeprecationWarning)
+        entry.on_submit(submitted)
     control.observe(follow, names="value")
     W.dlink((control, "disabled"), (entry, "disabled"))  # a control that does nothing takes no typing either
     if is_slider:

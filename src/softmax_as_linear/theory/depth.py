@@ -19,9 +19,13 @@ continuous-depth analogue. It needs no prompt and is differentiable in the weigh
 
 Shapes: layers are stacked on the third axis from the end, ``U, V (..., K, D, D)``; tokens ``(..., L, D)``, query
 ``(..., D)``, mean ``(..., D)``, cov ``(..., D, D)``; leading dimensions broadcast.
+
+The plane weights of Chapter 7's examples and panel (:func:`family_weights`: quarter turns, expanding, rotations)
+are built here too, with the plane :func:`rotation`.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +36,44 @@ from ..registry import ACTIVATIONS
 from .attention import matvec
 
 _CHUNK_ELEMENTS = 2**23  # entries of the largest score block per chunk of query rows
+
+#: Chapter 7's families of plane weights (:func:`family_weights`).
+PLANE_FAMILIES = ("quarter turns", "expanding", "rotations")
+
+
+def rotation(degrees: float, dtype=torch.float64) -> Tensor:
+    r"""The ``(2, 2)`` rotation by ``degrees``, :math:`\begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}`."""
+    angle = math.radians(checks.number("degrees", degrees))
+    return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=dtype)
+
+
+def family_weights(family: str, K: int, u: float, v: float) -> tuple[Tensor, Tensor]:
+    r"""Plane weights ``U, V (K, 2, 2)`` of one of Chapter 7's families, with angles that change from layer to layer:
+    quarter turns :math:`U_\ell = uR(\theta_\ell)`, :math:`V_\ell = vR(90° - \theta_\ell)`,
+    :math:`\theta_\ell = 17° + 63°(\ell - 1)` (so :math:`V_\ell U_\ell = uv R(90°)`); expanding :math:`U_\ell = uI`,
+    :math:`V_\ell = vI`; rotations :math:`U_\ell = uR(23° + 52°(\ell - 1))`,
+    :math:`V_\ell = vR(-17° + 74°(\ell - 1))\operatorname{diag}(1, -0.6)`. The first layers are the same at every ``K``."""
+    checks.one_of("family", family, PLANE_FAMILIES)
+    K = checks.positive_int("K", K)
+    if family == "expanding":
+        eye = torch.eye(2, dtype=torch.float64)
+        return torch.stack([u * eye] * K), torch.stack([v * eye] * K)
+    if family == "quarter turns":
+        angles = [17 + 63 * k for k in range(K)]
+        return torch.stack([u * rotation(a) for a in angles]), torch.stack([v * rotation(90 - a) for a in angles])
+    flip = torch.diag(torch.tensor([1.0, -0.6], dtype=torch.float64))
+    return (torch.stack([u * rotation(23 + 52 * k) for k in range(K)]),
+            torch.stack([v * rotation(-17 + 74 * k) @ flip for k in range(K)]))
+
+
+def plane_weights(K: int) -> tuple[Tensor, Tensor]:
+    """Section 7.2's weights: the rotations family at scales 0.5 (:func:`family_weights`), ``(K, 2, 2)`` each."""
+    return family_weights("rotations", K, 0.5, 0.5)
+
+
+def quarter_turn_weights(K: int, u: float = 0.45, v: float = 0.45) -> tuple[Tensor, Tensor]:
+    """Section 7.5's weights: the quarter-turns family (:func:`family_weights`), ``(K, 2, 2)`` each."""
+    return family_weights("quarter turns", K, u, v)
 
 
 def _layers(U, V, like: Tensor) -> tuple[Tensor, Tensor]:
