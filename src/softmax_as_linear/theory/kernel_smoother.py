@@ -69,3 +69,28 @@ def best_bandwidth(task, L: int, grid=None, n_prompts: int = 2048, seed: int = 0
     w = float(grid[int(np.argmin(risks))])
     risk, se = bandwidth_risks(task, L, [w], n_prompts, seed + 1)
     return {"w": w, "risk": float(risk[0]), "se": float(se[0])}
+
+
+def circle_limit_losses(task, w, n_samples: int = 4096, seed: int = 0, nodes: int = 2048) -> Tensor:
+    r"""Per-sample losses of the *infinite-prompt* Nadaraya-Watson predictor on the circle (:math:`d = 2`, inputs
+    uniform on :math:`S^1`): :math:`\hat y_\infty(x_q) = \mathbb{E}_{\nu}[f]` under the tilted law
+    :math:`d\nu(x) \propto e^{w x^\top x_q} dx` (a von Mises law around :math:`x_q`), computed by the trapezoid rule on
+    ``nodes`` equally spaced angles (exponentially accurate for these periodic analytic integrands), and
+    :math:`\ell = \tfrac12(\hat y_\infty - f(x_q))^2 + \tfrac{s^2}{2}` (the query's noise integrated). ``w`` a sequence of
+    windows; ``n_samples`` draws of :math:`(a, x_q)` shared by every ``w`` (paired) -> ``(len(w), n_samples)``."""
+    if task.d != 2 or task.inputs != "sphere":
+        raise ValueError("task: the quadrature is on the circle; give a task with d = 2 and inputs 'sphere'")
+    g = torch.Generator().manual_seed(checks.int_at_least("seed", seed, 0))
+    n = checks.positive_int("n_samples", n_samples)
+    a = torch.randn(n, task.features, generator=g, dtype=torch.float64) * math.sqrt(task.task_var)
+    x_q = task.draw_inputs((n,), g)
+    angles = 2 * math.pi * torch.arange(checks.positive_int("nodes", nodes), dtype=torch.float64) / nodes
+    grid = torch.stack([torch.cos(angles), torch.sin(angles)], -1)  # (nodes, 2)
+    f_grid = task.feature_map(grid) @ a.T  # (nodes, n)
+    f_q = (task.feature_map(x_q) * a).sum(-1)
+    cosines = x_q @ grid.T  # (n, nodes)
+    out = []
+    for value in torch.as_tensor(np.asarray(w, dtype=float), dtype=torch.float64):
+        weights = torch.softmax(value * cosines, -1)
+        out.append(0.5 * ((weights * f_grid.T).sum(-1) - f_q) ** 2 + 0.5 * task.noise_var)
+    return torch.stack(out)
