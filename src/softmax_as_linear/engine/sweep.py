@@ -304,7 +304,7 @@ def save_sweep(path, result: TrainResult) -> pathlib.Path:
 
 
 #: Fields that files written before they existed lack, with the values those files were computed with.
-_BEFORE = {"rng": "torch", "covariates": "gaussian", "labels": "linear", "features": 64, "frequency": 2.0}
+_BEFORE = {"rng": "torch", "covariates": "gaussian"}
 #: Fields renamed since files were first written: old name -> name (``activations`` held every model of a sweep,
 #: infinite-prompt limits included; ``law`` was the covariate law of Chapter 6).
 RENAMED_FIELDS = {"activations": "models", "law": "covariates"}

@@ -1,6 +1,8 @@
-"""The live panels of Chapter 8: the closed-form limit of softmax attention for nonlinear labels against finite
-prompts (:func:`limit_panel`), and softmax and linear attention trained on a nonlinear task at one prompt length
-(:func:`nonlinear_training_panel`, in the background with *Stop*, as in Chapters 4-6).
+"""The live panels of Chapter 8: the tilted limit against finite prompts, and training on a nonlinear task.
+
+:func:`limit_panel` draws the closed-form limit of softmax attention for nonlinear labels against finite prompts;
+:func:`nonlinear_training_panel` trains softmax and linear attention on a nonlinear task at one prompt length, in the
+background with *Stop*, as in Chapters 4-6.
 """
 from __future__ import annotations
 
