@@ -2,8 +2,10 @@ r"""In-context regression of a nonlinear function (Chapter 8): a Gaussian-proces
 
 Each prompt draws a function
 
-.. math:: f_a(x) = \varphi(x)^\top a, \qquad \varphi_j(x) = \sqrt{2/m}\, \cos(\omega_j^\top x + b_j), \qquad
-    a \sim N(0, \tau^2 I_m),
+.. math::
+
+    f_a(x) &= \varphi(x)^\top a, \qquad a \sim N(0, \tau^2 I_m), \\
+    \varphi_j(x) &= \sqrt{2/m}\, \cos(\omega_j^\top x + b_j),
 
 with :math:`m` features :math:`\omega_j \sim N(0, \gamma^2 I_d)`, :math:`b_j \sim U[0, 2\pi)` drawn once for the task
 (from ``feature_seed``) and shared by every prompt. Given the features, :math:`f_a` is exactly a Gaussian process

@@ -3,7 +3,10 @@ r"""Softmax attention on the sphere as a Nadaraya-Watson kernel smoother (Chapte
 For inputs on the unit sphere, :math:`\|x_i\| = \|x_q\| = 1`, so
 :math:`w\, x_i^\top x_q = w - \tfrac{w}{2}\|x_i - x_q\|^2` and
 
-.. math:: \frac{e^{w x_i^\top x_q}}{\sum_j e^{w x_j^\top x_q}} = \frac{e^{-w\|x_i - x_q\|^2/2}}{\sum_j e^{-w\|x_j - x_q\|^2/2}}:
+.. math::
+
+    \frac{e^{w x_i^\top x_q}}{\sum_j e^{w x_j^\top x_q}}
+    = \frac{e^{-w\|x_i - x_q\|^2/2}}{\sum_j e^{-w\|x_j - x_q\|^2/2}}:
 
 softmax attention whose score reads the inputs through :math:`M = wI` and whose value reads the label is the
 Nadaraya-Watson estimator :math:`\hat y = \sum_i k_w(x_i, x_q) y_i / \sum_j k_w(x_j, x_q)` with the Gaussian kernel of

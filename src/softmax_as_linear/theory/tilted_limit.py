@@ -7,8 +7,10 @@ softmax tilt :math:`e^{z^\top u} = e^{x^\top u_x}` acts on :math:`x` alone, and 
 the tilted input law is :math:`N(\Sigma u_x, \Sigma)`; the noise is not tilted. With :math:`v` the last row of
 :math:`V`, the infinite-prompt softmax prediction is therefore
 
-.. math:: \hat y_\infty(x_q) = v_x^\top \Sigma M x_q + v_y\, (P_\Sigma f)(\Sigma M x_q),
-    \qquad (P_\Sigma f)(\mu) = \mathbb{E}_{\xi \sim N(0, \Sigma)} f(\mu + \xi),
+.. math::
+
+    \hat y_\infty(x_q) &= v_x^\top \Sigma M x_q + v_y\, (P_\Sigma f)(\Sigma M x_q), \\
+    (P_\Sigma f)(\mu) &= \mathbb{E}_{\xi \sim N(0, \Sigma)} f(\mu + \xi),
 
 :math:`M = U_{1:d, 1:d}` the block of :math:`U` that reads the inputs: a linear part plus the Gaussian smoothing of
 :math:`f` evaluated at a *linear image* of the query. In closed form for
@@ -35,8 +37,6 @@ from torch import Tensor
 
 from ..core import checks
 from ..registry import ACTIVATIONS
-
-__all__ = ["smoothed_cosines", "smoothed_quadratic", "softmax_limit", "linear_limit", "cosine_coefficients"]
 
 
 def smoothed_cosines(omega: Tensor, phase: Tensor, coef: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
