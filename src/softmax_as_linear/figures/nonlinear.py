@@ -100,8 +100,10 @@ def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Fig
                                                                 size=9)))
     exponent = windows.get("exponent")
     if exponent is not None and exponent.get("mean") is not None:
-        logs = np.log(np.clip(w, 1e-12, None))
-        intercept = float(np.mean(logs - exponent["mean"] * np.log(lengths)))
+        # through the runs the exponent was fitted on (those that read as kernel smoothers)
+        kept = np.asarray(windows["anisotropy"], dtype=float)[:, :, soft] < windows.get("kernel_anisotropy", 0.5)
+        logs = np.log(np.clip(w, 1e-12, None)) - exponent["mean"] * np.log(lengths)
+        intercept = float(np.mean(logs[kept]))
         fig.add_trace(go.Scatter(x=lengths, y=np.exp(intercept) * lengths ** exponent["mean"], mode="lines",
                                  name=f"fit: w ∝ L^{exponent['mean']:.2f} "
                                       f"(95%: {exponent['low']:.2f} to {exponent['high']:.2f})",
