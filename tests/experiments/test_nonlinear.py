@@ -61,6 +61,8 @@ def test_reproduce_nonlinear_writes_a_complete_file_and_resumes(tmp_path):
     ref = data["references"]
     assert ref["noise_floor"] < ref["bayes"][-1] <= ref["bayes"][0] < ref["zero"]
     assert np.asarray(data["final"]["risk"]).shape == (2, 2, 2)
+    dependence = data["dependence"]
+    assert np.asarray(dependence["w"]).shape == (len(nonlinear.DEPENDENCE), 2) and dependence["complete"]
     # a second call resumes from the finished checkpoint: no training, the same numbers
     again = load_json(reproduce("nonlinear", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0])
     assert again["final"]["risk"] == data["final"]["risk"]

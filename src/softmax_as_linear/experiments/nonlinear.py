@@ -20,6 +20,8 @@ interrupted run resumes where it stopped. The result file ``nonlinear_<preset>.j
   (:func:`~softmax_as_linear.theory.kernel_smoother.best_bandwidth`), the best predictor affine in the query that knows
   :math:`f` (:meth:`~softmax_as_linear.theory.cosine_task.CosineTask.best_affine_risk`), the noise floor and the risk
   of predicting zero;
+- ``dependence``: the window of softmax attention trained at one length for other frequency scales and noise levels
+  (:func:`window_dependence`), with the best Nadaraya-Watson window of each task;
 - ``provenance``: device, torch, commit, wall time, the preset and every setting, the seeds, the training path.
 """
 from __future__ import annotations
@@ -57,6 +59,12 @@ FINAL_PROMPTS = {"lecture": 4096, "paper": 16384, "smoke": 256}
 REFERENCE_PROMPTS = {"lecture": 2048, "paper": 8192, "smoke": 128}
 
 CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
+
+#: The window's dependence on the task: (frequency scale, label noise) pairs trained at one length, softmax only,
+#: changing one setting of :data:`TASK_SETTINGS` at a time.
+DEPENDENCE = ((1.0, 0.05), (2.0, 0.05), (4.0, 0.05), (2.0, 0.01), (2.0, 0.25))
+#: The length at which the dependence is trained, per preset.
+DEPENDENCE_LENGTH = {"lecture": 100, "paper": 316, "smoke": 32}
 
 
 def nonlinear_config(preset: str = "lecture", **overrides) -> TrainConfig:
@@ -152,6 +160,36 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
             "noise_floor": task.noise_floor(), "zero": task.zero_risk(), "n_prompts": n_prompts}
 
 
+def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
+                      restart: bool = False) -> dict:
+    r"""Softmax attention trained at one length (:data:`DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
+    noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds, each checkpointed: its final window :math:`w`
+    and anisotropy per seed, its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task.
+    Returns ``{"length", "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w",
+    "complete"}``."""
+    L = DEPENDENCE_LENGTH[preset]
+    out_w, out_a, out_r, best, complete = [], [], [], [], True
+    for k, (frequency, noise_var) in enumerate(DEPENDENCE):
+        config = nonlinear_config(preset, frequency=frequency, noise_var=noise_var, lengths=(L,), models=("softmax",))
+        checkpoint = out / "checkpoints" / f"nonlinear_{preset}_dependence{k}.pt"
+        if restart:
+            checkpoint.unlink(missing_ok=True)
+        stop = None if deadline is None else (lambda: time.monotonic() > deadline)
+        result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
+                       checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
+        complete = complete and result.complete
+        U, V = result.uv()
+        readings = window_readings(np.asarray(U), np.asarray(V), config.d)
+        out_w.append(readings["w"][:, 0, 0, -1]), out_a.append(readings["anisotropy"][:, 0, 0, -1])
+        out_r.append(result.eval_risk[:, 0, 0, -1])
+        best.append(best_bandwidth(config.task(), L, n_prompts=REFERENCE_PROMPTS[preset],
+                                   seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))["w"])
+        print(f"window at L={L}, gamma={frequency:g}, s^2={noise_var:g}: trained w = {np.round(out_w[-1], 1).tolist()},"
+              f" best Nadaraya-Watson w* = {best[-1]:.3g}", flush=True)
+    return {"length": L, "settings": [list(x) for x in DEPENDENCE], "w": out_w, "anisotropy": out_a, "risk": out_r,
+            "best_w": best, "complete": complete}
+
+
 def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
                         restart: bool = False, dirty: bool = False) -> pathlib.Path:
     """Train (or resume) the sweep of ``preset``, measure it and its references, and write
@@ -188,6 +226,8 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_mi
                     else None},
         "references": references(config.task(), config.lengths, REFERENCE_PROMPTS[preset], progress=True),
     }
+    data["dependence"] = window_dependence(preset, device, out, deadline, restart)
+    data["complete"] = data["complete"] and data["dependence"]["complete"]
     data["provenance"] = {**provenance(device, time.monotonic() - start), "preset": preset,
                           "seeds": list(config.seeds), "training_seconds": result.seconds,
                           "engine_path": result.engine_path, "command": nonlinear_command(preset),
