@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from softmax_as_linear.core.artifacts import load_json
+from softmax_as_linear.engine.evaluation import final_evaluation
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import resolved, train
 from softmax_as_linear.experiments import nonlinear
@@ -21,6 +22,8 @@ def test_cosine_labels_train_paired_runs_on_the_engine():
     for values in result.params.values():
         assert np.array_equal(values[:, :, 0, 0], values[:, :, 1, 0])
     assert resolved(cfg, "cpu").rng == "torch"
+    with pytest.raises(ValueError, match="labels"):
+        final_evaluation(result, 8, device="cpu")
 
 
 @pytest.mark.parametrize("change, name", [(dict(covariance="kms"), "covariance"), (dict(sampler="published"), "sampler"),
