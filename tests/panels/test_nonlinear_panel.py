@@ -10,6 +10,13 @@ def test_limit_view_draws_the_limits_and_a_finite_prompt():
     assert len(fig.data) == 4
 
 
+def test_limit_view_draws_the_quadratic_family():
+    fig = nonlinear.limit_view(1.0, 0.5, 0.05, 100, 0, n_prompts=4, n_points=5, family="quadratic")
+    assert fig.layout.title.text.startswith("quadratic") and len(fig.data) == 4
+    with pytest.raises(ValueError, match="family"):
+        nonlinear.limit_view(1.0, 0.5, 0.05, 100, 0, family="cubic")
+
+
 def test_limit_view_names_a_bad_window():
     with pytest.raises(ValueError, match="window"):
         nonlinear.limit_view(1.0, 10.0, 0.05, 100, 0)

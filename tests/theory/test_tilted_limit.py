@@ -73,3 +73,20 @@ def test_the_linear_limit_is_linear_in_the_query():
     q2 = query.clone()
     q2[:, :2] *= 3
     assert float(tl.linear_limit(*args, q2)) == pytest.approx(3 * float(tl.linear_limit(*args, query)), rel=1e-12)
+
+
+def test_quadratic_labels_approach_their_limits():
+    B = torch.tensor([[0.5, 0.2], [0.2, -0.3]], **f64)
+    labels = tl.QuadraticLabels(B, torch.tensor([0.3, -0.1], **f64), 0.2, noise_var=0.05)
+    g = torch.Generator().manual_seed(4)
+    n = 64
+    query = torch.cat([torch.randn(n, 2, generator=g, **f64), torch.zeros(n, 1, **f64)], -1)
+    U, V = torch.zeros(3, 3, **f64), torch.zeros(3, 3, **f64)
+    U[:2, :2] = 0.3 * torch.eye(2, **f64)
+    V[2] = torch.tensor([0.2, 0.0, 1.0])
+    soft, lin = tl.quadratic_limits(U, V, labels, query)
+    dummy = torch.zeros(n, 1, **f64)
+    for activation, limit in (("softmax", soft), ("linear", lin)):
+        gaps = [float(((tl.finite_prompt_predictions(labels, U, V, dummy, query, L, g, activation) - limit) ** 2).mean()) * L
+                for L in (300, 3000)]
+        assert 0.4 < gaps[1] / gaps[0] < 2.5, (activation, gaps)

@@ -13,6 +13,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
+from ..core import checks
 from ..engine.sweep import TrainConfig, TrainResult
 from ..experiments.nonlinear import nonlinear_config, window_readings
 from ..figures import style
@@ -23,7 +24,9 @@ from . import widgets
 from .training import record_every, training_panel
 
 #: The limit panel's first view: a smooth function, a moderate window, prompts of 100 and 3000 tokens.
-LIMIT_PANEL = dict(frequency=1.0, window=0.5, noise_var=0.05, L=1000, seed=0)
+LIMIT_PANEL = dict(family="cosine", frequency=1.0, window=0.5, noise_var=0.05, L=1000, seed=0)
+#: The task families of the limit panel.
+FAMILIES = (("cosine features", "cosine"), ("quadratic", "quadratic"))
 #: The training panel's first click (about a minute of one CPU core).
 TRAINING_PANEL = dict(frequency=2.0, noise_var=0.05, L=100, steps=500, seed=0)
 
@@ -32,6 +35,7 @@ def limit_controls() -> dict[str, W.Widget]:
     """The controls of :func:`limit_panel`."""
     style_ = {"description_width": "initial"}
     return {
+        "family": W.Dropdown(options=FAMILIES, value=LIMIT_PANEL["family"], description="task family", style=style_),
         "frequency": widgets.log_slider("frequency scale γ", LIMIT_PANEL["frequency"], 0.25, 4.0),
         "window": widgets.log_slider("score scale w (M = w I)", LIMIT_PANEL["window"], 0.05, 2.0),
         "noise_var": widgets.log_slider("label noise s²", LIMIT_PANEL["noise_var"], 1e-3, 1.0),
@@ -42,33 +46,44 @@ def limit_controls() -> dict[str, W.Widget]:
 
 
 def limit_view(frequency: float, window: float, noise_var: float, L: int, seed: int, n_prompts: int = 64,
-               n_points: int = 25) -> go.Figure:
-    r"""One Gaussian-input cosine task (:math:`d = 2`, 16 features, one function drawn from ``seed``), attention with
-    :math:`M = wI` and :math:`v = (0.3, 0, 1)`: the two infinite-prompt limits along :math:`x_q = t e_1` and softmax
-    attention on ``n_prompts`` prompts of length ``L`` at each query (their mean)."""
+               n_points: int = 25, family: str = "cosine") -> go.Figure:
+    r"""One Gaussian-input task (:math:`d = 2`, one function drawn from ``seed``): a cosine-feature function (16
+    features, frequency scale :math:`\gamma`) or a quadratic :math:`x^\top Bx + \beta^\top x` (entries of :math:`B`
+    and :math:`\beta` of scale :math:`\gamma/2`); attention with :math:`M = wI` and :math:`v = (0.3, 0, 1)`: the two
+    infinite-prompt limits along :math:`x_q = t e_1` and softmax attention on ``n_prompts`` prompts of length ``L`` at
+    each query (their mean)."""
     if not 0 < window <= 5:
         raise ValueError(f"window: choose a score scale w in (0, 5], got {window!r}")
-    task = CosineTask(d=2, features=16, frequency=frequency, noise_var=noise_var, inputs="gaussian",
-                      feature_seed=int(seed))
+    checks.one_of("family", family, [value for _, value in FAMILIES])
     g = torch.Generator().manual_seed(int(seed))
-    a = torch.randn(1, task.features, generator=g, dtype=torch.float64)
     t = torch.linspace(-2.5, 2.5, n_points, dtype=torch.float64)
     query = torch.stack([t, torch.zeros_like(t), torch.zeros_like(t)], -1)
     U = torch.zeros(3, 3, dtype=torch.float64)
     U[:2, :2] = window * torch.eye(2, dtype=torch.float64)
     V = torch.zeros(3, 3, dtype=torch.float64)
     V[2] = torch.tensor([0.3, 0.0, 1.0], dtype=torch.float64)
-    coef = tilted_limit.cosine_coefficients(task, a)
-    cov = torch.eye(2, dtype=torch.float64)
-    soft = tilted_limit.softmax_limit(U, V, task.omega, task.phase, coef, cov, query)
-    lin = tilted_limit.linear_limit(U, V, task.omega, task.phase, coef, cov, noise_var, query)
+    if family == "cosine":
+        task = CosineTask(d=2, features=16, frequency=frequency, noise_var=noise_var, inputs="gaussian",
+                          feature_seed=int(seed))
+        a = torch.randn(1, task.features, generator=g, dtype=torch.float64)
+        coef = tilted_limit.cosine_coefficients(task, a)
+        cov = torch.eye(2, dtype=torch.float64)
+        soft = tilted_limit.softmax_limit(U, V, task.omega, task.phase, coef, cov, query)
+        lin = tilted_limit.linear_limit(U, V, task.omega, task.phase, coef, cov, noise_var, query)
+    else:
+        B = 0.5 * frequency * torch.randn(2, 2, generator=g, dtype=torch.float64)
+        task = tilted_limit.QuadraticLabels(0.5 * (B + B.T), 0.5 * frequency * torch.randn(2, generator=g,
+                                                                                            dtype=torch.float64),
+                                            noise_var=noise_var)
+        a = torch.zeros(1, 1, dtype=torch.float64)
+        soft, lin = tilted_limit.quadratic_limits(U, V, task, query)
     target = task.function(a, query[:, :2].unsqueeze(0))[0]
     repeated = query.repeat_interleave(n_prompts, 0)
     finite = tilted_limit.finite_prompt_predictions(task, U, V, a.expand(repeated.shape[0], -1), repeated, int(L), g)
     finite = finite.view(n_points, n_prompts).mean(-1)
     fig = limit_figure(t.numpy(), target.numpy(), soft.numpy(), lin.numpy(), {int(L): finite.numpy()})
-    fig.update_layout(title=f"γ = {frequency:.2g}, w = {window:.2g}, s² = {noise_var:.2g}: the L = ∞ limit against "
-                            f"{n_prompts} prompts of L = {int(L):,}")
+    fig.update_layout(title=f"{dict((v, k) for k, v in FAMILIES)[family]}, γ = {frequency:.2g}, w = {window:.2g}, "
+                            f"s² = {noise_var:.2g}: the L = ∞ limit against {n_prompts} prompts of L = {int(L):,}")
     return fig
 
 

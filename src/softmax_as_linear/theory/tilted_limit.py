@@ -153,3 +153,50 @@ def finite_prompt_predictions(task, U, V, a: Tensor, query: Tensor, L: int, gene
         done += k
     mean = total / mass.unsqueeze(-1) if activation == "softmax" else total / L
     return mean @ v
+
+
+class QuadraticLabels:
+    r"""Labels :math:`y = x^\top Bx + \beta^\top x + c + \varepsilon` of inputs :math:`x \sim N(0, I_d)`: a second task
+    family for :func:`finite_prompt_predictions` (its ``a`` is ignored, one function for every prompt).
+    B ``(d, d)`` symmetric, beta ``(d,)``."""
+
+    def __init__(self, B: Tensor, beta: Tensor, c: float = 0.0, noise_var: float = 0.05):
+        self.B = checks.as_float_tensor("B", B).double()
+        self.d = self.B.shape[-1]
+        checks.square("B", self.B, self.d)
+        self.beta = checks.vector("beta", checks.as_float_tensor("beta", beta).double(), self.d)
+        self.c = checks.number("c", c)
+        self.noise_var = checks.positive_float("noise_var", noise_var, allow_zero=True)
+        self.D = self.d + 1
+
+    def draw_inputs(self, shape: tuple[int, ...], generator: torch.Generator | None = None) -> Tensor:
+        """Inputs ``(*shape, d)``, standard normal."""
+        return torch.randn(*shape, self.d, generator=generator, dtype=torch.float64)
+
+    def function(self, a, x: Tensor) -> Tensor:
+        """:math:`f(x)` for inputs ``x (..., d)`` -> ``(...)`` (``a`` ignored)."""
+        return ((x @ self.B) * x).sum(-1) + x @ self.beta + self.c
+
+
+def quadratic_limits(U, V, labels: QuadraticLabels, query) -> tuple[Tensor, Tensor]:
+    r"""Both infinite-prompt predictions for :class:`QuadraticLabels` (:math:`\Sigma = I`): softmax's
+    :math:`v_x^\top Mx_q + v_y (P_I f)(Mx_q)` (:func:`smoothed_quadratic`; the score must not read the labels) and
+    linear attention's :math:`v^\top\mathbb{E}[zz^\top]Uz_q` with :math:`\mathbb{E}[xy] = \beta` and
+    :math:`\mathbb{E}[y^2] = 2\operatorname{tr}(B^2) + (\operatorname{tr}B + c)^2 + \|\beta\|^2 + s^2`.
+    U, V ``(D, D)``, query ``(..., D)`` -> two ``(...)``."""
+    d = labels.d
+    U, V, query = _weights(U, V, query, d)
+    if bool((U[d, :d] != 0).any()):
+        raise ValueError("U: its last row reads the labels (U[d, :d] != 0); the tilted law has a closed form only "
+                         "for a score that reads the inputs alone")
+    eye = torch.eye(d, dtype=torch.float64)
+    v = V[d]
+    tilted_mean = query[..., :d] @ U[:d, :d].T
+    soft = tilted_mean @ v[:d] + v[d] * smoothed_quadratic(labels.B, labels.beta, labels.c, tilted_mean, eye)
+    u = query @ U.T
+    u_x, u_y = u[..., :d], u[..., d]
+    yy = (2 * torch.trace(labels.B @ labels.B) + (torch.trace(labels.B) + labels.c) ** 2 + labels.beta @ labels.beta
+          + labels.noise_var)
+    m_x = u_x + labels.beta * u_y.unsqueeze(-1)
+    m_y = u_x @ labels.beta + yy * u_y
+    return soft, m_x @ v[:d] + v[d] * m_y
