@@ -44,6 +44,12 @@ Its folders are its layers; a module imports only from its own layer and the one
     of K layers, against the measured one.
   - :mod:`~softmax_as_linear.theory.preconditioned_gd`: steps of preconditioned gradient descent on the prompt's
     least squares and the best preconditioners for a task (Chapter 7).
+  - :mod:`~softmax_as_linear.theory.cosine_task`: a nonlinear in-context task (random cosine features, a
+    Gaussian-process prior) with its exact Bayes predictor and best affine predictor (Chapter 8).
+  - :mod:`~softmax_as_linear.theory.tilted_limit`: the infinite-prompt limit of attention for nonlinear labels of
+    Gaussian inputs, in closed form (Chapter 8).
+  - :mod:`~softmax_as_linear.theory.kernel_smoother`: softmax attention on the sphere as a Nadaraya-Watson smoother,
+    and its best bandwidth (Chapter 8).
 - ``engine``: training.
 
   - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
@@ -107,6 +113,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     layers against the references.
   - :mod:`~softmax_as_linear.experiments.live_measures`: the data the live panels of Chapters 1 and 2 draw
     (prompts against their token law, Lemma 2.1 in the plane).
+  - :mod:`~softmax_as_linear.experiments.nonlinear`: Chapter 8's experiment, softmax and linear attention trained on
+    a nonlinear task against its references, and the learned window.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
@@ -120,6 +128,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.figures.depth_tracking`: the figure of Chapter 7's tracking experiment.
   - :mod:`~softmax_as_linear.figures.depth_regression`: Chapter 7's regression figure (one and two layers against
     the references).
+  - :mod:`~softmax_as_linear.figures.nonlinear`: the figures of Chapter 8 (nonlinear tasks, the window against
+    :math:`L`).
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
@@ -129,6 +139,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.panels.training`: training from a panel, in the background.
   - :mod:`~softmax_as_linear.panels.beyond_gaussian`: the live panel of Chapter 6 (covariate law and prompt length).
   - :mod:`~softmax_as_linear.panels.depth`: the live panel of Chapter 7 (token clouds through K layers).
+  - :mod:`~softmax_as_linear.panels.nonlinear`: the live panel of Chapter 8 (the tilted limit against a finite prompt,
+    the window of a kernel smoother).
 - :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``),
   whole or in shards.
 

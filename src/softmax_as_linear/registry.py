@@ -57,6 +57,8 @@ ENGINE_PATHS = ("auto", "cpu", "tensor", "fused_softmax", "prompt_kernel")
 #: Covariate laws of Chapter 6: laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
 #: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
 COVARIATES = ("gaussian", "uniform", "rademacher")
+#: Labels of a training sweep: linear in the inputs (Chapters 4-7) or random cosine features on the sphere (Chapter 8).
+LABELS = ("linear", "cosine")
 COVARIATE_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "rademacher": "Rademacher"}
 
 #: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.
@@ -81,6 +83,7 @@ CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
 #: Every figure the command line reproduces, in order.
 FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))
 
-#: What the command line reproduces: the paper's figures, Chapter 6's sweeps (``beyond``) and Chapter 7's regression
-#: with one and two layers (``depth``); the last two are not part of ``all``.
-EXPERIMENTS = (*FIGURES, "beyond", "depth")
+#: What the command line reproduces: the paper's figures, Chapter 6's sweeps (``beyond``), Chapter 7's regression
+#: with one and two layers (``depth``) and Chapter 8's nonlinear task (``nonlinear``); the last three are not part
+#: of ``all``.
+EXPERIMENTS = (*FIGURES, "beyond", "depth", "nonlinear")

@@ -26,6 +26,7 @@ from ..registry import (
     COVARIANCES,
     COVARIATES,
     INIT_SCHEMES,
+    LABELS,
     LIMIT_MODELS,
     MODELS,
     OPTIMIZERS,
@@ -33,6 +34,7 @@ from ..registry import (
     RNGS,
     SAMPLERS,
 )
+from ..theory.cosine_task import CosineTask
 from ..theory.models import uv_from_weights
 from ..theory.regression import RegressionTask
 
@@ -79,6 +81,13 @@ class TrainConfig:
             (CUDA with Triton, float32) and the sweep has no infinite-prompt model, ``"torch"`` elsewhere; a
             trained sweep records the stream it used. The infinite-prompt models read the batches' task
             vectors, which only ``"torch"`` hands out.
+        labels: ``"linear"`` (:math:`y = w^\\top x + \\varepsilon`, Chapters 4-7) or ``"cosine"`` (Chapter 8: a random
+            cosine-feature function of inputs uniform on the sphere,
+            :class:`~softmax_as_linear.theory.cosine_task.CosineTask`; ``task_var`` ``None`` means 1). Cosine labels
+            need the isotropic, paper-sampler, Gaussian-covariate defaults, no infinite-prompt model and torch's
+            generators.
+        features: the number :math:`m` of cosine features (``labels="cosine"``).
+        frequency: their frequency scale :math:`\\gamma` (``labels="cosine"``).
     """
 
     d: int = 5
@@ -104,6 +113,9 @@ class TrainConfig:
     blowup: float = 1e3
     dtype: str = "float32"
     rng: str = "auto"
+    labels: str = "linear"
+    features: int = 64
+    frequency: float = 2.0
 
     def __post_init__(self):
         checks.positive_int("d", self.d)
@@ -150,6 +162,17 @@ class TrainConfig:
         if self.rng == "philox" and set(self.models) & set(LIMIT_MODELS):
             raise ValueError("rng 'philox' does not hand out the task vectors that the infinite-prompt models "
                              f"{LIMIT_MODELS} read; use rng 'torch' (or 'auto')")
+        checks.one_of("labels", self.labels, LABELS)
+        checks.positive_int("features", self.features)
+        checks.positive_float("frequency", self.frequency, allow_zero=True)
+        if self.labels == "cosine":
+            fixed = {"covariance": "isotropic", "sampler": "paper", "covariates": "gaussian"}
+            for name, value in fixed.items():
+                if getattr(self, name) != value:
+                    raise ValueError(f"{name} must be {value!r} with labels 'cosine' (its inputs lie on the sphere)")
+            if set(self.models) & set(LIMIT_MODELS) or self.rng == "philox":
+                raise ValueError("labels 'cosine' train finite-prompt models only (models among "
+                                 f"{ACTIVATIONS}) on torch's generators (rng 'torch' or 'auto')")
 
     def replace(self, **changes) -> "TrainConfig":
         """A copy with some fields changed (validated again)."""
@@ -164,8 +187,11 @@ class TrainConfig:
         """Token dimension ``d + 1``."""
         return self.d + 1
 
-    def task(self) -> RegressionTask:
+    def task(self) -> RegressionTask | CosineTask:
         """The in-context regression task the sweep trains on."""
+        if self.labels == "cosine":
+            return CosineTask(self.d, self.features, self.frequency, 1.0 if self.task_var is None else self.task_var,
+                              self.noise_var, inputs="sphere")
         if self.covariance == "isotropic":
             return RegressionTask.isotropic(self.d, self.task_var, self.noise_var, self.sampler, self.covariates)
         return RegressionTask.kms(self.d, self.rho, self.task_var, self.noise_var, self.sampler, self.covariates)

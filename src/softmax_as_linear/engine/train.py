@@ -51,9 +51,12 @@ from .tensor_step import TensorStepper
 
 def resolved(config: TrainConfig, device) -> TrainConfig:
     """``config`` with ``rng="auto"`` replaced by the stream it means on ``device``: ``"philox"`` where the
-    prompt kernel runs (CUDA with Triton, float32) and no infinite-prompt model is trained, ``"torch"`` elsewhere."""
+    prompt kernel runs (CUDA with Triton, float32), no infinite-prompt model is trained and the labels are linear,
+    ``"torch"`` elsewhere."""
     if config.rng != "auto":
         return config
+    if config.labels != "linear":  # the counter-based stream draws linear labels only
+        return config.replace(rng="torch")
     kernel = prompt_kernel.available(resolve_device(device), getattr(torch, config.dtype))
     limit = set(config.models) & set(LIMIT_MODELS)
     return config.replace(rng="philox" if kernel and not limit else "torch")

@@ -10,6 +10,9 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
 - ``depth_<run>.json`` for Chapter 7's regression with one and two layers, written by
   ``python -m softmax_as_linear reproduce depth``, ``<run>`` the preset's name, followed by ``_<N>seeds`` when the
   number of seeds was overridden (:func:`depth_run`), with its checkpoint ``checkpoints/depth_<run>.pt``;
+- ``nonlinear_<preset>.json`` for Chapter 8's nonlinear in-context regression, written by
+  ``python -m softmax_as_linear reproduce nonlinear --preset <preset>``, with its checkpoint
+  ``checkpoints/nonlinear_<preset>.pt``;
 - ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<covariates>_<run>.npz``: the training sweeps behind
   them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
 
@@ -306,11 +309,35 @@ def saved_depth(run: str = "lecture", folder=None, required: bool = False) -> di
     return _read(depth_file(run), folder, depth_command(run), required)
 
 
+# Chapter 8 ------------------------------------------------------------------------------------------------------
+
+def nonlinear_file(preset: str = "lecture") -> str:
+    """File name of Chapter 8's result: ``nonlinear_<preset>.json``."""
+    checks.one_of("preset", preset, PRESETS)
+    return f"nonlinear_{preset}.json"
+
+
+def nonlinear_command(preset: str = "lecture") -> str:
+    """The command that writes ``nonlinear_<preset>.json`` into the results folder."""
+    checks.one_of("preset", preset, PRESETS)
+    return f"{COMMAND} nonlinear --preset {preset}"
+
+
+def saved_nonlinear(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:
+    """The saved Chapter 8 result ``nonlinear_<preset>.json`` (results folder, then the shipped copy): ``None`` when
+    it has not been written, or with ``required`` a ``FileNotFoundError`` naming the command that writes it."""
+    if required:
+        return _load_result(nonlinear_file(preset), folder, command=nonlinear_command(preset))
+    return _load_if_there(nonlinear_file(preset), folder, nonlinear_command(preset))
+
+
 # Any file ----------------------------------------------------------------------------------------------------------
 
 def command_for(filename: str) -> str:
     """The command that writes the result file ``filename`` (a figure's or a Chapter 6 file)."""
     stem = pathlib.Path(filename).stem
+    if stem.startswith("nonlinear_"):
+        return nonlinear_command(stem.removeprefix("nonlinear_"))
     if stem.startswith("depth_"):
         return depth_command(stem.removeprefix("depth_"))
     if stem.startswith("beyond_"):
@@ -321,7 +348,7 @@ def command_for(filename: str) -> str:
     preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
     if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
         raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json, "
-                         f"beyond_<covariates>_<run>.json or depth_<run>.json), got {filename!r}")
+                         f"beyond_<covariates>_<run>.json, depth_<run>.json or nonlinear_<preset>.json), got {filename!r}")
     return figure_command(figure, preset, sampler)
 
 

@@ -1,0 +1,245 @@
+r"""Chapter 8's experiment: softmax and linear attention trained on a nonlinear in-context task, with its references
+and the learned window (what ``python -m softmax_as_linear reproduce nonlinear`` runs).
+
+One sweep (:class:`~softmax_as_linear.engine.sweep.TrainConfig` with ``labels="cosine"``: random-cosine-feature
+functions of inputs on the circle or sphere, :class:`~softmax_as_linear.theory.cosine_task.CosineTask`) trains both
+activations at every prompt length, paired (same initialisation and batches per seed), checkpointed so that an
+interrupted run resumes where it stopped. The result file ``nonlinear_<preset>.json`` holds:
+
+- ``trajectories``: steps, held-out risk and its per-prompt standard deviation ``(S, nL, nA, T)``, and the window
+  :math:`w = \operatorname{tr}(U_{xx})/d` of every run at every record;
+- ``final``: each run's risk on fresh prompts (stream ``"evaluation"``) with its standard error, and the paired
+  difference softmax minus linear on the same prompts;
+- ``windows``: the final parameters read as a kernel smoother: :math:`w`, the anisotropy
+  :math:`\|U_{xx} - wI\|_F / \|U_{xx}\|_F`, the label-reading score row :math:`\|U_{y,x}\|`, the value weights
+  :math:`v_y` and :math:`\|v_x\|`; the exponent of :math:`w` against :math:`L` fitted per seed (least squares of
+  :math:`\log w` on :math:`\log L`, over the runs that read as kernel smoothers, :data:`KERNEL_ANISOTROPY`) with the
+  Student-t interval of its mean over seeds;
+- ``references`` at every :math:`L`: the :math:`L`-Bayes risk (the exact Gaussian-process posterior,
+  :meth:`~softmax_as_linear.theory.cosine_task.CosineTask.bayes_risk`), Nadaraya-Watson with its best :math:`w`
+  (:func:`~softmax_as_linear.theory.kernel_smoother.best_bandwidth`), the best predictor affine in the query that knows
+  :math:`f` (:meth:`~softmax_as_linear.theory.cosine_task.CosineTask.best_affine_risk`), the noise floor and the risk
+  of predicting zero;
+- ``dependence``: the window of softmax attention trained at one length for other frequency scales and noise levels
+  (:func:`window_dependence`), with the best Nadaraya-Watson window of each task;
+- ``provenance``: device, torch, commit, wall time, the preset and every setting, the seeds, the training path.
+"""
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+import torch
+
+from ..core import checks, seeding, stats
+from ..core.artifacts import results_folder, save_json
+from ..core.devices import resolve_device
+from ..core.provenance import provenance
+from ..engine.sweep import TrainConfig
+from ..engine.train import train
+from ..registry import PRESETS
+from ..theory.kernel_smoother import best_bandwidth
+from ..theory.models import predict_unchecked
+from .result_files import nonlinear_command, nonlinear_file
+
+#: The sweep of each preset. ``lecture`` trains in about ten minutes of one CPU core; ``paper`` is the GPU-sized one.
+PRESET_SETTINGS = {
+    "lecture": dict(lengths=(10, 32, 100, 316, 1000), seeds=(0, 1, 2, 3), steps=1500, batch_size=64,
+                    record_every=50, eval_prompts=512),
+    "paper": dict(lengths=(10, 32, 100, 316, 1000, 3162), seeds=tuple(range(10)), steps=20000, batch_size=256,
+                  record_every=200, eval_prompts=2048),
+    "smoke": dict(lengths=(10, 32), seeds=(0, 1), steps=20, batch_size=16, record_every=10, eval_prompts=64),
+}
+#: The task and the optimiser, the same at every preset.
+TASK_SETTINGS = dict(d=2, labels="cosine", features=64, frequency=2.0, noise_var=0.05, task_var=1.0,
+                     optimizer="adam", lr=0.1, init_scale=0.1)
+#: Fresh prompts per length of the final evaluation, and prompts of the references (Bayes, Nadaraya-Watson).
+FINAL_PROMPTS = {"lecture": 4096, "paper": 16384, "smoke": 256}
+REFERENCE_PROMPTS = {"lecture": 2048, "paper": 8192, "smoke": 128}
+
+CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
+
+#: The window's dependence on the task: (frequency scale, label noise) pairs trained at one length, softmax only,
+#: changing one setting of :data:`TASK_SETTINGS` at a time.
+DEPENDENCE = ((1.0, 0.05), (2.0, 0.05), (4.0, 0.05), (2.0, 0.01), (2.0, 0.25))
+#: The length at which the dependence is trained, per preset.
+DEPENDENCE_LENGTH = {"lecture": 100, "paper": 316, "smoke": 32}
+
+
+def nonlinear_config(preset: str = "lecture", **overrides) -> TrainConfig:
+    """The training sweep of ``preset`` (:data:`PRESET_SETTINGS`, :data:`TASK_SETTINGS`), fields overridden by
+    ``overrides``."""
+    checks.one_of("preset", preset, PRESETS)
+    return TrainConfig(**{**TASK_SETTINGS, **PRESET_SETTINGS[preset], **overrides})
+
+
+def window_readings(U: np.ndarray, V: np.ndarray, d: int) -> dict:
+    r"""Parameters read as a kernel smoother: U, V ``(..., D, D)`` -> arrays ``(...)``: ``w`` :math:`=
+    \operatorname{tr}(U_{xx})/d`, ``anisotropy`` :math:`\|U_{xx} - wI\|_F / \|U_{xx}\|_F`, ``label_score``
+    :math:`\|U_{y,x}\|` (how much the score reads the prompt's labels), ``v_y`` and ``v_x_norm``."""
+    U_xx = U[..., :d, :d]
+    w = np.trace(U_xx, axis1=-2, axis2=-1) / d
+    rest = U_xx - w[..., None, None] * np.eye(d)
+    return {"w": w, "anisotropy": np.linalg.norm(rest, axis=(-2, -1)) / np.linalg.norm(U_xx, axis=(-2, -1)),
+            "label_score": np.linalg.norm(U[..., d, :d], axis=-1), "v_y": V[..., d, d],
+            "v_x_norm": np.linalg.norm(V[..., d, :d], axis=-1)}
+
+
+def window_exponent(lengths, w: np.ndarray, keep: np.ndarray | None = None, level: float = 0.95) -> dict:
+    r"""The exponent :math:`\beta` of :math:`w \propto L^\beta`: the least-squares slope of :math:`\log w` on
+    :math:`\log L` for every seed (rows of ``w (S, nL)``), over the lengths where ``keep (S, nL)`` is True (default:
+    all; a seed with fewer than 2 kept lengths gets NaN), and the Student-t interval of the mean over the fitted seeds
+    (independent replicates; at least 2 needed). Returns ``{"per_seed", "mean", "low", "high", "level", "seeds_fitted"}``."""
+    w = np.asarray(w, dtype=float)
+    keep = np.ones(w.shape, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
+    lx = np.log(np.asarray(lengths, dtype=float))
+    if lx.size < 2 or w.shape[-1] != lx.size or keep.shape != w.shape:
+        raise ValueError(f"w and keep must have shape (seeds, {lx.size}) for {lx.size} lengths (at least 2)")
+    if np.any(~(w[keep] > 0)):
+        raise ValueError("w must be positive where it is fitted (a power law)")
+    slopes = [float(np.polyfit(lx[k], np.log(row[k]), 1)[0]) if k.sum() >= 2 else float("nan")
+              for row, k in zip(w, keep)]
+    fitted = [b for b in slopes if np.isfinite(b)]
+    if len(fitted) < 2:
+        return {"per_seed": slopes, "mean": None, "low": None, "high": None, "level": level, "seeds_fitted": len(fitted)}
+    mean, low, high = stats.mean_interval(fitted, level)
+    return {"per_seed": slopes, "mean": mean, "low": low, "high": high, "level": level, "seeds_fitted": len(fitted)}
+
+
+#: A trained softmax run reads as a kernel smoother when the isotropic part dominates its input score,
+#: :math:`\|U_{xx} - wI\|_F / \|U_{xx}\|_F` below this (0 for :math:`U_{xx} = wI`, 1 for a traceless one).
+KERNEL_ANISOTROPY = 0.5
+
+
+def final_risks(result, n_prompts: int, device) -> dict:
+    """Each run's final risk on ``n_prompts`` fresh prompts of its length (stream ``"evaluation"`` of its seed, the
+    same prompts for both activations) with its standard error, and the paired difference softmax minus linear."""
+    cfg = result.config
+    task = cfg.task()
+    U_all, V_all = (torch.as_tensor(np.asarray(m)[:, :, :, -1], dtype=torch.float64) for m in result.uv())
+    S, nL, nA = len(cfg.seeds), len(cfg.lengths), len(cfg.models)
+    risk, se = np.full((S, nL, nA), np.nan), np.full((S, nL, nA), np.nan)
+    diff, diff_se = np.full((S, nL), np.nan), np.full((S, nL), np.nan)
+    for s, seed in enumerate(cfg.seeds):
+        for l, L in enumerate(cfg.lengths):
+            generator = seeding.generator(seed, "evaluation", L)
+            chunk = max(1, min(n_prompts, 2_000_000 // (L * cfg.D)))
+            losses, done = [[] for _ in range(nA)], 0
+            while done < n_prompts:
+                n = min(chunk, n_prompts - done)
+                batch = task.sample(n, L, generator, dtype=torch.float64)
+                for a, model in enumerate(cfg.models):
+                    pred = predict_unchecked(batch.tokens, batch.query, U_all[s, l, a], V_all[s, l, a], model)
+                    losses[a].append(0.5 * (pred - batch.target) ** 2)
+                done += n
+            per_prompt = [torch.cat(x).numpy() for x in losses]
+            for a in range(nA):
+                if not result.diverged[s, l, a]:
+                    risk[s, l, a], se[s, l, a] = stats.mean_se(per_prompt[a])
+            if nA == 2 and not result.diverged[s, l].any():
+                diff[s, l], diff_se[s, l] = stats.mean_se(per_prompt[0] - per_prompt[1])
+    return {"risk": risk, "risk_se": se, "difference": diff, "difference_se": diff_se, "n_prompts": n_prompts}
+
+
+def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
+    """The references at every length: ``bayes`` and ``nadaraya_watson`` (risks, standard errors, best ``w``), and the
+    length-free ``best_affine``, ``noise_floor``, ``zero``."""
+    bayes, bayes_se, nw, nw_se, nw_w = [], [], [], [], []
+    for L in lengths:
+        value, se = task.bayes_risk(L, n_prompts, seed=seeding.stream_seed(seeding.REFERENCE_SEED, "bayes", L))
+        bayes.append(value), bayes_se.append(se)
+        best = best_bandwidth(task, L, n_prompts=n_prompts, seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))
+        nw.append(best["risk"]), nw_se.append(best["se"]), nw_w.append(best["w"])
+        if progress:
+            print(f"references at L={L}: Bayes {value:.4f}, Nadaraya-Watson {best['risk']:.4f} at w={best['w']:.3g}",
+                  flush=True)
+    affine, affine_se = task.best_affine_risk()
+    return {"lengths": list(lengths), "bayes": bayes, "bayes_se": bayes_se, "nadaraya_watson": nw,
+            "nadaraya_watson_se": nw_se, "nadaraya_watson_w": nw_w, "best_affine": affine, "best_affine_se": affine_se,
+            "noise_floor": task.noise_floor(), "zero": task.zero_risk(), "n_prompts": n_prompts}
+
+
+def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
+                      restart: bool = False) -> dict:
+    r"""Softmax attention trained at one length (:data:`DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
+    noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds, each checkpointed: its final window :math:`w`
+    and anisotropy per seed, its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task.
+    Returns ``{"length", "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w",
+    "complete"}``."""
+    L = DEPENDENCE_LENGTH[preset]
+    out_w, out_a, out_r, best, complete = [], [], [], [], True
+    for k, (frequency, noise_var) in enumerate(DEPENDENCE):
+        config = nonlinear_config(preset, frequency=frequency, noise_var=noise_var, lengths=(L,), models=("softmax",))
+        checkpoint = out / "checkpoints" / f"nonlinear_{preset}_dependence{k}.pt"
+        if restart:
+            checkpoint.unlink(missing_ok=True)
+        stop = None if deadline is None else (lambda: time.monotonic() > deadline)
+        result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
+                       checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
+        complete = complete and result.complete
+        U, V = result.uv()
+        readings = window_readings(np.asarray(U), np.asarray(V), config.d)
+        out_w.append(readings["w"][:, 0, 0, -1]), out_a.append(readings["anisotropy"][:, 0, 0, -1])
+        out_r.append(result.eval_risk[:, 0, 0, -1])
+        best.append(best_bandwidth(config.task(), L, n_prompts=REFERENCE_PROMPTS[preset],
+                                   seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))["w"])
+        print(f"window at L={L}, gamma={frequency:g}, s^2={noise_var:g}: trained w = {np.round(out_w[-1], 1).tolist()},"
+              f" best Nadaraya-Watson w* = {best[-1]:.3g}", flush=True)
+    return {"length": L, "settings": [list(x) for x in DEPENDENCE], "w": out_w, "anisotropy": out_a, "risk": out_r,
+            "best_w": best, "complete": complete}
+
+
+def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
+                        restart: bool = False, dirty: bool = False) -> pathlib.Path:
+    """Train (or resume) the sweep of ``preset``, measure it and its references, and write
+    ``nonlinear_<preset>.json`` atomically into ``out`` (default: the results folder). ``max_minutes`` stops training
+    after about that long (the file then says ``"complete": false``; the same call resumes). ``restart`` trains
+    afresh. ``dirty``: the library had uncommitted changes (recorded)."""
+    start = time.monotonic()
+    device = resolve_device(device)
+    out = results_folder() if out is None else pathlib.Path(out)
+    config = nonlinear_config(preset)
+    checkpoint = out / "checkpoints" / f"nonlinear_{preset}.pt"
+    if restart:
+        checkpoint.unlink(missing_ok=True)
+    deadline = None if max_minutes is None else start + 60 * checks.positive_float("max_minutes", max_minutes)
+    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
+    print(f"training Chapter 8's sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))}) on {device}; "
+          f"checkpoint {checkpoint}", flush=True)
+    result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
+                   checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
+    print(f"trained: {result.seconds:.0f} s, {int(result.diverged.sum())} diverged runs; measuring", flush=True)
+    U, V = result.uv()
+    readings = window_readings(np.asarray(U), np.asarray(V), config.d)
+    soft = config.models.index("softmax")
+    final_w = readings["w"][:, :, soft, -1]
+    kernel_like = (readings["anisotropy"][:, :, soft, -1] < KERNEL_ANISOTROPY) & (final_w > 0)
+    data = {
+        "preset": preset, "complete": bool(result.complete), "steps_reached": int(result.steps[-1]),
+        "config": config.as_dict(), "models": list(config.models),
+        "trajectories": {"steps": result.steps, "eval_risk": result.eval_risk, "eval_sd": result.eval_sd,
+                         "w": readings["w"]},
+        "final": final_risks(result, FINAL_PROMPTS[preset], device),
+        "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY,
+                    "exponent": window_exponent(config.lengths, final_w, kernel_like) if len(config.lengths) > 1
+                    else None},
+        "references": references(config.task(), config.lengths, REFERENCE_PROMPTS[preset], progress=True),
+    }
+    data["dependence"] = window_dependence(preset, device, out, deadline, restart)
+    data["complete"] = data["complete"] and data["dependence"]["complete"]
+    data["provenance"] = {**provenance(device, time.monotonic() - start), "preset": preset,
+                          "seeds": list(config.seeds), "training_seconds": result.seconds,
+                          "engine_path": result.engine_path, "command": nonlinear_command(preset),
+                          "allow_dirty": bool(dirty), "final_prompts": FINAL_PROMPTS[preset],
+                          "reference_prompts": REFERENCE_PROMPTS[preset]}
+    path = save_json(out / nonlinear_file(preset), data)
+    print(f"wrote {path}", flush=True)
+    return path
+
+
+def exponent_heuristic(d: int) -> float:
+    r"""The course's heuristic exponent of the best Nadaraya-Watson :math:`w` against :math:`L` for a smooth
+    (twice-differentiable) :math:`f` on :math:`S^{d-1}`: squared bias :math:`\propto w^{-2}` against variance
+    :math:`\propto w^{(d-1)/2}/L` gives :math:`w^* \propto L^{2/(d+3)}`."""
+    return 2.0 / (checks.int_at_least("d", d, 2) + 3)

@@ -1,0 +1,142 @@
+"""Builders of Chapter 8's figures: the tilted limit for nonlinear labels, its concentration, the risks of trained
+softmax and linear attention against the references, and the learned window against the prompt length.
+
+The data come from :mod:`~softmax_as_linear.theory.tilted_limit` and from a result of
+:mod:`~softmax_as_linear.experiments.nonlinear` (``nonlinear_<preset>.json``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from ..core import stats
+from . import style
+
+
+def limit_figure(t, target, softmax_limit, linear_limit, finite: dict) -> go.Figure:
+    """Predictions along a line of queries :math:`x_q = t e_1`: the task's :math:`f(x_q)`, the two infinite-prompt
+    limits, and finite-prompt softmax attention (``finite``: ``{L: predictions}``, each the mean over prompts) as
+    markers. All arrays ``(n,)`` over ``t``."""
+    fig = style.new_figure("Softmax attention's limit is a smoothed f at a linear image of the query",
+                           "query coordinate t (x_q = t e_1)", "prediction")
+    fig.add_trace(go.Scatter(x=t, y=target, mode="lines", name="f(x_q), the conditional mean",
+                             line=dict(color=style.COLORS["bayes"], dash="dot", width=2)))
+    fig.add_trace(go.Scatter(x=t, y=softmax_limit, mode="lines", name="softmax, L = ∞ (closed form)",
+                             line=dict(color=style.COLORS["softmax"], width=3)))
+    fig.add_trace(go.Scatter(x=t, y=linear_limit, mode="lines", name="linear attention, L = ∞ (closed form)",
+                             line=dict(color=style.COLORS["linear"], dash="dash", width=2)))
+    for (L, values), symbol in zip(sorted(finite.items()), ("circle-open", "diamond", "square-open")):
+        fig.add_trace(go.Scatter(x=t, y=values, mode="markers", name=f"softmax, L = {L:,} (mean of prompts)",
+                                 marker=dict(color=style.COLORS["softmax"], symbol=symbol, size=8)))
+    return fig
+
+
+def gap_figure(lengths, gaps: dict, gap_se: dict) -> go.Figure:
+    """The mean squared gap :math:`\\mathbb{E}(\\hat y_L - \\hat y_\\infty)^2` against :math:`L` for each activation
+    (``gaps`` and ``gap_se``: ``{activation: (nL,)}``), with a line of slope -1 through the first point."""
+    lengths = np.asarray(lengths, dtype=float)
+    fig = style.new_figure("Finite prompts approach the closed-form limit", "prompt length L",
+                           "mean squared gap to the L = ∞ prediction", logx=True, logy=True)
+    for name, symbol in (("softmax", "circle"), ("linear", "square")):
+        if name not in gaps:
+            continue
+        y = np.asarray(gaps[name], dtype=float)
+        fig.add_trace(go.Scatter(x=lengths, y=y, mode="lines+markers", name=f"{name} attention",
+                                 error_y=dict(type="data", array=2 * np.asarray(gap_se[name], dtype=float)),
+                                 line=dict(color=style.COLORS[name]), marker=dict(symbol=symbol, size=9)))
+        fig.add_trace(go.Scatter(x=lengths, y=y[0] * lengths[0] / lengths, mode="lines",
+                                 name=f"slope -1 through the first {name} point",
+                                 line=dict(color=style.COLORS[name], dash="dot", width=1)))
+    return fig
+
+
+def _seed_band(values: np.ndarray):
+    """Mean over seeds and a 95% Student-t interval at every length, from ``(S, nL)``."""
+    rows = [v[np.isfinite(v)] for v in np.asarray(values, dtype=float).T]
+    out = np.array([stats.mean_interval(r) if r.size > 1 else (r.mean(), r.mean(), r.mean()) for r in rows])
+    return out[:, 0], out[:, 1], out[:, 2]
+
+
+def risk_figure(data: dict) -> go.Figure:
+    """Final risks against :math:`L` of trained softmax and linear attention (mean over seeds, 95% interval over
+    seeds) with the :math:`L`-Bayes risk, Nadaraya-Watson at its best :math:`w`, the best affine predictor that knows
+    :math:`f`, and the noise floor. ``data``: a ``nonlinear_<preset>.json`` result."""
+    ref, final = data["references"], data["final"]
+    lengths = np.asarray(ref["lengths"], dtype=float)
+    risk = np.asarray(final["risk"], dtype=float)
+    fig = style.new_figure(f"A nonlinear task: trained attention against the references ({risk.shape[0]} seeds)",
+                           "prompt length L", "risk R = MSE/2 on fresh prompts", logx=True, logy=True)
+    flat = np.ones_like(lengths)
+    for y, label, color, dash in ((ref["best_affine"] * flat, "best affine predictor that knows f", "optimal_linear",
+                                   "dash"),
+                                  (ref["nadaraya_watson"], "Nadaraya-Watson, best w at each L", "theory", "dashdot"),
+                                  (ref["bayes"], "L-Bayes (Gaussian-process posterior mean)", "bayes", "dot"),
+                                  (ref["noise_floor"] * flat, "noise floor s²/2", "noise", "longdash")):
+        fig.add_trace(go.Scatter(x=lengths, y=y, mode="lines", name=label,
+                                 line=dict(color=style.COLORS[color], dash=dash, width=2)))
+    for a, model in enumerate(data["models"]):
+        mean, low, high = _seed_band(risk[:, :, a])
+        fig.add_trace(go.Scatter(x=lengths, y=mean, mode="lines+markers", name=f"{model} attention, trained",
+                                 error_y=dict(type="data", symmetric=False, array=high - mean, arrayminus=mean - low),
+                                 line=dict(color=style.COLORS[model]),
+                                 marker=dict(symbol="circle" if model == "softmax" else "square", size=9)))
+    return fig
+
+
+def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Figure:
+    """The learned window :math:`w = \\operatorname{tr}(U_{xx})/d` of trained softmax attention against :math:`L`
+    (every seed, and the power law of the mean fitted exponent), with the best Nadaraya-Watson :math:`w` and, when
+    given, a line of slope ``heuristic_exponent`` through its first point. ``data``: a ``nonlinear_<preset>.json``
+    result."""
+    ref, windows = data["references"], data["windows"]
+    lengths = np.asarray(ref["lengths"], dtype=float)
+    soft = data["models"].index("softmax")
+    w = np.asarray(windows["w"], dtype=float)[:, :, soft]
+    fig = style.new_figure("The window narrows as the prompt grows", "prompt length L",
+                           "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
+    for s, row in enumerate(w):
+        fig.add_trace(go.Scatter(x=lengths, y=row, mode="markers", name="trained softmax, each seed",
+                                 showlegend=s == 0, marker=dict(color=style.COLORS["softmax"], symbol="circle-open",
+                                                                size=9)))
+    exponent = windows.get("exponent")
+    if exponent is not None and exponent.get("mean") is not None:
+        # through the runs the exponent was fitted on (those that read as kernel smoothers)
+        kept = np.asarray(windows["anisotropy"], dtype=float)[:, :, soft] < windows.get("kernel_anisotropy", 0.5)
+        logs = np.log(np.clip(w, 1e-12, None)) - exponent["mean"] * np.log(lengths)
+        intercept = float(np.mean(logs[kept]))
+        fig.add_trace(go.Scatter(x=lengths, y=np.exp(intercept) * lengths ** exponent["mean"], mode="lines",
+                                 name=f"fit: w ∝ L^{exponent['mean']:.2f} "
+                                      f"(95%: {exponent['low']:.2f} to {exponent['high']:.2f})",
+                                 line=dict(color=style.COLORS["softmax"])))
+    fig.add_trace(go.Scatter(x=lengths, y=ref["nadaraya_watson_w"], mode="lines+markers",
+                             name="best Nadaraya-Watson w", line=dict(color=style.COLORS["theory"], dash="dashdot"),
+                             marker=dict(symbol="diamond", size=8)))
+    if heuristic_exponent is not None:
+        first = float(ref["nadaraya_watson_w"][0])
+        fig.add_trace(go.Scatter(x=lengths, y=first * (lengths / lengths[0]) ** heuristic_exponent, mode="lines",
+                                 name=f"slope {heuristic_exponent:.2f} (smooth-f heuristic)",
+                                 line=dict(color=style.COLORS["noise"], dash="dot")))
+    return fig
+
+
+def kernel_figure(angles, labels, weights: dict, query_angle: float, truth=None) -> go.Figure:
+    """A prompt on the circle (inputs by their angle, labels as points) with the softmax weights of a few windows
+    (``weights``: ``{w: (L,)}``, drawn as bars scaled to the labels' range) around the query's angle."""
+    order = np.argsort(angles)
+    angles, labels = np.asarray(angles)[order], np.asarray(labels)[order]
+    fig = style.new_figure("On the circle, softmax attention is a kernel smoother", "input angle (radians)",
+                           "label, and attention weight (scaled)")
+    if truth is not None:
+        grid, values = truth
+        fig.add_trace(go.Scatter(x=grid, y=values, mode="lines", name="f",
+                                 line=dict(color=style.COLORS["bayes"], dash="dot")))
+    fig.add_trace(go.Scatter(x=angles, y=labels, mode="markers", name="prompt tokens (x_i, y_i)",
+                             marker=dict(color=style.COLORS["noise"], size=5)))
+    span = float(np.ptp(labels)) or 1.0
+    for (w, a), color in zip(sorted(weights.items()), (style.COLORS["linear"], style.COLORS["softmax"],
+                                                       style.COLORS["theory"])):
+        a = np.asarray(a)[order]
+        fig.add_trace(go.Scatter(x=angles, y=labels.min() + span * a / a.max(), mode="lines",
+                                 name=f"weights at w = {w:g} (scaled)", line=dict(color=color, width=2)))
+    fig.add_vline(x=query_angle, line=dict(color=style.COLORS["bayes"], width=1, dash="dash"))
+    return fig

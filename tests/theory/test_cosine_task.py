@@ -1,0 +1,72 @@
+"""The random-cosine-feature task: its sampler, its exact Bayes predictor and its best affine predictor."""
+import math
+
+import pytest
+import torch
+
+from softmax_as_linear.theory.cosine_task import CosineTask
+
+
+def test_prompts_follow_the_task():
+    task = CosineTask(d=3, features=16, frequency=1.5, noise_var=0.0)
+    batch = task.sample(8, 20, torch.Generator().manual_seed(1), torch.float64)
+    assert batch.tokens.shape == (8, 20, 4) and batch.query.shape == (8, 4) and batch.w.shape == (8, 16)
+    assert torch.allclose(batch.tokens[..., :3].norm(dim=-1), torch.ones(8, 20, dtype=torch.float64))
+    assert torch.allclose(batch.tokens[..., -1], task.function(batch.w, batch.tokens[..., :3]))
+    assert torch.allclose(batch.target, task.function(batch.w, batch.query[:, None, :3])[:, 0])
+    assert bool((batch.query[:, -1] == 0).all())
+
+
+def test_stacked_batches_are_the_single_draws():
+    task = CosineTask(d=2, features=8)
+    gens = [torch.Generator().manual_seed(s) for s in (3, 4)]
+    stacked = task.sample_stacked(5, 7, gens)
+    single = task.sample(5, 7, torch.Generator().manual_seed(4))
+    assert torch.equal(stacked.tokens[1], single.tokens) and torch.equal(stacked.target[1], single.target)
+
+
+def test_features_make_the_gaussian_kernel_on_average():
+    task = CosineTask(d=2, features=20000, frequency=1.3, inputs="gaussian")
+    x, x2 = torch.tensor([0.3, -0.2], dtype=torch.float64), torch.tensor([-0.4, 0.5], dtype=torch.float64)
+    kernel = float(task.feature_map(x) @ task.feature_map(x2))
+    assert kernel == pytest.approx(math.exp(-1.3**2 * float(((x - x2) ** 2).sum()) / 2), abs=0.03)
+
+
+def test_posterior_mean_is_ridge_and_bayes_risk_matches_monte_carlo():
+    task = CosineTask(d=2, features=12, frequency=2.0, noise_var=0.1)
+    batch = task.sample(4000, 15, torch.Generator().manual_seed(2), torch.float64)
+    mean, excess = task.posterior(batch.tokens, batch.query)
+    phi = task.feature_map(batch.tokens[0, :, :2])
+    ridge = torch.linalg.solve(phi.T @ phi + task.noise_var / task.task_var * torch.eye(12, dtype=torch.float64),
+                               phi.T @ batch.tokens[0, :, 2])
+    assert float(mean[0]) == pytest.approx(float(task.feature_map(batch.query[0, :2]) @ ridge), rel=1e-9)
+    losses = 0.5 * (mean - batch.target) ** 2
+    closed = 0.5 * excess + 0.5 * task.noise_var
+    diff = losses - closed
+    assert abs(float(diff.mean())) < 4 * float(diff.std()) / math.sqrt(diff.numel())
+
+
+def test_no_affine_predictor_beats_the_best_affine_risk():
+    task = CosineTask(d=2, features=32, frequency=2.0)
+    best, se = task.best_affine_risk()
+    assert task.noise_floor() < best < task.zero_risk() and se < 1e-3
+    batch = task.sample(20000, 1, torch.Generator().manual_seed(5), torch.float64)
+    x = batch.query[:, :2]
+    design = torch.cat([torch.ones_like(x[:, :1]), x], -1)
+    # the best affine map of x_q alone, fitted across tasks, cannot do better than the one that knows f
+    coef = torch.linalg.lstsq(design, batch.target.unsqueeze(-1)).solution
+    assert float((0.5 * (design @ coef - batch.target.unsqueeze(-1)) ** 2).mean()) > best
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(features=0), "features"), (dict(inputs="cube"), "inputs"),
+                                          (dict(noise_var=-1.0), "noise_var"), (dict(d=1), "d")])
+def test_bad_arguments_are_named(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        CosineTask(**kwargs)
+
+
+def test_posterior_needs_noise():
+    task = CosineTask(noise_var=0.0)
+    batch = task.sample(2, 3)
+    with pytest.raises(ValueError, match="noise_var"):
+        task.posterior(batch.tokens, batch.query)

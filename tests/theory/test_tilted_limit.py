@@ -1,0 +1,92 @@
+"""The infinite-prompt limit of attention for cosine labels of Gaussian inputs, against finite prompts."""
+import math
+
+import pytest
+import torch
+
+from softmax_as_linear.theory import tilted_limit as tl
+from softmax_as_linear.theory.cosine_task import CosineTask
+
+f64 = dict(dtype=torch.float64)
+
+
+def _setting(n=64, seed=0):
+    task = CosineTask(d=2, features=8, frequency=1.0, noise_var=0.05, inputs="gaussian")
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(n, 8, generator=g, **f64)
+    query = torch.cat([torch.randn(n, 2, generator=g, **f64), torch.zeros(n, 1, **f64)], -1)
+    U = torch.zeros(3, 3, **f64)
+    U[:2, :2] = torch.tensor([[0.4, 0.1], [-0.1, 0.3]])
+    V = torch.zeros(3, 3, **f64)
+    V[2] = torch.tensor([0.3, -0.2, 1.0])
+    return task, a, query, U, V, g
+
+
+def test_smoothing_of_a_cosine_is_its_gaussian_average():
+    omega, phase = torch.tensor([[1.2, -0.7]], **f64), torch.tensor([0.4], **f64)
+    cov = torch.tensor([[1.0, 0.3], [0.3, 0.5]], **f64)
+    mean = torch.tensor([0.2, -0.1], **f64)
+    x = mean + torch.randn(400000, 2, generator=torch.Generator().manual_seed(0), **f64) @ torch.linalg.cholesky(cov).T
+    values = torch.cos(x @ omega.T + phase).squeeze(-1)
+    closed = float(tl.smoothed_cosines(omega, phase, torch.ones(1, **f64), mean, cov))
+    assert abs(float(values.mean()) - closed) < 4 * float(values.std()) / math.sqrt(values.numel())
+
+
+def test_smoothing_of_a_quadratic():
+    B, beta = torch.tensor([[1.0, 0.5], [0.5, -2.0]], **f64), torch.tensor([0.3, 0.1], **f64)
+    cov, mean = torch.tensor([[1.0, 0.2], [0.2, 2.0]], **f64), torch.tensor([0.5, -1.0], **f64)
+    x = mean + torch.randn(400000, 2, generator=torch.Generator().manual_seed(1), **f64) @ torch.linalg.cholesky(cov).T
+    values = ((x @ B) * x).sum(-1) + x @ beta + 0.7
+    closed = float(tl.smoothed_quadratic(B, beta, 0.7, mean, cov))
+    assert abs(float(values.mean()) - closed) < 4 * float(values.std()) / math.sqrt(values.numel())
+
+
+@pytest.mark.parametrize("activation", ["softmax", "linear"])
+def test_finite_prompts_approach_the_limit_at_rate_one_over_L(activation):
+    task, a, query, U, V, g = _setting()
+    coef = tl.cosine_coefficients(task, a)
+    if activation == "linear":
+        U = U.clone()
+        U[2, :2] = torch.tensor([0.2, -0.1])
+        limit = tl.linear_limit(U, V, task.omega, task.phase, coef, torch.eye(2, **f64), task.noise_var, query)
+    else:
+        limit = tl.softmax_limit(U, V, task.omega, task.phase, coef, torch.eye(2, **f64), query)
+    gaps = []
+    for L in (300, 3000):
+        pred = tl.finite_prompt_predictions(task, U, V, a, query, L, g, activation)
+        gaps.append(float(((pred - limit) ** 2).mean()) * L)
+    # L E_L settles: the ratio of L E_L at 3000 and 300 is near 1, far from the factor 10 of no convergence
+    assert 0.4 < gaps[1] / gaps[0] < 2.5
+
+
+def test_the_softmax_limit_refuses_a_score_that_reads_labels():
+    task, a, query, U, V, _ = _setting(n=2)
+    U[2, 0] = 0.1
+    with pytest.raises(ValueError, match="U"):
+        tl.softmax_limit(U, V, task.omega, task.phase, a, torch.eye(2, **f64), query)
+
+
+def test_the_linear_limit_is_linear_in_the_query():
+    task, a, query, U, V, _ = _setting(n=1)
+    coef = tl.cosine_coefficients(task, a)
+    args = (U, V, task.omega, task.phase, coef, torch.eye(2, **f64), task.noise_var)
+    q2 = query.clone()
+    q2[:, :2] *= 3
+    assert float(tl.linear_limit(*args, q2)) == pytest.approx(3 * float(tl.linear_limit(*args, query)), rel=1e-12)
+
+
+def test_quadratic_labels_approach_their_limits():
+    B = torch.tensor([[0.5, 0.2], [0.2, -0.3]], **f64)
+    labels = tl.QuadraticLabels(B, torch.tensor([0.3, -0.1], **f64), 0.2, noise_var=0.05)
+    g = torch.Generator().manual_seed(4)
+    n = 64
+    query = torch.cat([torch.randn(n, 2, generator=g, **f64), torch.zeros(n, 1, **f64)], -1)
+    U, V = torch.zeros(3, 3, **f64), torch.zeros(3, 3, **f64)
+    U[:2, :2] = 0.3 * torch.eye(2, **f64)
+    V[2] = torch.tensor([0.2, 0.0, 1.0])
+    soft, lin = tl.quadratic_limits(U, V, labels, query)
+    dummy = torch.zeros(n, 1, **f64)
+    for activation, limit in (("softmax", soft), ("linear", lin)):
+        gaps = [float(((tl.finite_prompt_predictions(labels, U, V, dummy, query, L, g, activation) - limit) ** 2).mean()) * L
+                for L in (300, 3000)]
+        assert 0.4 < gaps[1] / gaps[0] < 2.5, (activation, gaps)
