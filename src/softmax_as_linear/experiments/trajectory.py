@@ -219,8 +219,8 @@ class TrajectoryReading:
     def methods(self) -> str:
         """The test, in one sentence."""
         return (f"(trend of {self.batches} batch means over the last {self.fraction:g} of training, from step"
-                f" {self.window:,}; error from the run's own scatter, t with {self.batches - 2} d.f.;"
-                f" moving beyond {self.critical:.2f} s.e., level {self.level:g})")
+                f" {self.window:,}, its error from their successive differences; moving beyond {self.critical:.2f}"
+                f" s.e., the level-{self.level:g} quantile for a stationary run)")
 
     def summary(self, seeds=None, lengths=None, activations=None) -> str:
         """One :meth:`line` per run (of a file reading: the chosen seeds, lengths and activations), then the
