@@ -97,8 +97,9 @@ Its folders are its layers; a module imports only from its own layer and the one
     each other (flow gap, seed outcomes, the read-outs the training chapters test).
   - :mod:`~softmax_as_linear.experiments.uncertainty`: standard errors of the risks recorded along training and
     of their changes (measured, inferred from the final evaluation, or paired on fresh prompts).
-  - :mod:`~softmax_as_linear.experiments.trajectory`: a recorded trajectory read as a whole: when each run
-    stopped moving, how much it fell over the last tenth and quarter, and whether it still moves at the end.
+  - :mod:`~softmax_as_linear.experiments.trajectory`: a recorded trajectory read as a whole: whether each run
+    still moves at the end (a trend test whose null is a stationary training process, its error from the run's own
+    scatter), the smallest fall it resolves, and since when the run has settled.
   - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapters 6
     and 7, file by file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through

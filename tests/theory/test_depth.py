@@ -1,6 +1,7 @@
 """Deep residual attention: the finite-prompt network, its Gaussian recursion, and K = 1 against the one-layer model."""
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -206,6 +207,13 @@ def test_sampled_slope_recovers_a_known_rate_and_takes_ragged_samples():
     assert low < slope < high and low <= -1 <= high
     with pytest.raises(ValueError, match="2 samples"):
         depth.sampled_slope(lengths, [s[:1] for s in samples])
+    # few prompts at a heavily weighted length: a Student-t interval, wider than the normal one of the same variance
+    few = samples[:2] + [samples[2][:3]]
+    slope, low, high = depth.sampled_slope(lengths, few, level=0.99)
+    x = np.log(lengths)
+    w = (x - x.mean()) / ((x - x.mean()) ** 2).sum()
+    sd = np.sqrt(sum(wi**2 * r.var(ddof=1) / r.size / r.mean() ** 2 for wi, r in zip(w, few)))
+    assert high - slope > 2.576 * sd * 1.1
 
 
 def test_chapter_7_plane_weight_families():

@@ -107,7 +107,7 @@ def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[fl
 def chance_of_at_least(count: int, n: int, p: float) -> float:
     r""":math:`P(X \ge \text{count})` for :math:`X \sim \mathrm{Binomial}(n, p)`: how likely ``count`` or more of ``n``
     independent tests, each a false alarm with probability at most ``p``, fire by chance alone (for instance runs flagged
-    as still moving when none is, :func:`~softmax_as_linear.experiments.trajectory.moving_false_alarm`)."""
+    as still moving when none is, :func:`~softmax_as_linear.experiments.trajectory.read_risks` at its level)."""
     n, count = int(n), int(count)
     if n < 1 or not 0 <= count <= n:
         raise ValueError(f"count must lie in [0, n] with n >= 1, got count={count!r}, n={n!r}")

@@ -324,8 +324,11 @@ def sampled_slope(lengths, squared_errors, level: float = 0.95) -> tuple[float, 
     ``squared_errors`` holds, for each length, ``n_L >= 2`` independent samples (an array ``(len(lengths), n)`` or a
     list of arrays of any sizes; independent across lengths). The slope is :math:`\sum_L w_L \log \bar e_L` with
     :math:`w_L = (\log L - \overline{\log L}) / \sum (\log L - \overline{\log L})^2`; by the delta method its variance is
-    :math:`\sum_L w_L^2\, s_L^2 / (n_L \bar e_L^2)`: a normal interval at ``level``. It measures the sampling error
-    only, not a bend of the curve. Returns ``(slope, low, high)``.
+    :math:`\sum_L a_L` with :math:`a_L = w_L^2\, s_L^2 / (n_L \bar e_L^2)`, and the interval at ``level`` takes the
+    Student-t quantile with the Welch-Satterthwaite degrees of freedom
+    :math:`(\sum_L a_L)^2 / \sum_L a_L^2 / (n_L - 1)`, so that a length sampled with few prompts but a large weight
+    widens it as it should. It measures the sampling error only, not a bend of the curve. Returns
+    ``(slope, low, high)``.
     """
     import numpy as np
     from scipy import stats as scipy_stats
@@ -339,7 +342,9 @@ def sampled_slope(lengths, squared_errors, level: float = 0.95) -> tuple[float, 
     mean = np.array([r.mean() for r in rows])
     var = np.array([r.var(ddof=1) / r.size for r in rows])
     slope = float(w @ np.log(mean))
-    half = float(scipy_stats.norm.ppf(0.5 + level / 2) * np.sqrt((w**2 * var / mean**2).sum()))
+    share = w**2 * var / mean**2                              # each length's part of the slope's variance
+    dof = share.sum() ** 2 / (share**2 / (np.array([r.size for r in rows]) - 1)).sum()
+    half = float(scipy_stats.t.ppf(0.5 + level / 2, dof) * np.sqrt(share.sum()))
     return slope, slope - half, slope + half
 
 
