@@ -12,9 +12,9 @@ The rule, in full in CONTRIBUTING.md ("What nbval compares"):
       "nbval-tolerance": {"rtol": 0.05, "atol": 1e-6, "why": "trained on the CPU: ..."}
 
   Its outputs are then compared piece by piece (:func:`compare_outputs`): the text between the numbers exactly,
-  and each number ``x`` stored as ``s`` within ``atol + rtol |s|``, plus half a unit of the last digit printed
-  for each of the two when they are printed with a decimal point or an exponent (two values that differ by
-  ``d`` can print ``d`` plus a unit apart once rounded). Figure data (plotly JSON, and the HTML that renders
+  a plain integer (a count, a seed, a length) exactly, and every other number ``n`` stored as ``s`` (printed
+  with a decimal point, an exponent or thousands separators) within ``atol + rtol |s|``, plus half a unit of the
+  last digit printed for each of the two (two values that differ by ``d`` can print ``d`` plus a unit apart). Figure data (plotly JSON, and the HTML that renders
   it) is decoded, base64 typed arrays included, and compared element by element within ``atol + rtol |s|``
   plus half a unit of the last place of the array's type; the HTML's element id, a hash of the figure, is not.
 
@@ -85,13 +85,17 @@ def tolerance_of(cell: dict) -> Tolerance | None:
 
 
 def _last_unit(text: str) -> float:
-    """A unit of the last digit of a printed number, 0 for one printed without a decimal point or exponent
-    (a count, or a number printed whole: no rounding shows)."""
+    """A unit of the last digit of a printed number: ``0.01`` for ``1.25``, ``1e-05`` for ``1.2e-04``, ``1`` for
+    ``2,760``; 0 for a plain integer (a count, or a number printed whole)."""
     mantissa, _, exponent = text.lower().partition("e")
     if "." not in mantissa and not exponent:
-        return 0.0
+        return 1.0 if "," in mantissa else 0.0
     decimals = len(mantissa.partition(".")[2])
     return 10.0 ** (int(exponent or 0) - decimals)
+
+
+def _plain_integer(text: str) -> bool:
+    return re.fullmatch(r"[-+]?\d+", text) is not None
 
 
 def _number(text: str) -> float:
@@ -139,6 +143,8 @@ def _compare_numbers(stored: str, now: str, tolerance: Tolerance, where: str, pr
     s, n = _number(stored), _number(now)
     if s == n or (math.isnan(s) and math.isnan(n)):
         return None
+    if printed and _plain_integer(stored) and _plain_integer(now):
+        return f"{where}: {now} printed, {stored} stored: a count (a plain integer) is compared exactly"
     allowed = tolerance.allowed(s) + ((_last_unit(stored) + _last_unit(now)) / 2 if printed else 0.0)
     if abs(n - s) <= allowed:
         return None

@@ -52,7 +52,13 @@ def test_the_rounding_slack_is_half_a_printed_unit_each():
     assert compare_text("0.124", "0.125", tight) is None                    # 0.1245 printed both ways
     assert compare_text("0.124", "0.126", tight) is not None
     assert compare_text("1.2e-04", "1.3e-04", tight) is None
-    assert compare_text("in 3 of 10 seeds", "in 4 of 10 seeds", TRAINED) is not None   # counts: no slack
+    assert compare_text("L = 2,760", "L = 2,761", tight) is None             # rounded to a unit
+
+
+def test_a_plain_integer_is_a_count_compared_exactly():
+    assert "compared exactly" in compare_text("in 19 of 20 seeds", "in 20 of 20 seeds", TRAINED)
+    assert "compared exactly" in compare_text("seed 327: 0.51", "seed 328: 0.51", TRAINED)
+    assert compare_text("settled at t = 22.08", "settled at t = 22", TRAINED) is None
 
 
 def test_figure_data_is_decoded_and_compared_numerically():
