@@ -149,3 +149,27 @@ def test_nbval_applies_the_rule(tmp_path):
     assert re.search(r"PASSED \S*chapter.ipynb::Cell 0\n", out) and "3 failed, 1 passed" in out, out
     assert "Cell 1 (id beyond)" in out and "0.123 printed, 0.150 stored" in out and "rtol 0.05, atol 0" in out, out
     assert "Cell 2 (id claim)" in out and "text differs" in out and "mismatch 'stdout'" in out, out  # Cell 3: exact
+
+
+# A float64 sum of order-1 terms is exact to about 1e-16: a printed value below 1e-12, or a zero in exponent
+# notation (`0.0e+00`), is what one CPU's rounding left; another prints other noise.
+NOISE = re.compile(r"(?<![\w.<])(?<!< )[-+]?(?:\d+\.?\d*)[eE](?:-(?:1[3-9]|[2-9]\d|\d{3})|[-+]0+(?!\d))(?![\w.])")
+
+
+def _noise(text: str) -> list[str]:
+    return [m.group() for m in NOISE.finditer(text) if abs(float(m.group())) < 1e-12]
+
+
+def test_noise_is_recognised():
+    assert _noise("R 0.0e+00, <= 1e-14, = 3.6e-15, 0e+00") == ["0.0e+00", "1e-14", "3.6e-15", "0e+00"]
+    assert _noise("R < 1e-12, 3.2e-04, 1e-12, 1.0e+00, 2e-07") == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_no_compared_output_prints_rounding_noise(path):
+    """A zero up to rounding is printed as a bound (core.printing.bound), never as its noise."""
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code" or "nbval-ignore-output" in cell.metadata.get("tags", []):
+            continue
+        printed = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.outputs)
+        assert not _noise(printed), f"{path.name}, cell {cell.id} prints rounding noise {_noise(printed)}: print a bound"

@@ -9,15 +9,18 @@ from __future__ import annotations
 import numpy as np
 
 
-def bound(value: float, below: float = 1e-12, fmt: str = ".1e") -> str:
-    """``"< {below}"`` when ``|value| < below`` (a zero up to rounding), else ``value`` formatted with ``fmt``.
+def bound(value: float, below: float = 1e-12, fmt: str = ".1e", equals: bool = False) -> str:
+    """``"< {below}"`` when ``|value| < below`` (a zero up to rounding), else ``value`` formatted with ``fmt``
+    (after ``"= "`` with ``equals``, so that ``f"R {bound(r, equals=True)}"`` reads either way).
 
-    >>> bound(8e-18), bound(-1e-17), bound(3.2e-4)
-    ('< 1e-12', '< 1e-12', '3.2e-04')
+    >>> bound(8e-18), bound(-1e-17), bound(3.2e-4), bound(3.2e-4, equals=True)
+    ('< 1e-12', '< 1e-12', '3.2e-04', '= 3.2e-04')
     """
     if not below > 0:
         raise ValueError(f"below must be positive, not {below!r}")
-    return f"< {below:g}" if abs(float(value)) < below else format(float(value), fmt)
+    if abs(float(value)) < below:
+        return f"< {below:g}"
+    return ("= " if equals else "") + format(float(value), fmt)
 
 
 def rounded(values, decimals: int) -> np.ndarray:
