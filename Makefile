@@ -24,7 +24,7 @@ JB     := $(VENV)/bin/jupyter-book build . -W -n --keep-going
 # CHROMIUM=/path/to/chromium takes a Chromium or Chrome installed elsewhere, and installs nothing.
 CHROMIUM ?=
 
-.PHONY: setup book test check lint actionlint unit slow nbval book-strict chromium browser live pip-path lab notebooks linkcheck clean
+.PHONY: setup book test check lint actionlint unit slow nbval nbval-portable book-strict chromium browser live pip-path lab notebooks linkcheck clean
 
 setup: $(READY)
 
@@ -103,10 +103,25 @@ TRAIN_CACHE ?= .cache/sweeps
 CACHED := SOFTMAX_AS_LINEAR_TRAIN_CACHE=$(if $(strip $(TRAIN_CACHE)),$(abspath $(TRAIN_CACHE)))
 
 # Every chapter re-executed and compared with its stored outputs, a chapter per worker (each chapter's
-# cells run in order in one kernel: --dist loadfile), each kernel on one thread.
+# cells run in order in one kernel: --dist loadfile), each kernel on one thread. What is compared, and how
+# closely, is tools/nbval_outputs.py's rule (CONTRIBUTING.md, "What nbval compares"): text exactly, and the
+# numbers of a cell that declares a tolerance within it.
+NBVAL := $(PY) -m pytest --nbval -p tools.nbval_outputs -q -p no:cacheprovider $(XDIST) \
+	$(if $(filter 0,$(WORKERS)),,--dist loadfile)
 nbval: $(READY)
-	$(CACHED) $(if $(filter 0 1,$(WORKERS)),,OMP_NUM_THREADS=1 )$(PY) -m pytest --nbval $(CHAPTERS) -q \
-		-p no:cacheprovider $(XDIST) $(if $(filter 0,$(WORKERS)),,--dist loadfile)
+	$(CACHED) $(if $(filter 0 1,$(WORKERS)),,OMP_NUM_THREADS=1 )$(NBVAL) $(CHAPTERS)
+
+# Another machine's rounding, on this one: every chapter (or CHAPTER=NN) re-executed and compared under
+# numerics other than those it was stored with (on x86-64: MKL's bit-reproducible code paths and ATen's
+# narrower vector units; and another thread count), training included (TRAIN_CACHE is keyed on neither).
+# Each setting runs even when one failed. Not part of `make test` (it trains every chapter's sweeps twice).
+PORTABLE_NUMERICS ?= "MKL_CBWR=COMPATIBLE ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1" \
+	"MKL_CBWR=AVX2 ATEN_CPU_CAPABILITY=avx2 OMP_NUM_THREADS=2"
+nbval-portable: $(READY)
+	@failed=0; for numerics in $(PORTABLE_NUMERICS); do \
+		echo "make nbval-portable: $$numerics"; \
+		env $$numerics SOFTMAX_AS_LINEAR_TRAIN_CACHE= $(NBVAL) $(CHAPTERS) || failed=1; \
+	done; exit $$failed
 
 book-strict: $(READY)
 	rm -rf _build

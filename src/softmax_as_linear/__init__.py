@@ -10,6 +10,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.core.seeding`: the one rule that turns a seed into every random stream of an experiment.
   - :mod:`~softmax_as_linear.core.devices`: choice of device (CUDA when present, else the CPU).
   - :mod:`~softmax_as_linear.core.stats`: means, standard errors and intervals that claims are checked against.
+  - :mod:`~softmax_as_linear.core.printing`: a zero up to rounding printed as a bound, never as its noise.
   - :mod:`~softmax_as_linear.core.artifacts`: where result files live, and how they are written (atomically) and read.
   - :mod:`~softmax_as_linear.core.provenance`: where a result was computed (device, versions, commit, time).
 - ``theory``: the paper's mathematical objects and their estimators.
