@@ -185,7 +185,7 @@ def _umask() -> int:
 
 def jsonable(value):
     """``value`` with its arrays, tensors and NumPy scalars as lists and numbers, dict keys as strings: what
-    :func:`json.dumps` takes (NaN stays NaN)."""
+    ``json.dumps`` takes (NaN stays NaN)."""
     if isinstance(value, dict):
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -325,10 +325,9 @@ def nonlinear_command(preset: str = "lecture") -> str:
 
 def saved_nonlinear(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:
     """The saved Chapter 8 result ``nonlinear_<preset>.json`` (results folder, then the shipped copy): ``None`` when
-    it has not been written, or with ``required`` a ``FileNotFoundError`` naming the command that writes it."""
-    if required:
-        return _load_result(nonlinear_file(preset), folder, command=nonlinear_command(preset))
-    return _load_if_there(nonlinear_file(preset), folder, nonlinear_command(preset))
+    it has not been written, or with ``required`` a ``FileNotFoundError`` naming the command that writes it. With
+    ``required`` (what Chapter 8 reads), a partial file is refused with a :class:`PartialResultError`."""
+    return _read(nonlinear_file(preset), folder, nonlinear_command(preset), required)
 
 
 # Any file ----------------------------------------------------------------------------------------------------------
