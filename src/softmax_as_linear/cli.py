@@ -171,8 +171,9 @@ def _common_options(command: argparse.ArgumentParser) -> None:
                               "share its training; beyond: Chapter 6's sweeps, one per covariate law (--covariates), "
                               "written as beyond_<covariates>_<preset>.json; depth: Chapter 7's in-context regression with one and "
                               "two layers, written as depth_<preset>.json; nonlinear: Chapter 8's nonlinear task, "
-                              "written as nonlinear_<preset>.json; all: the paper's figures (not beyond, not depth, "
-                              "not nonlinear)")
+                              "written as nonlinear_<preset>.json; nonlinear_depth: its one- and two-layer sweep, written as "
+                              "nonlinear_depth_<preset>.json; all: the paper's figures (not beyond, not depth, "
+                              "not nonlinear, not nonlinear_depth)")
     command.add_argument("--preset", choices=PRESETS, default="lecture",
                          help="paper: the paper's settings (about 45 min of a 2-core CPU for one sweep of one seed, "
                               "minutes on a GPU); lecture: the same stories in minutes on a CPU; smoke: seconds, "

@@ -161,16 +161,17 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
 
 
 def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
-                      restart: bool = False) -> dict:
+                      restart: bool = False, seeds: tuple[int, ...] | None = None) -> dict:
     r"""Softmax attention trained at one length (:data:`DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
-    noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds, each checkpointed: its final window :math:`w`
+    noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds (or ``seeds``), each checkpointed: its final window :math:`w`
     and anisotropy per seed, its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task.
     Returns ``{"length", "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w",
     "complete"}``."""
     L = DEPENDENCE_LENGTH[preset]
     out_w, out_a, out_r, best, complete = [], [], [], [], True
     for k, (frequency, noise_var) in enumerate(DEPENDENCE):
-        config = nonlinear_config(preset, frequency=frequency, noise_var=noise_var, lengths=(L,), models=("softmax",))
+        config = nonlinear_config(preset, frequency=frequency, noise_var=noise_var, lengths=(L,), models=("softmax",),
+                                  **({} if seeds is None else {"seeds": tuple(seeds)}))
         checkpoint = out / "checkpoints" / f"nonlinear_{preset}_dependence{k}.pt"
         if restart:
             checkpoint.unlink(missing_ok=True)
@@ -190,16 +191,37 @@ def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | 
             "best_w": best, "complete": complete}
 
 
+#: The arrays of the result file with a seed axis first, by section: a shard holds its seeds' rows, and
+#: :func:`~softmax_as_linear.experiments.shards.merge` joins them in seed order.
+PER_SEED = {"trajectories": ("eval_risk", "eval_sd", "w"), "final": ("risk", "risk_se", "difference", "difference_se"),
+            "windows": ("w", "anisotropy", "label_score", "v_y", "v_x_norm")}
+#: The arrays of ``dependence`` with a seed axis second (settings, seeds).
+DEPENDENCE_PER_SEED = ("w", "anisotropy", "risk")
+
+
 def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
-                        restart: bool = False, dirty: bool = False) -> pathlib.Path:
+                        restart: bool = False, dirty: bool = False,
+                        shard: tuple[int, int] | None = None) -> pathlib.Path:
     """Train (or resume) the sweep of ``preset``, measure it and its references, and write
     ``nonlinear_<preset>.json`` atomically into ``out`` (default: the results folder). ``max_minutes`` stops training
     after about that long (the file then says ``"complete": false``; the same call resumes). ``restart`` trains
-    afresh. ``dirty``: the library had uncommitted changes (recorded)."""
+    afresh. ``dirty``: the library had uncommitted changes (recorded).
+
+    ``shard=(k, n)``: train the seeds of shard ``k`` of ``n`` only
+    (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds`), main sweep and dependence, into ``out`` (the
+    caller's shard folder); the file then holds those seeds' rows of :data:`PER_SEED` and
+    :data:`DEPENDENCE_PER_SEED`, and leaves what needs every seed or none (the window exponent, the references) to
+    the merge (:func:`~softmax_as_linear.experiments.shards.merge`), which writes the file one process writes. Every
+    run draws from its own seed's streams, so on a CPU the numbers are the same either way."""
+    from .reproduce import shard_seeds
+
     start = time.monotonic()
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
-    config = nonlinear_config(preset)
+    seeds = nonlinear_config(preset).seeds
+    if shard is not None:
+        seeds = shard_seeds(seeds, *shard)
+    config = nonlinear_config(preset, seeds=seeds)
     checkpoint = out / "checkpoints" / f"nonlinear_{preset}.pt"
     if restart:
         checkpoint.unlink(missing_ok=True)
@@ -212,30 +234,43 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_mi
     print(f"trained: {result.seconds:.0f} s, {int(result.diverged.sum())} diverged runs; measuring", flush=True)
     U, V = result.uv()
     readings = window_readings(np.asarray(U), np.asarray(V), config.d)
-    soft = config.models.index("softmax")
-    final_w = readings["w"][:, :, soft, -1]
-    kernel_like = (readings["anisotropy"][:, :, soft, -1] < KERNEL_ANISOTROPY) & (final_w > 0)
     data = {
         "preset": preset, "complete": bool(result.complete), "steps_reached": int(result.steps[-1]),
         "config": config.as_dict(), "models": list(config.models),
         "trajectories": {"steps": result.steps, "eval_risk": result.eval_risk, "eval_sd": result.eval_sd,
                          "w": readings["w"]},
         "final": final_risks(result, FINAL_PROMPTS[preset], device),
-        "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY,
-                    "exponent": window_exponent(config.lengths, final_w, kernel_like) if len(config.lengths) > 1
-                    else None},
-        "references": references(config.task(), config.lengths, REFERENCE_PROMPTS[preset], progress=True),
+        "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY},
     }
-    data["dependence"] = window_dependence(preset, device, out, deadline, restart)
+    data["dependence"] = window_dependence(preset, device, out, deadline, restart, seeds)
     data["complete"] = data["complete"] and data["dependence"]["complete"]
+    if shard is None:
+        finish(data, preset, progress=True)
+    else:
+        data["windows"]["exponent"], data["references"], data["shard"] = None, None, f"{shard[0]}/{shard[1]}"
     data["provenance"] = {**provenance(device, time.monotonic() - start), "preset": preset,
                           "seeds": list(config.seeds), "training_seconds": result.seconds,
                           "engine_path": result.engine_path, "command": nonlinear_command(preset),
                           "allow_dirty": bool(dirty), "final_prompts": FINAL_PROMPTS[preset],
-                          "reference_prompts": REFERENCE_PROMPTS[preset]}
+                          "reference_prompts": REFERENCE_PROMPTS[preset],
+                          **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
     path = save_json(out / nonlinear_file(preset), data)
     print(f"wrote {path}", flush=True)
     return path
+
+
+def finish(data: dict, preset: str, progress: bool = False) -> dict:
+    """Complete ``data`` (every seed's rows of :data:`PER_SEED`, arrays or lists) with what needs every seed or none:
+    ``windows["exponent"]`` of the softmax runs that read as kernel smoothers (:func:`window_exponent`, None for a
+    single length) and ``references`` (:func:`references`); returns ``data``."""
+    config = data["config"]
+    soft = list(data["models"]).index("softmax")
+    final_w = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]
+    kernel_like = (np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < KERNEL_ANISOTROPY) & (final_w > 0)
+    lengths = tuple(config["lengths"])
+    data["windows"]["exponent"] = window_exponent(lengths, final_w, kernel_like) if len(lengths) > 1 else None
+    data["references"] = references(nonlinear_config(preset).task(), lengths, REFERENCE_PROMPTS[preset], progress)
+    return data
 
 
 def exponent_heuristic(d: int) -> float:

@@ -11,7 +11,8 @@ published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covaria
 overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Chapter 7 (``"depth"``) trains one sweep of
 one- and two-layer attention (:mod:`~softmax_as_linear.experiments.depth_regression`) and writes ``depth_<run>.json``.
 Chapter 8 (``"nonlinear"``) trains softmax and linear attention on a nonlinear task
-(:mod:`~softmax_as_linear.experiments.nonlinear`) and writes ``nonlinear_<preset>.json``. Every name is
+(:mod:`~softmax_as_linear.experiments.nonlinear`) and writes ``nonlinear_<preset>.json``; ``"nonlinear_depth"`` trains
+one and two layers on it (:mod:`~softmax_as_linear.experiments.nonlinear_depth`), ``nonlinear_depth_<preset>.json``. Every name is
 :mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
 to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half, quarter and tenth
 of training, both records scored on the same fresh prompts
@@ -264,9 +265,12 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
                          "(reproduce beyond)")
     for covariate in covariates or ():
         checks.one_of("covariates", covariate, COVARIATES)
-    if "nonlinear" in names and (seeds is not None or shard is not None or sampler != "paper" or rng != "auto"):
-        raise ValueError("seeds, shard, sampler and rng do not apply to Chapter 8's sweep (reproduce nonlinear): its "
+    if "nonlinear" in names and (seeds is not None or sampler != "paper" or rng != "auto"):
+        raise ValueError("seeds, sampler and rng do not apply to Chapter 8's sweep (reproduce nonlinear): its "
                          "preset fixes them")
+    if "nonlinear_depth" in names and (seeds is not None or shard is not None or sampler != "paper" or rng != "auto"):
+        raise ValueError("seeds, shard, sampler and rng do not apply to Chapter 8's one- and two-layer sweep "
+                         "(reproduce nonlinear_depth): its preset fixes them")
     if beyond:
         beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
     if shard is not None:
@@ -274,6 +278,10 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
         counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
         counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
         counts += [len(depth_seeds(preset, seeds))] if "depth" in names else []
+        if "nonlinear" in names:
+            from .nonlinear import nonlinear_config
+
+            counts.append(len(nonlinear_config(preset).seeds))
         count = min(counts, default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
             raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
@@ -295,9 +303,9 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     KMS sweep (Figures 6-8), ``"paper"`` or ``"published"``; the isotropic sweep is the same for both.
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
-    (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's sweep
-    (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`) takes its seeds and
-    stream from its preset.
+    (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's sweeps
+    (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`, which shards, and
+    ``"nonlinear_depth"``) take their seeds and stream from their preset.
     ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
     prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
     ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`shard_seeds`), writing into
@@ -335,7 +343,13 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             from .nonlinear import reproduce_nonlinear
 
             minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
-            written.append(reproduce_nonlinear(preset, device, out, minutes, restart, dirty))
+            written.append(reproduce_nonlinear(preset, device, out, minutes, restart, dirty, shard))
+            continue
+        if name == "nonlinear_depth":
+            from .nonlinear_depth import reproduce_nonlinear_depth
+
+            minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
+            written.append(reproduce_nonlinear_depth(preset, device, out, minutes, restart, dirty))
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)

@@ -12,7 +12,8 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
   number of seeds was overridden (:func:`depth_run`), with its checkpoint ``checkpoints/depth_<run>.pt``;
 - ``nonlinear_<preset>.json`` for Chapter 8's nonlinear in-context regression, written by
   ``python -m softmax_as_linear reproduce nonlinear --preset <preset>``, with its checkpoint
-  ``checkpoints/nonlinear_<preset>.pt``;
+  ``checkpoints/nonlinear_<preset>.pt``, and ``nonlinear_depth_<preset>.json`` for its one- and two-layer sweep, written
+  by ``python -m softmax_as_linear reproduce nonlinear_depth --preset <preset>``;
 - ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<covariates>_<run>.npz``: the training sweeps behind
   them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
 
@@ -330,11 +331,31 @@ def saved_nonlinear(preset: str = "lecture", folder=None, required: bool = False
     return _read(nonlinear_file(preset), folder, nonlinear_command(preset), required)
 
 
+def nonlinear_depth_file(preset: str = "lecture") -> str:
+    """File name of Chapter 8's one- and two-layer result: ``nonlinear_depth_<preset>.json``."""
+    checks.one_of("preset", preset, PRESETS)
+    return f"nonlinear_depth_{preset}.json"
+
+
+def nonlinear_depth_command(preset: str = "lecture") -> str:
+    """The command that writes ``nonlinear_depth_<preset>.json`` into the results folder."""
+    checks.one_of("preset", preset, PRESETS)
+    return f"{COMMAND} nonlinear_depth --preset {preset}"
+
+
+def saved_nonlinear_depth(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:
+    """The saved result ``nonlinear_depth_<preset>.json`` of Chapter 8's second layer, as :func:`saved_nonlinear`
+    reads Chapter 8's sweep."""
+    return _read(nonlinear_depth_file(preset), folder, nonlinear_depth_command(preset), required)
+
+
 # Any file ----------------------------------------------------------------------------------------------------------
 
 def command_for(filename: str) -> str:
     """The command that writes the result file ``filename`` (a figure's or a Chapter 6 file)."""
     stem = pathlib.Path(filename).stem
+    if stem.startswith("nonlinear_depth_"):
+        return nonlinear_depth_command(stem.removeprefix("nonlinear_depth_"))
     if stem.startswith("nonlinear_"):
         return nonlinear_command(stem.removeprefix("nonlinear_"))
     if stem.startswith("depth_"):
@@ -347,7 +368,7 @@ def command_for(filename: str) -> str:
     preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
     if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
         raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json, "
-                         f"beyond_<covariates>_<run>.json, depth_<run>.json or nonlinear_<preset>.json), got {filename!r}")
+                         f"beyond_<covariates>_<run>.json, depth_<run>.json, nonlinear_<preset>.json or nonlinear_depth_<preset>.json), got {filename!r}")
     return figure_command(figure, preset, sampler)
 
 

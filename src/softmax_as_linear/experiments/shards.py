@@ -200,6 +200,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                         "than this merge's?)") if others else ""
                 raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
     depth = _merge_depth(preset, seeds, shards, out, command, dirty, start) if "depth" in names else None
+    nonlinear = _merge_nonlinear(preset, shards, out, command, dirty, start) if "nonlinear" in names else None
     sweeps = {}
     for stem, (config, final_prompts, shard_file) in needed.items():
         merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
@@ -213,6 +214,12 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
             from .result_files import depth_file
 
             written.append(save_json(out / depth_file(depth["run"]), depth))
+            print(f"wrote {written[-1]}", flush=True)
+            continue
+        if name == "nonlinear":
+            from .result_files import nonlinear_file
+
+            written.append(save_json(out / nonlinear_file(preset), nonlinear))
             print(f"wrote {written[-1]}", flush=True)
             continue
         if name == "beyond":
@@ -288,6 +295,69 @@ def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
                             "settings": depth_shard_settings(preset, seeds).as_dict(),
                             "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
                             "date": utc_now(), "shards": origins, "merged": provenance("cpu", time.monotonic() - start)}
+    return merged
+
+
+def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
+    """Chapter 8's result joined from its ``n`` shards' ``nonlinear_<preset>.json``: the per-seed rows
+    (:data:`~softmax_as_linear.experiments.nonlinear.PER_SEED`, and the dependence's) joined in seed order, then what
+    needs every seed or none (the window exponent, the references) computed as one process computes it
+    (:func:`~softmax_as_linear.experiments.nonlinear.finish`), with the merged provenance; a :class:`ShardError`
+    names a missing, unfinished or foreign shard."""
+    from ..core.artifacts import jsonable
+    from .nonlinear import DEPENDENCE_PER_SEED, FINAL_PROMPTS, PER_SEED, REFERENCE_PROMPTS, finish, nonlinear_config
+    from .result_files import nonlinear_command, nonlinear_file
+
+    whole = nonlinear_config(preset)
+    parts, origins = [], []
+    for k in range(1, n + 1):
+        path = shard_folder(out, k, n) / nonlinear_file(preset)
+        if not path.exists():
+            raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
+        try:
+            data = load_json(path)
+        except DamagedFileError as error:
+            raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
+        expected = jsonable(whole.replace(seeds=shard_seeds(whole.seeds, k, n)).as_dict())
+        if data.get("config") != expected:
+            differ = [key for key in expected if (data.get("config") or {}).get(key) != expected[key]]
+            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
+                             f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
+                             "the shards again with this library and --restart")
+        if not data.get("complete"):
+            raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
+                             f"    {command(k)}")
+        parts.append(data)
+        origins.append({**data["provenance"], "shard": f"{k}/{n}"})
+    first = parts[0]
+    merged = {"preset": preset, "complete": True, "steps_reached": first["steps_reached"],
+              "config": jsonable(whole.as_dict()), "models": first["models"]}
+    for section, names in PER_SEED.items():
+        merged[section] = {**first[section], **{name: [row for p in parts for row in p[section][name]] for name in names}}
+    dependence = first["dependence"]
+    merged["dependence"] = {**dependence, "complete": True, **{
+        name: [[value for p in parts for value in p["dependence"][name][i]] for i in range(len(dependence["settings"]))]
+        for name in DEPENDENCE_PER_SEED}}
+    import torch
+
+    threads = torch.get_num_threads()
+    try:  # the shards' number of threads: a CPU's sums, and so the references' last digits, depend on it
+        torch.set_num_threads(int(origins[0].get("torch_threads") or threads))
+        finish(merged, preset, progress=True)
+    finally:
+        torch.set_num_threads(threads)
+    top = {key: origins[0].get(key) for key in ("device", "device_name", "torch", "python", "commit",
+                                                "uncommitted_changes", "machine", "engine_path") if key in origins[0]}
+    for key in ("torch", "commit", "uncommitted_changes", "engine_path"):
+        if len({str(o.get(key)) for o in origins}) > 1:
+            top[key] = "several (see shards)"
+    wall = time.monotonic() - start
+    merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
+                            "preset": preset, "run": preset, "seeds": list(whole.seeds),
+                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
+                            "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
+                            "final_prompts": FINAL_PROMPTS[preset], "reference_prompts": REFERENCE_PROMPTS[preset],
+                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
     return merged
 
 

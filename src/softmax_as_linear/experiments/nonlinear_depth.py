@@ -1,0 +1,204 @@
+r"""Chapter 8's second layer: one- and two-layer softmax and linear attention trained on the nonlinear task, paired
+(what ``python -m softmax_as_linear reproduce nonlinear_depth`` runs).
+
+The task is Chapter 8's (:data:`~softmax_as_linear.experiments.nonlinear.TASK_SETTINGS`: random-cosine-feature labels
+of inputs on the circle, :class:`~softmax_as_linear.theory.cosine_task.CosineTask`); the networks and the trainer are
+Chapter 7's: residual attention of :mod:`~softmax_as_linear.theory.depth` trained by
+:class:`~softmax_as_linear.engine.deep_schedule.DecayedDeepStepper` through the engine's loop, four columns
+``(softmax, 1), (linear, 1), (softmax, 2), (linear, 2)`` that start from the same block initialisation (Assumption
+5.1 with scale ``alpha``) and draw the same batches per seed, so the second layer's effect is a paired difference.
+The result file ``nonlinear_depth_<preset>.json`` holds, per seed (``"per_seed"``, seed axis first):
+
+- the final risks of the four models on the same fresh prompts (stream ``"evaluation"`` of the seed), with standard
+  errors over prompts, and the paired differences of
+  :data:`~softmax_as_linear.experiments.depth_regression.DIFFERENCES` (``second_layer_softmax``: two-layer minus
+  one-layer softmax, and so on);
+- the paired fall of each risk over the last half, quarter and tenth of training (positive: still descending);
+- the held-out risk at every record, the final weights, and each layer's window :math:`w_\ell =
+  \operatorname{tr}(U_{\ell,xx})/d`;
+- ``provenance``: device, torch, commit, wall and training time, the preset and every setting, the training path.
+Risks are :math:`R = \tfrac12\mathrm{MSE}`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import time
+
+import numpy as np
+
+from ..core import checks
+from ..core.artifacts import jsonable, results_folder, save_json
+from ..core.devices import resolve_device
+from ..core.provenance import device_name, provenance, utc_now
+from ..engine.deep import DeepConfig
+from ..engine.deep_schedule import DecayedDeepStepper
+from ..engine.train import run
+from ..registry import PRESETS
+from ..theory.cosine_task import CosineTask
+from .depth_regression import (
+    DECAY_AT,
+    DECAY_FACTOR,
+    DEPTH_MODELS,
+    FALL_FRACTIONS,
+    MODEL_NAMES,
+    final_evaluation,
+    final_weights,
+)
+from .nonlinear import TASK_SETTINGS
+from .result_files import nonlinear_depth_command, nonlinear_depth_file
+
+#: The sweep of each preset (the lecture preset: about two minutes of one CPU core).
+PRESET_SETTINGS = {
+    "lecture": dict(lengths=(10, 32, 100), seeds=(0, 1, 2), steps=1500, batch_size=64, record_every=50,
+                    held_out_prompts=512, final_prompts=4096),
+    "paper": dict(lengths=(10, 32, 100, 316, 1000), seeds=tuple(range(10)), steps=20000, batch_size=256,
+                  record_every=200, held_out_prompts=2048, final_prompts=16384),
+    "smoke": dict(lengths=(5, 10), seeds=(0, 1), steps=12, batch_size=8, record_every=4, held_out_prompts=16,
+                  final_prompts=64),
+}
+
+CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
+
+
+@dataclasses.dataclass(frozen=True)
+class NonlinearDepthSettings:
+    """Every setting of the sweep: lengths, seeds, optimisation (Adam with one step decay, as Chapter 7's), the
+    block initialisation's scale ``alpha`` and the task (Chapter 8's)."""
+
+    lengths: tuple[int, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    batch_size: int
+    record_every: int
+    held_out_prompts: int
+    final_prompts: int
+    lr: float = 0.1
+    alpha: float = 0.1
+    optimizer: str = "adam"
+    decay_at: float = DECAY_AT
+    decay_factor: float = DECAY_FACTOR
+    d: int = TASK_SETTINGS["d"]
+    features: int = TASK_SETTINGS["features"]
+    frequency: float = TASK_SETTINGS["frequency"]
+    task_var: float = TASK_SETTINGS["task_var"]
+    noise_var: float = TASK_SETTINGS["noise_var"]
+
+    def __post_init__(self):
+        checks.positive_int("steps", self.steps)
+        checks.positive_int("record_every", self.record_every)
+        checks.int_at_least("final_prompts", self.final_prompts, 2)
+        if not 0 < self.decay_at <= 1:
+            raise ValueError(f"decay_at must be in (0, 1], got {self.decay_at}")
+        self.deep_config()  # checks the rest
+
+    def task(self) -> CosineTask:
+        """Chapter 8's task (the same as :meth:`~softmax_as_linear.engine.sweep.TrainConfig.task` with cosine labels)."""
+        return CosineTask(self.d, self.features, self.frequency, self.task_var, self.noise_var, inputs="sphere")
+
+    def deep_config(self) -> DeepConfig:
+        return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths), models=DEPTH_MODELS,
+                          batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer, alpha=self.alpha,
+                          held_out_prompts=self.held_out_prompts)
+
+    @property
+    def decay_step(self) -> int:
+        return int(round(self.decay_at * self.steps))
+
+    def fall_step(self, fraction: float) -> int:
+        """The record from which the fall over the last ``fraction`` of training is measured."""
+        return int(round((1 - fraction) * self.steps))
+
+    def record_steps(self) -> list[int]:
+        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
+        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
+        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
+
+    def as_dict(self) -> dict:
+        """Every setting, JSON-ready, with the fields a training checkpoint compares."""
+        out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
+        return {**out, "labels": "cosine", "rng": "torch", "covariates": "sphere",
+                "models": [list(m) for m in DEPTH_MODELS]}
+
+
+def nonlinear_depth_settings(preset: str = "lecture", **overrides) -> NonlinearDepthSettings:
+    """The settings of ``preset`` (:data:`PRESET_SETTINGS`), fields overridden by ``overrides``."""
+    checks.one_of("preset", preset, PRESETS)
+    return NonlinearDepthSettings(**{**PRESET_SETTINGS[preset], **overrides})
+
+
+def layer_windows(U: np.ndarray, d: int) -> np.ndarray:
+    r"""Each layer's window :math:`w_\ell = \operatorname{tr}(U_{\ell,xx})/d`: U ``(..., K, D, D)`` -> ``(..., K)``."""
+    return np.trace(np.asarray(U)[..., :d, :d], axis1=-2, axis2=-1) / d
+
+
+def train_nonlinear_depth(settings: NonlinearDepthSettings, device="cpu", checkpoint=None, should_stop=None,
+                          progress: bool = False):
+    """Train the sweep with the engine's loop; returns ``(stepper, records)`` (the stepper holds the last weights)."""
+    stepper = DecayedDeepStepper(settings.deep_config(), settings.decay_step, settings.decay_factor, device)
+    records = run(stepper, settings.steps, settings.record_steps(), config=settings, checkpoint=checkpoint,
+                  checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS, progress=progress,
+                  should_stop=should_stop)
+    return stepper, records
+
+
+def nonlinear_depth_readings(stepper, records, settings: NonlinearDepthSettings) -> dict:
+    """What Chapter 8 reads from the trained sweep, JSON-ready, without provenance."""
+    evaluation = final_evaluation(stepper, records, settings)
+    kept = records.up_to(records.last_step)
+    U, v = (x.double().cpu().numpy() for x in final_weights(stepper))
+    per_seed = {"seeds": list(settings.seeds),
+                "risk": evaluation["risk"], "risk_se": evaluation["risk_se"],
+                "difference": evaluation["difference"], "difference_se": evaluation["difference_se"],
+                "fall": evaluation["fall"], "fall_se": evaluation["fall_se"],
+                "trajectory": {name: kept["eval_risk"][:, :, a] for a, name in enumerate(MODEL_NAMES)},
+                "trajectory_se": {name: kept["eval_sd"][:, :, a] / math.sqrt(settings.held_out_prompts)
+                                  for a, name in enumerate(MODEL_NAMES)},
+                "windows": {name: layer_windows(U[:, :, a], settings.d) for a, name in enumerate(MODEL_NAMES)},
+                "U": U, "v": v, "diverged_at": stepper.diverged_at.cpu().numpy()}
+    return {"experiment": "nonlinear_depth", "complete": bool(records.complete), "models": list(MODEL_NAMES),
+            "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
+            "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
+            "fall_fractions": list(FALL_FRACTIONS), "per_seed": jsonable(per_seed)}
+
+
+def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
+                              restart: bool = False, dirty: bool = False) -> pathlib.Path:
+    """Train (or resume) the sweep of ``preset``, read it and write ``nonlinear_depth_<preset>.json`` atomically into
+    ``out`` (default: the results folder). ``max_minutes`` stops training after about that long (the file then says
+    ``"complete": false``; the same call resumes from the checkpoint). ``restart`` trains afresh. ``dirty``: the
+    library had uncommitted changes (recorded)."""
+    start = time.monotonic()
+    device = resolve_device(device)
+    out = results_folder() if out is None else pathlib.Path(out)
+    settings = nonlinear_depth_settings(preset)
+    checkpoint = out / "checkpoints" / f"nonlinear_depth_{preset}.pt"
+    if restart:
+        checkpoint.unlink(missing_ok=True)
+    deadline = None if max_minutes is None else start + 60 * checks.positive_float("max_minutes", max_minutes)
+    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
+    print(f"training Chapter 8's one- and two-layer sweep ({preset} preset, seeds "
+          f"{', '.join(map(str, settings.seeds))}) on {device}; checkpoint {checkpoint}", flush=True)
+    stepper, records = train_nonlinear_depth(settings, device, checkpoint, stop, progress=True)
+    data = nonlinear_depth_readings(stepper, records, settings)
+    data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
+                          "preset": preset, "settings": settings.as_dict(), "seeds": list(settings.seeds),
+                          "engine_path": records.engine_path, "training_seconds": round(float(records.seconds), 1),
+                          "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty), "date": utc_now()}
+    path = save_json(out / nonlinear_depth_file(preset), data)
+    print(f"wrote {path}", flush=True)
+    return path
+
+
+def second_layer_effect(data: dict, model: str = "softmax") -> dict:
+    r"""The second layer's paired effect at every length, two-layer minus one-layer risk for ``model``: the per-seed
+    differences ``(S, nL)`` (each on the same fresh prompts), their mean over seeds and its standard error over seeds
+    (NaN for one seed), and the means of the two risks. Negative: the second layer helps."""
+    per = data["per_seed"]
+    diff = np.asarray(per["difference"][f"second_layer_{model}"], dtype=float)
+    one, two = (np.asarray(per["risk"][f"{model}_{K}"], dtype=float) for K in (1, 2))
+    S = diff.shape[0]
+    se = diff.std(0, ddof=1) / math.sqrt(S) if S > 1 else np.full(diff.shape[1], np.nan)
+    return {"lengths": data["lengths"], "per_seed": diff, "mean": diff.mean(0), "se": se,
+            "one_layer": one.mean(0), "two_layers": two.mean(0)}

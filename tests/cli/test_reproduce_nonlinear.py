@@ -1,0 +1,49 @@
+"""Chapter 8's sweep on the command line split into shards (``reproduce nonlinear --shard K/N``, then ``merge``): the
+merged file is the file of one process, number for number, provenance aside."""
+import json
+
+import pytest
+
+import softmax_as_linear.cli as cli
+from softmax_as_linear.experiments import nonlinear
+
+RUN = ["reproduce", "nonlinear", "--preset", "smoke", "--device", "cpu"]
+
+
+@pytest.fixture
+def tiny_nonlinear(monkeypatch):
+    """The smoke preset shrunk further: 8 steps, fewer prompts, two settings of the window's dependence."""
+    monkeypatch.setitem(nonlinear.PRESET_SETTINGS, "smoke", {**nonlinear.PRESET_SETTINGS["smoke"], "steps": 8,
+                                                             "record_every": 4, "eval_prompts": 16})
+    monkeypatch.setitem(nonlinear.FINAL_PROMPTS, "smoke", 64)
+    monkeypatch.setitem(nonlinear.REFERENCE_PROMPTS, "smoke", 32)
+    monkeypatch.setattr(nonlinear, "DEPENDENCE", nonlinear.DEPENDENCE[:2])
+
+
+@pytest.mark.slow
+def test_nonlinear_shards_merge_into_the_file_of_one_process(tiny_nonlinear, one_process_and_two_shards, tmp_path):
+    one, joined, shard_errors = one_process_and_two_shards(RUN, "nonlinear_smoke.json")
+    assert all("merge nonlinear --preset smoke --shards 2" in err for err in shard_errors)
+    # every seed trains, and is measured, on its own streams: the same numbers (NaN included), bit for bit on a CPU
+    assert json.dumps(joined, sort_keys=True) == json.dumps(one, sort_keys=True)
+    assert joined["config"]["seeds"] == [0, 1] and len(joined["final"]["risk"]) == 2
+    assert len(joined["windows"]["exponent"]["per_seed"]) == 2  # fitted over every seed, after the merge
+    shard = json.loads((tmp_path / "sharded" / "shards" / "2-of-2" / "nonlinear_smoke.json").read_text())
+    assert shard["shard"] == "2/2" and shard["config"]["seeds"] == [1] and shard["references"] is None
+    merged = json.loads((tmp_path / "sharded" / "nonlinear_smoke.json").read_text())["provenance"]
+    assert [s["seeds"] for s in merged["shards"]] == [[0], [1]] and merged["seeds"] == [0, 1]
+    assert {"device", "torch", "commit", "wall_seconds", "merged"} <= set(merged)
+
+
+def test_merge_refuses_a_shard_of_other_settings(tiny_nonlinear, tmp_path, run_cli, monkeypatch):
+    for k in (1, 2):
+        assert run_cli(*RUN, "--shard", f"{k}/2", "--out", str(tmp_path))[0] == 0
+    monkeypatch.setitem(nonlinear.PRESET_SETTINGS, "smoke", {**nonlinear.PRESET_SETTINGS["smoke"], "steps": 12})
+    code, out, err = run_cli("merge", *RUN[1:], "--shards", "2", "--out", str(tmp_path))
+    assert code == cli.EXIT_ERROR and "shard 1/2" in err and "steps" in err
+    assert not (tmp_path / "nonlinear_smoke.json").exists()
+
+
+def test_too_many_shards_are_named(run_cli):
+    code, out, err = run_cli(*RUN, "--shard", "1/3")
+    assert code == 2 and "shard" in err and "3 shards" in err
