@@ -117,6 +117,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     (prompts against their token law, Lemma 2.1 in the plane).
   - :mod:`~softmax_as_linear.experiments.nonlinear`: Chapter 8's experiment, softmax and linear attention trained on
     a nonlinear task against its references, and the learned window.
+  - :mod:`~softmax_as_linear.experiments.nonlinear_depth`: Chapter 8's second layer, one- and two-layer attention
+    trained on the nonlinear task with Chapter 7's engine, paired.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.

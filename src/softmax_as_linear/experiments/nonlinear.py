@@ -201,26 +201,24 @@ DEPENDENCE_PER_SEED = ("w", "anisotropy", "risk")
 
 def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
                         restart: bool = False, dirty: bool = False,
-                        shard: tuple[int, int] | None = None) -> pathlib.Path:
+                        shard: tuple[int, int] | None = None, seeds: tuple[int, ...] | None = None) -> pathlib.Path:
     """Train (or resume) the sweep of ``preset``, measure it and its references, and write
     ``nonlinear_<preset>.json`` atomically into ``out`` (default: the results folder). ``max_minutes`` stops training
     after about that long (the file then says ``"complete": false``; the same call resumes). ``restart`` trains
     afresh. ``dirty``: the library had uncommitted changes (recorded).
 
-    ``shard=(k, n)``: train the seeds of shard ``k`` of ``n`` only
-    (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds`), main sweep and dependence, into ``out`` (the
-    caller's shard folder); the file then holds those seeds' rows of :data:`PER_SEED` and
+    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds` of the
+    preset's): train those seeds only, main sweep and dependence, into ``out`` (the caller's shard folder); the file
+    then holds those seeds' rows of :data:`PER_SEED` and
     :data:`DEPENDENCE_PER_SEED`, and leaves what needs every seed or none (the window exponent, the references) to
     the merge (:func:`~softmax_as_linear.experiments.shards.merge`), which writes the file one process writes. Every
     run draws from its own seed's streams, so on a CPU the numbers are the same either way."""
-    from .reproduce import shard_seeds
-
+    if (shard is None) != (seeds is None):
+        raise ValueError("shard and seeds go together: a shard names its seeds")
     start = time.monotonic()
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
-    seeds = nonlinear_config(preset).seeds
-    if shard is not None:
-        seeds = shard_seeds(seeds, *shard)
+    seeds = nonlinear_config(preset).seeds if seeds is None else tuple(seeds)
     config = nonlinear_config(preset, seeds=seeds)
     checkpoint = out / "checkpoints" / f"nonlinear_{preset}.pt"
     if restart:

@@ -340,10 +340,11 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             written.append(_reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty))
             continue
         if name == "nonlinear":
-            from .nonlinear import reproduce_nonlinear
+            from .nonlinear import nonlinear_config, reproduce_nonlinear
 
             minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
-            written.append(reproduce_nonlinear(preset, device, out, minutes, restart, dirty, shard))
+            part = None if shard is None else shard_seeds(nonlinear_config(preset).seeds, *shard)
+            written.append(reproduce_nonlinear(preset, device, out, minutes, restart, dirty, shard, part))
             continue
         if name == "nonlinear_depth":
             from .nonlinear_depth import reproduce_nonlinear_depth
