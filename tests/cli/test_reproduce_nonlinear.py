@@ -46,4 +46,4 @@ def test_merge_refuses_a_shard_of_other_settings(tiny_nonlinear, tmp_path, run_c
 
 def test_too_many_shards_are_named(run_cli):
     code, out, err = run_cli(*RUN, "--shard", "1/3")
-    assert code == 2 and "shard" in err and "3 shards" in err
+    assert code == 2 and "3 shards" in err and "use 2 shards or fewer" in err and "--seeds" not in err
