@@ -5,8 +5,9 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 READY  := $(VENV)/.ready
 # PyTorch: the CPU build by default, on Linux and macOS alike. PyPI's Linux torch is the multi-GB CUDA
-# build; with PyTorch's CPU index added, pip takes `2.13.0+cpu` from it instead (where that index cannot
-# be reached, pip warns, retries for about 10 s and uses the other indexes). On a machine with a GPU:
+# build; with PyTorch's CPU index added, pip takes `2.13.0+cpu` from it instead. Where that index cannot be
+# reached, tools/torch_index.py says so and leaves it out (pip would retry it for every package, over a
+# minute of waiting, before using its other indexes anyway). On a machine with a GPU:
 #   make clean && make book TORCH_INDEX=                                           (PyPI's CUDA build)
 #   make clean && make book TORCH_INDEX=https://download.pytorch.org/whl/cu128     (a given CUDA version)
 TORCH       ?= torch==2.13.0
@@ -14,7 +15,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # `make setup LATEST=1` installs the newest release of every dependency (torch too) instead of the pins
 # (the weekly workflow .github/workflows/latest.yml).
 LATEST      ?=
-PIP_TORCH   := "$(if $(LATEST),torch,$(TORCH))" $(if $(strip $(TORCH_INDEX)),--extra-index-url $(strip $(TORCH_INDEX)))
+PIP_TORCH   := "$(if $(LATEST),torch,$(TORCH))" $$($(PYTHON) tools/torch_index.py "$(strip $(TORCH_INDEX))")
 # One chapter instead of all, for `make notebooks` and `make nbval`: CHAPTER=04 or CHAPTER=04_isotropic_icl.
 CHAPTER     ?=
 CHAPTERS    := $(if $(CHAPTER),$(or $(wildcard notebooks/$(CHAPTER)*.ipynb),$(error no chapter notebooks/$(CHAPTER)*.ipynb)),notebooks)
@@ -29,16 +30,22 @@ CHROMIUM ?=
 setup: $(READY)
 
 # The versions environment.yml pins (what Binder installs) are the versions installed here and tested.
+# pip byte-compiles what it installs on one core (half of its time); here it does not, and compileall does it
+# after on every core. Compiled it must be: where PYTHONDONTWRITEBYTECODE is set (as in many containers), a
+# module never compiled is compiled again at every import, and importing torch takes three times as long.
+# (pip skips the few files that are not valid Python, and so does this: their errors are not the course's.)
+PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
 $(READY): pyproject.toml environment.yml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet $(PIP_TORCH)
+	$(PIP_INSTALL) $(PIP_TORCH)
 ifeq ($(LATEST),)
 	$(PY) tools/pins.py environment.yml > $(VENV)/pins.txt
-	$(PY) -m pip install --quiet -c $(VENV)/pins.txt -e ".[book,test,lab,cluster]"
+	$(PIP_INSTALL) -c $(VENV)/pins.txt -e ".[book,test,lab,cluster]"
 else
-	$(PY) -m pip install --quiet --upgrade -e ".[book,test,lab,cluster]"
+	$(PIP_INSTALL) --upgrade -e ".[book,test,lab,cluster]"
 endif
+	$(PY) -m compileall -q -q -j 0 $(VENV)/lib || true
 	touch $@
 
 book: $(READY)

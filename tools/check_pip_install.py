@@ -3,7 +3,7 @@
     python tools/check_pip_install.py [--torch torch==2.13.0] [--torch-index URL] [--keep]
 
 In a fresh virtual environment under the temporary folder (/tmp), installs torch (from PyTorch's CPU
-index unless ``--torch-index ''``), then the package from a copy of the files its build reads, with the
+index unless ``--torch-index ''``, or where it cannot be reached: tools/torch_index.py), then the package from a copy of the files its build reads, with the
 versions environment.yml pins, and ipykernel and nbclient to run a notebook. Then, from an empty folder
 outside the repository, it checks that
 
@@ -28,6 +28,7 @@ import tempfile
 import time
 
 import nbval_outputs  # the rule for what a re-executed cell is compared on (tools/, beside this script)
+import torch_index  # PyTorch's index, where it answers (tools/, beside this script)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 CHAPTER = ROOT / "notebooks" / "04_isotropic_icl.ipynb"
@@ -117,7 +118,7 @@ def main(argv=None) -> int:
         # The environment gets no pip of its own: this one installs into it (`pip --python`), which
         # saves setting one up; --no-compile: byte-compiling all of torch, sympy and plotly doubles the time.
         _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], base, env, f"fresh virtual environment {venv}")
-        index = ["--extra-index-url", args.torch_index] if args.torch_index else []
+        index = torch_index.pip_arguments(args.torch_index)
         install = [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-compile"]
         _run([*install, args.torch, *index], base, env, f"pip install {args.torch}")
         _run([*install, "-c", str(pins), str(source), "ipykernel", "nbclient"],
