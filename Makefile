@@ -30,11 +30,7 @@ CHROMIUM ?=
 setup: $(READY)
 
 # The versions environment.yml pins (what Binder installs) are the versions installed here and tested.
-# pip byte-compiles what it installs on one core (half of its time); here it does not, and compileall does it
-# after on every core. Compiled it must be: where PYTHONDONTWRITEBYTECODE is set (as in many containers), a
-# module never compiled is compiled again at every import, and importing torch takes three times as long.
-# (pip skips the few files that are not valid Python, and so does this: their errors are not the course's.)
-PIP_INSTALL := $(PY) -m pip install --quiet --no-compile
+PIP_INSTALL := $(PY) -m pip install --quiet
 $(READY): pyproject.toml environment.yml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
@@ -45,7 +41,6 @@ ifeq ($(LATEST),)
 else
 	$(PIP_INSTALL) --upgrade -e ".[book,test,lab,cluster]"
 endif
-	$(PY) -m compileall -q -q -j 0 $(VENV)/lib || true
 	touch $@
 
 book: $(READY)

@@ -868,7 +868,7 @@ def test_chapter_7_panel_redraws_for_depth_and_attention_and_reports_a_bad_value
     assert not chapter.errors, chapter.errors
 
 
-def test_chapter_8_limit_panel_redraws_at_another_prompt_length(open_chapter, lab):
+def test_chapter_8_panels_redraw_the_limit_and_train_a_short_run(open_chapter, lab):
     chapter, index, output = run_to_panel(open_chapter, lab, "08_nonlinear_icl", "limit_panel(")
     output.locator(".widget-slider").first.wait_for(timeout=60_000)
     before = figure(output)
@@ -877,6 +877,22 @@ def test_chapter_8_limit_panel_redraws_at_another_prompt_length(open_chapter, la
     slide(output, "prompt length L", "ArrowLeft", "100")
     shorter = wait_for_new_figure(output, before)
     assert "L = 100" in shorter["title"], shorter["title"]
+    no_traceback(output)
+    # the training panel, in the same kernel (the cells it needs that the limit panel did not)
+    path = lab[2] / "08_nonlinear_icl.ipynb"
+    training = panel_cell(path, "nonlinear_training_panel(")
+    chapter.run([i for i in cells_for(path, training) if i not in cells_for(path, index)])
+    output = _panel_output(chapter, training)
+    train = output.locator("button", has_text="Train")
+    train.wait_for(timeout=60_000)
+    slide(output, "prompt length L", "ArrowLeft", "10")  # from L = 100
+    slide(output, "steps", "ArrowLeft", "100")  # from 500 steps
+    train.click()
+    output.locator(".sal-status").filter(has_text="finished at step").wait_for(timeout=240_000)
+    drawn = figure(output)
+    assert "L = 10" in drawn["title"] and "window" in drawn["title"], drawn["title"]
+    assert any("softmax" in name for name, _, _ in drawn["traces"])
+    chapter.shot("nonlinear-training-panel", output)
     no_traceback(output)
     assert not chapter.errors, chapter.errors
 
