@@ -16,7 +16,8 @@ same batches, through the engine's loop (:func:`~softmax_as_linear.engine.train.
 - the toolkit at the trained weights (:func:`cross_evaluation`): each trained linear model's weights run through
   the softmax network, its excess risk and the mean-square output gap between the two networks;
 - the warm stage (:func:`train_warm`, :func:`warm_readings`): two-layer softmax attention trained again from the
-  trained two-layer linear weights (the same network at infinite prompt), scored on the same fresh prompts;
+  trained two-layer linear weights (the same network at infinite prompt), scored on the same fresh prompts; and its
+  equal-budget control, the same stage from the block-start two-layer softmax weights (``source="softmax_2"``);
 - references that know nothing of the trainer: the best one-layer linear attention :math:`R^*_{\mathrm{lin}}(L)`,
   the :math:`L`-Bayes (ridge) risk, and two steps of preconditioned gradient descent with the best preconditioners
   (:mod:`~softmax_as_linear.theory.preconditioned_gd`).
@@ -453,27 +454,38 @@ def warm_settings(preset: str, **overrides) -> WarmSettings:
     return WarmSettings(**{**DEPTH_WARM[preset], **overrides})
 
 
-class _WarmCheckpointKey:
-    """What a warm-stage checkpoint is written for: the sweep's settings and the warm stage's."""
+#: The trained models a second stage may start from: the two-layer linear weights (the warm start), or the two-layer
+#: softmax weights of the block start (the equal-budget control: the same 4,000 + further steps, the same schedules).
+STAGE_SOURCES = ("linear_2", "softmax_2")
 
-    def __init__(self, settings: DepthSettings, warm: WarmSettings):
-        self.settings, self.warm = settings, warm
+
+class _WarmCheckpointKey:
+    """What a second-stage checkpoint is written for: the sweep's settings, the stage's, and the model it starts from
+    (recorded only when it is not the warm start's ``linear_2``)."""
+
+    def __init__(self, settings: DepthSettings, warm: WarmSettings, source: str = "linear_2"):
+        self.settings, self.warm, self.source = settings, warm, source
 
     def as_dict(self) -> dict:
-        return {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
+        out = {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
+        return out if self.source == "linear_2" else {**out, "source": self.source}
 
 
 def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", checkpoint=None, should_stop=None,
-               progress: bool = False, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0):
-    """Train two-layer softmax attention from the two-layer linear weights ``U (S, nL, 4, K, D, D)``, ``v (S, nL, 4,
-    K, D)`` of a finished sweep (model ``linear_2``); returns ``(stepper, records)``."""
+               progress: bool = False, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0,
+               source: str = "linear_2"):
+    """Train two-layer softmax attention from the trained weights ``U (S, nL, 4, K, D, D)``, ``v (S, nL, 4, K, D)`` of
+    a finished sweep's model ``source`` (:data:`STAGE_SOURCES`: ``linear_2`` for the warm start, ``softmax_2`` for the
+    equal-budget control, which continues the block-start softmax runs with the warm stage's steps and schedule);
+    returns ``(stepper, records)``."""
+    checks.one_of("source", source, STAGE_SOURCES)
     cfg = dataclasses.replace(settings.deep_config(), models=(("softmax", 2),), lr=warm.lr)
     stepper = DecayedDeepStepper(cfg, warm.decay_step, warm.decay_factor, device)
-    a = MODEL_NAMES.index("linear_2")
+    a = MODEL_NAMES.index(source)
     with torch.no_grad():
         stepper.U.copy_(torch.as_tensor(np.asarray(U))[:, :, a:a + 1].to(stepper.U))
         stepper.v.copy_(torch.as_tensor(np.asarray(v))[:, :, a:a + 1].to(stepper.v))
-    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm),
+    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm, source),
                   checkpoint=checkpoint, checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds,
                   progress=progress, should_stop=should_stop)
     return stepper, records
@@ -523,7 +535,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     return jsonable(out)
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "WarmSettings",
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmSettings",
            "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
            "final_evaluation", "merge_per_seed", "read_stages", "references", "seed_slopes", "stage_window",
            "train_depth", "train_warm", "warm_readings", "warm_settings"]
