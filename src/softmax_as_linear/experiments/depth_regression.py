@@ -391,8 +391,9 @@ def read_stages(data: dict, level: float = 0.01) -> dict:
     r"""Every run of a Chapter 7 sweep read as a whole after its step decay, by the stationarity test of
     :func:`~softmax_as_linear.experiments.trajectory.read_risks` (null hypothesis: a stationary run; error from the
     run's own scatter) over the records after the decay, batched by :func:`stage_window`: ``{"main": reading}``
-    with arrays ``(S, nL, 4)`` (``activations`` the :data:`MODEL_NAMES`), and ``"warm"``, ``(S, nL, 1)``, when the
-    sweep has its warm stage. The records' standard errors (the shared held-out prompts) do not enter the test."""
+    with arrays ``(S, nL, 4)`` (``activations`` the :data:`MODEL_NAMES`), and ``"warm"`` and ``"control"``,
+    ``(S, nL, 1)``, when the sweep has its warm stage and its equal-budget control. The records' standard errors (the
+    shared held-out prompts) do not enter the test."""
     from .trajectory import read_risks
 
     per = data["per_seed"]
@@ -404,14 +405,16 @@ def read_stages(data: dict, level: float = 0.01) -> dict:
     out = {"main": read_risks(steps, risk, se, level, 1 - data["decay_step"] / steps[-1], batches,
                               "measured on the held-out prompts", seeds=seeds, lengths=lengths,
                               activations=list(MODEL_NAMES))}
-    if "warm" in data:
-        warm = data["warm"]
-        steps = np.asarray(warm["steps"])
-        decay = WarmSettings(**warm["settings"]).decay_step
+    for name in ("warm", "control"):
+        if name not in data:
+            continue
+        stage = data[name]
+        steps = np.asarray(stage["steps"])
+        decay = WarmSettings(**stage["settings"]).decay_step
         batches, _ = stage_window(steps, decay)
-        out["warm"] = read_risks(steps, np.asarray(warm["trajectory"], dtype=float)[:, :, None], None, level,
-                                 1 - decay / steps[-1], batches, seeds=seeds, lengths=lengths,
-                                 activations=["softmax_2_warm"])
+        out[name] = read_risks(steps, np.asarray(stage["trajectory"], dtype=float)[:, :, None], None, level,
+                               1 - decay / steps[-1], batches, seeds=seeds, lengths=lengths,
+                               activations=[f"softmax_2_{name}"])
     return out
 
 
