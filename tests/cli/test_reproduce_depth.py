@@ -50,6 +50,9 @@ def test_depth_stops_at_its_time_limit_resumes_and_is_then_up_to_date(tmp_path, 
     warm = data["warm"]
     assert warm["complete"] and len(warm["risk"]) == 2 and set(warm["minus"]) == set(depth_regression.MODEL_NAMES)
     assert {"torch", "commit", "date"} <= set(warm["provenance"])
+    control = data["control"]  # the equal-budget control: the same stage from the block-start softmax weights
+    assert control["complete"] and control["source"] == "softmax_2" and control["settings"] == warm["settings"]
+    assert len(control["risk"]) == 2 and {"torch", "commit", "date"} <= set(control["provenance"])
     refs = data["references"]
     assert len(refs["pgd_2"]) == 2 and refs["noise_floor"] == 0.05
     summary = depth_regression.depth_summary(data)
@@ -77,3 +80,4 @@ def test_depth_shards_merge_into_the_file_of_one_process(tiny_depth, one_process
         assert np.allclose(joined["per_seed"]["risk"][name], one["per_seed"]["risk"][name], rtol=1e-4)
     assert joined["references"] == one["references"]
     assert np.allclose(joined["warm"]["risk"], one["warm"]["risk"], rtol=1e-4)
+    assert np.allclose(joined["control"]["risk"], one["control"]["risk"], rtol=1e-4)

@@ -86,3 +86,27 @@ def test_a_diverged_run_stays_diverged_in_the_readings_and_the_summary():
     assert summary["diverged"]["softmax_1"].tolist() == [0, 1, 0] and summary["diverged"]["linear_1"].sum() == 0
     assert summary["mean"]["softmax_1"][1] == per["risk"]["softmax_1"][1][1]  # the one live seed
     assert np.isfinite(summary["mean"]["softmax_1"]).all() and np.isnan(summary["se"]["softmax_1"][1])
+
+
+def test_the_stage_window_leaves_out_the_record_at_the_decay():
+    assert dr.stage_window(list(range(0, 4001, 50)), 3000) == (8, 3250)     # the lecture sweep: 21 records, 8 of 2
+    assert dr.stage_window(list(range(0, 6001, 100)), 4500) == (7, 4700)    # its warm stage: 16 records, 7 of 2
+    with pytest.raises(ValueError, match="decay_step"):
+        dr.stage_window(list(range(0, 4001, 50)), 3010)
+    with pytest.raises(ValueError, match="too few"):
+        dr.stage_window(list(range(0, 101, 10)), 90)
+
+
+def test_read_stages_flags_a_descending_run_and_not_stationary_ones():
+    steps = list(range(0, 4001, 50))
+    rng = np.random.default_rng(0)
+    risk = 0.3 + 1e-3 * rng.standard_normal((2, 3, 4, len(steps)))
+    ramp = np.clip((np.array(steps) - 3000) / 1000, 0, 1)
+    risk[1, 2, 3] -= 0.05 * ramp                                            # seed 0, L = 8, linear_2: still falling
+    per = {"seeds": [327, 0], "trajectory": {m: risk[:, :, a] for a, m in enumerate(dr.MODEL_NAMES)},
+           "trajectory_se": {m: np.full((2, 3, len(steps)), 1e-3) for m in dr.MODEL_NAMES}}
+    data = {"steps": steps, "decay_step": 3000, "lengths": [4, 6, 8], "per_seed": per}
+    reading = dr.read_stages(data)["main"]
+    assert reading.shape == (2, 3, 4) and reading.batches == 8
+    assert reading.descending[reading.index(0, 8, "linear_2")]
+    assert reading.moving.sum() <= 2                                       # the ramp, and at most one false alarm

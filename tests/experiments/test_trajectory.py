@@ -166,3 +166,17 @@ def test_table_shows_one_seed_over_the_lengths():
     assert rows[4].split()[-2:] == [".", "v"]                      # L = 100 still descending
     assert rows[5].split()[-1] == "-"                              # so not settled
     assert len(rows) == 11                                         # a header and five rows per activation
+
+
+def test_false_alarm_rate_is_the_level_for_independent_records_and_grows_with_their_correlation():
+    steps = np.arange(0, 4001, 50)                      # Chapter 7's records: the last quarter has 21, batches of 2
+    white = trajectory.false_alarm_rate(steps, 0.0, runs=RUNS, seed=1)
+    low, high = interval()
+    assert low <= white * RUNS <= high
+    correlated = trajectory.false_alarm_rate(steps, 0.5, runs=RUNS, seed=1)
+    assert correlated > 2 * LEVEL
+    # the simulated jitter has the lag-one correlation asked for
+    x = trajectory.stationary_jitter(RUNS, 301, 0.5, seed=2)
+    assert abs(np.mean(x[:, 1:] * x[:, :-1]) - 0.5) < 0.02 and abs(np.mean(x**2) - 1) < 0.02
+    with pytest.raises(ValueError, match="rho"):
+        trajectory.stationary_jitter(10, 10, 1.0)

@@ -10,11 +10,14 @@ same batches, through the engine's loop (:func:`~softmax_as_linear.engine.train.
   per-seed standard errors, and the paired differences that answer the chapter's questions: the second layer's
   effect for each activation, softmax minus linear at each depth;
 - convergence over the whole run: the held-out risk at every record, and the paired fall of the risk over the last
-  half, quarter and tenth of training (earlier records scored on the same fresh prompts as the final weights);
+  half, quarter and tenth of training (earlier records scored on the same fresh prompts as the final weights); whether
+  a run still moves at the end is read from its records after the step decay by the stationarity test of
+  :mod:`~softmax_as_linear.experiments.trajectory` (:func:`read_stages`);
 - the toolkit at the trained weights (:func:`cross_evaluation`): each trained linear model's weights run through
   the softmax network, its excess risk and the mean-square output gap between the two networks;
 - the warm stage (:func:`train_warm`, :func:`warm_readings`): two-layer softmax attention trained again from the
-  trained two-layer linear weights (the same network at infinite prompt), scored on the same fresh prompts;
+  trained two-layer linear weights (the same network at infinite prompt), scored on the same fresh prompts; and its
+  equal-budget control, the same stage from the block-start two-layer softmax weights (``source="softmax_2"``);
 - references that know nothing of the trainer: the best one-layer linear attention :math:`R^*_{\mathrm{lin}}(L)`,
   the :math:`L`-Bayes (ridge) risk, and two steps of preconditioned gradient descent with the best preconditioners
   (:mod:`~softmax_as_linear.theory.preconditioned_gd`).
@@ -360,6 +363,62 @@ def seed_slopes(lengths, values, level: float = 0.95) -> dict | None:
 
 
 
+# Still moving at the end? ----------------------------------------------------------------------------------------
+
+#: The most batch means of the stationarity test on a stage of the sweep (:func:`read_stages`).
+STAGE_BATCHES = 8
+
+
+def stage_window(steps, decay_step: int, batches: int = STAGE_BATCHES) -> tuple[int, int]:
+    r"""How :func:`read_stages` cuts one stage's records after its step decay at ``decay_step``: the test window is
+    the last :math:`1 - \mathrm{decay\_at}` of training, from the record taken at the decay (the last one at the
+    full step, which :func:`~softmax_as_linear.experiments.trajectory.trend` must leave out), cut into the largest
+    number of batches, at most ``batches`` and at least 4, of at least two records each, that leaves it out.
+    Returns ``(batches, first step kept)``; a ``ValueError`` when the stage has too few records after its decay."""
+    steps = np.asarray(steps)
+    at = np.flatnonzero(steps == decay_step)
+    if at.size != 1:
+        raise ValueError(f"decay_step: {decay_step} is not a record step of the stage")
+    n = steps.size - int(at[0])
+    for m in range(checks.positive_int("batches", batches), 3, -1):
+        size = n // m
+        if size >= 2 and n - m * size >= 1:
+            return m, int(steps[at[0] + n - m * size])
+    raise ValueError(f"the stage has {n - 1} records after its decay at step {decay_step}: too few for 4 batches of 2")
+
+
+def read_stages(data: dict, level: float = 0.01) -> dict:
+    r"""Every run of a Chapter 7 sweep read as a whole after its step decay, by the stationarity test of
+    :func:`~softmax_as_linear.experiments.trajectory.read_risks` (null hypothesis: a stationary run; error from the
+    run's own scatter) over the records after the decay, batched by :func:`stage_window`: ``{"main": reading}``
+    with arrays ``(S, nL, 4)`` (``activations`` the :data:`MODEL_NAMES`), and ``"warm"`` and ``"control"``,
+    ``(S, nL, 1)``, when the sweep has its warm stage and its equal-budget control. The records' standard errors (the
+    shared held-out prompts) do not enter the test."""
+    from .trajectory import read_risks
+
+    per = data["per_seed"]
+    seeds, lengths = list(per["seeds"]), list(data["lengths"])
+    steps = np.asarray(data["steps"])
+    risk = np.stack([np.asarray(per["trajectory"][m], dtype=float) for m in MODEL_NAMES], 2)
+    se = np.stack([np.asarray(per["trajectory_se"][m], dtype=float) for m in MODEL_NAMES], 2)
+    batches, _ = stage_window(steps, data["decay_step"])
+    out = {"main": read_risks(steps, risk, se, level, 1 - data["decay_step"] / steps[-1], batches,
+                              "measured on the held-out prompts", seeds=seeds, lengths=lengths,
+                              activations=list(MODEL_NAMES))}
+    for name in ("warm", "control"):
+        if name not in data:
+            continue
+        stage = data[name]
+        steps = np.asarray(stage["steps"])
+        decay = WarmSettings(**stage["settings"]).decay_step
+        batches, _ = stage_window(steps, decay)
+        out[name] = read_risks(steps, np.asarray(stage["trajectory"], dtype=float)[:, :, None], None, level,
+                               1 - decay / steps[-1], batches, seeds=seeds, lengths=lengths,
+                               activations=[f"softmax_2_{name}"])
+    return out
+
+
+
 # The warm start --------------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -398,27 +457,38 @@ def warm_settings(preset: str, **overrides) -> WarmSettings:
     return WarmSettings(**{**DEPTH_WARM[preset], **overrides})
 
 
-class _WarmCheckpointKey:
-    """What a warm-stage checkpoint is written for: the sweep's settings and the warm stage's."""
+#: The trained models a second stage may start from: the two-layer linear weights (the warm start), or the two-layer
+#: softmax weights of the block start (the equal-budget control: the same 4,000 + further steps, the same schedules).
+STAGE_SOURCES = ("linear_2", "softmax_2")
 
-    def __init__(self, settings: DepthSettings, warm: WarmSettings):
-        self.settings, self.warm = settings, warm
+
+class _WarmCheckpointKey:
+    """What a second-stage checkpoint is written for: the sweep's settings, the stage's, and the model it starts from
+    (recorded only when it is not the warm start's ``linear_2``)."""
+
+    def __init__(self, settings: DepthSettings, warm: WarmSettings, source: str = "linear_2"):
+        self.settings, self.warm, self.source = settings, warm, source
 
     def as_dict(self) -> dict:
-        return {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
+        out = {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
+        return out if self.source == "linear_2" else {**out, "source": self.source}
 
 
 def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", checkpoint=None, should_stop=None,
-               progress: bool = False, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0):
-    """Train two-layer softmax attention from the two-layer linear weights ``U (S, nL, 4, K, D, D)``, ``v (S, nL, 4,
-    K, D)`` of a finished sweep (model ``linear_2``); returns ``(stepper, records)``."""
+               progress: bool = False, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0,
+               source: str = "linear_2"):
+    """Train two-layer softmax attention from the trained weights ``U (S, nL, 4, K, D, D)``, ``v (S, nL, 4, K, D)`` of
+    a finished sweep's model ``source`` (:data:`STAGE_SOURCES`: ``linear_2`` for the warm start, ``softmax_2`` for the
+    equal-budget control, which continues the block-start softmax runs with the warm stage's steps and schedule);
+    returns ``(stepper, records)``."""
+    checks.one_of("source", source, STAGE_SOURCES)
     cfg = dataclasses.replace(settings.deep_config(), models=(("softmax", 2),), lr=warm.lr)
     stepper = DecayedDeepStepper(cfg, warm.decay_step, warm.decay_factor, device)
-    a = MODEL_NAMES.index("linear_2")
+    a = MODEL_NAMES.index(source)
     with torch.no_grad():
         stepper.U.copy_(torch.as_tensor(np.asarray(U))[:, :, a:a + 1].to(stepper.U))
         stepper.v.copy_(torch.as_tensor(np.asarray(v))[:, :, a:a + 1].to(stepper.v))
-    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm),
+    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm, source),
                   checkpoint=checkpoint, checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds,
                   progress=progress, should_stop=should_stop)
     return stepper, records
@@ -468,6 +538,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     return jsonable(out)
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "WarmSettings", "cross_evaluation",
-           "depth_provenance", "depth_readings", "depth_settings", "depth_summary", "final_evaluation", "merge_per_seed",
-           "references", "seed_slopes", "train_depth", "train_warm", "warm_readings", "warm_settings"]
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmSettings",
+           "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
+           "final_evaluation", "merge_per_seed", "read_stages", "references", "seed_slopes", "stage_window",
+           "train_depth", "train_warm", "warm_readings", "warm_settings"]

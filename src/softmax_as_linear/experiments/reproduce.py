@@ -464,9 +464,10 @@ def depth_shard_settings(preset: str, seeds: int | None = None, shard=None):
 
 def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
     """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, then its warm stage (two-layer
-    softmax from the trained two-layer linear weights) trained and read, written as ``depth_<run>.json`` (a shard's
-    into its folder). A file whose sweep is complete but whose warm stage is missing or unfinished resumes at the warm
-    stage without training the sweep again."""
+    softmax from the trained two-layer linear weights) and that stage's equal-budget control (the same steps from the
+    block-start two-layer softmax weights) trained and read, written as ``depth_<run>.json`` (a shard's into its
+    folder). A file whose sweep is complete but whose warm stage or control is missing or unfinished resumes there
+    without training the sweep again."""
     from ..core.artifacts import load_json
     from .depth_regression import depth_provenance, depth_readings, references, train_depth, warm_settings
     from .result_files import depth_file, depth_run
@@ -477,10 +478,12 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
     path = out / depth_file(run)
     checkpoint = out / "checkpoints" / f"depth_{run}.pt"
     warm_checkpoint = out / "checkpoints" / f"depth_{run}_warm.pt"
+    control_checkpoint = out / "checkpoints" / f"depth_{run}_control.pt"
     data = None
     if restart:
         checkpoint.unlink(missing_ok=True)
         warm_checkpoint.unlink(missing_ok=True)
+        control_checkpoint.unlink(missing_ok=True)
     elif path.exists():
         try:
             saved = load_json(path)
@@ -489,10 +492,10 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
                                   "sweep again if there is none)") from None
         if saved.get("main_complete", saved.get("complete")) and \
                 config_fields(saved.get("provenance", {}).get("settings") or {}) == settings.as_dict():
-            if saved.get("complete") and saved.get("warm", {}).get("settings") == dataclass_dict(warm):
+            if saved.get("complete") and _stage_done(saved, "warm", warm) and _stage_done(saved, "control", warm):
                 print(f"{path}: up to date")
                 return path
-            data = {**saved, "main_complete": True}  # the sweep is done: only the warm stage is left
+            data = {**saved, "main_complete": True}  # the sweep is done: only the warm stage or its control is left
     start = time.monotonic()
     stop = None if deadline is None else (lambda: time.monotonic() > deadline)
     if data is None:
@@ -519,7 +522,10 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
         if shard is not None:
             data["provenance"]["shard"] = f"{shard[0]}/{shard[1]}"
     if data["main_complete"] and not (stop is not None and stop()):
-        data["warm"] = _depth_warm(settings, warm, data, device, warm_checkpoint, stop)
+        if not _stage_done(data, "warm", warm):
+            data["warm"] = _depth_warm(settings, warm, data, device, warm_checkpoint, stop)
+        if data["warm"]["complete"] and not (stop is not None and stop()) and not _stage_done(data, "control", warm):
+            data["control"] = _depth_warm(settings, warm, data, device, control_checkpoint, stop, source="softmax_2")
     data["complete"] = bool(data["main_complete"] and data.get("warm", {}).get("complete", False))
     save_json(path, data)
     print(f"wrote {path}", flush=True)
@@ -533,34 +539,45 @@ def dataclass_dict(value) -> dict:
     return json.loads(json.dumps(dataclasses.asdict(value)))
 
 
-def _depth_warm(settings, warm, data, device, checkpoint, stop) -> dict:
-    """The warm stage of a finished sweep ``data``: trained (or resumed) from its two-layer linear weights, read."""
+def _stage_done(data: dict, name: str, warm) -> bool:
+    """Whether the file ``data`` holds its second stage ``name`` (``warm``, ``control``) complete, with the settings
+    ``warm``."""
+    stage = data.get(name) or {}
+    return bool(stage.get("complete")) and stage.get("settings") == dataclass_dict(warm)
+
+
+def _depth_warm(settings, warm, data, device, checkpoint, stop, source: str = "linear_2") -> dict:
+    """A second stage of a finished sweep ``data``: two-layer softmax trained (or resumed) from its trained model
+    ``source`` (the two-layer linear weights: the warm stage; the block-start two-layer softmax weights: its
+    equal-budget control), read."""
     from .depth_regression import train_warm, warm_readings
 
     U, v = np.asarray(data["per_seed"]["U"]), np.asarray(data["per_seed"]["v"])
-    step = _depth_resume_point(checkpoint, _WarmKey(settings, warm))
+    step = _depth_resume_point(checkpoint, _WarmKey(settings, warm, source))
+    what = ("the warm stage (two-layer softmax from the trained two-layer linear weights)" if source == "linear_2"
+            else "the equal-budget control (the warm stage's steps from the block-start two-layer softmax weights)")
     print(("training" if step is None else f"resuming from step {step:,} of {warm.steps:,}")
-          + f" the warm stage (two-layer softmax from the trained two-layer linear weights) on {device}; "
-            f"checkpoint {checkpoint}", flush=True)
+          + f" {what} on {device}; checkpoint {checkpoint}", flush=True)
     try:
         stepper, records = train_warm(settings, warm, U, v, device, checkpoint, stop, progress=True,
-                                      checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS)
+                                      checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS,
+                                      source=source)
     except DamagedFileError as error:
-        raise _damaged(error, "delete it to train the warm stage from step 0") from None
+        raise _damaged(error, "delete it to train this stage from step 0") from None
     from ..core.provenance import device_name, provenance, utc_now
 
     start = time.monotonic()
-    out = warm_readings(stepper, records, settings, warm, U, v)
+    out = {**warm_readings(stepper, records, settings, warm, U, v), "source": source}
     out["provenance"] = {**provenance(device, time.monotonic() - start + float(records.seconds)),
                          "device_name": device_name(device), "engine_path": records.engine_path, "date": utc_now()}
     return out
 
 
 class _WarmKey:
-    def __init__(self, settings, warm):
+    def __init__(self, settings, warm, source: str = "linear_2"):
         from .depth_regression import _WarmCheckpointKey
 
-        self._key = _WarmCheckpointKey(settings, warm)
+        self._key = _WarmCheckpointKey(settings, warm, source)
         self.seeds, self.steps = settings.seeds, warm.steps
 
     def as_dict(self):

@@ -280,10 +280,11 @@ def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
         origins.append({**origin, "shard": f"{k}/{n}", "seeds": data["per_seed"]["seeds"]})
     merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
     merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
-    if all("warm" in p for p in parts):  # the warm stage's per-seed arrays, joined; its settings are the first's
-        seeded = ("risk", "risk_se", "minus", "minus_se", "fall", "fall_se", "trajectory")
-        merged["warm"] = {**parts[0]["warm"], **merge_per_seed([{k: p["warm"][k] for k in seeded} for p in parts]),
-                          "shards": [p["warm"].get("provenance") for p in parts]}
+    seeded = ("risk", "risk_se", "minus", "minus_se", "fall", "fall_se", "trajectory")
+    for stage in ("warm", "control"):  # the second stages' per-seed arrays, joined; their settings are the first's
+        if all(stage in p for p in parts):
+            merged[stage] = {**parts[0][stage], **merge_per_seed([{k: p[stage][k] for k in seeded} for p in parts]),
+                             "shards": [p[stage].get("provenance") for p in parts]}
     first = origins[0]
     top = {key: first.get(key) for key in ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
                                            "engine_path", "machine") if key in first}

@@ -44,6 +44,8 @@ batch-mean scatter above and :math:`q` the Student-t quantile (:math:`m - 1` deg
 A run still moving at the end has not settled (``settled_index`` :math:`-1`, ``settled_at`` NaN). A run whose
 risk is not finite at some record (diverged) has NaN everywhere and ``diverged`` set.
 
+:func:`false_alarm_rate` measures the rate for any design (records, window, batches) by simulation.
+
 :func:`read_risks` reads arrays ``(..., T)`` of any leading shape; :func:`read_trajectories` reads a trajectory
 file for every (seed, ``L``, activation); both return a :class:`TrajectoryReading`. Risks are
 :math:`R = \tfrac12 \mathrm{MSE}`.
@@ -51,6 +53,7 @@ file for every (seed, ``L``, activation); both return a :class:`TrajectoryReadin
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -317,5 +320,31 @@ def read_trajectories(trajectories: dict, final: dict | None = None, level: floa
                       activations=activations)
 
 
-__all__ = ["TrajectoryReading", "WINDOWS", "critical_value", "read_risks", "read_trajectories",
-           "trend"]
+def stationary_jitter(runs: int, records: int, rho: float, seed: int = NULL_SEED) -> np.ndarray:
+    r"""``runs`` stationary trajectories of ``records`` records ``(runs, records)``: AR(1) jitter of unit variance with
+    lag-one correlation ``rho`` between records, :math:`x_t = \rho x_{t-1} + (1 - \rho^2)^{1/2}\varepsilon_t`,
+    seeded by ``seed``."""
+    if not -1 < rho < 1:
+        raise ValueError(f"rho must lie in (-1, 1), got {rho!r}")
+    e = np.random.default_rng(seed).standard_normal((checks.positive_int("runs", runs),
+                                                     checks.positive_int("records", records)))
+    x = np.empty_like(e)
+    x[:, 0] = e[:, 0]
+    for t in range(1, records):
+        x[:, t] = rho * x[:, t - 1] + math.sqrt(1 - rho ** 2) * e[:, t]
+    return x
+
+
+def false_alarm_rate(steps, rho: float, level: float = 0.01, fraction: float = 0.25, batches: int = 8,
+                     runs: int = 10_000, seed: int = NULL_SEED) -> float:
+    """The share of ``runs`` stationary runs recorded at ``steps`` (:func:`stationary_jitter` with lag-one
+    correlation ``rho``) that :func:`read_risks` with these settings calls moving: the test's false-alarm rate for
+    this design, ``level`` when the batch means are independent, more when the records' correlation outlasts a
+    batch."""
+    steps = np.asarray(steps, dtype=float)
+    risk = stationary_jitter(runs, steps.size, rho, seed)
+    return float(read_risks(steps, risk, level=level, fraction=fraction, batches=batches).moving.mean())
+
+
+__all__ = ["TrajectoryReading", "WINDOWS", "critical_value", "false_alarm_rate", "read_risks", "read_trajectories",
+           "stationary_jitter", "trend"]

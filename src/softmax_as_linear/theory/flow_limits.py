@@ -126,9 +126,10 @@ def init_scale_bound(task: RegressionTask, L: int | None = None) -> float:
 
     with :math:`\Gamma = (1 + \tfrac1L)\Sigma + \tfrac{\operatorname{tr}\Sigma}{L} I_d` for prompts of length ``L``
     (their setting has no label noise) and its infinite-prompt limit :math:`\Gamma = \Sigma` for ``L=None``.
-    The power :math:`\tfrac12` of :math:`\|\Gamma\|` is forced by a symmetry of the flow: inputs scaled by
+    The power :math:`\tfrac12` of :math:`\|\Gamma\|` is the source's. A symmetry of the flow (inputs scaled by
     :math:`\sqrt c` map the flow from :math:`(c\Sigma, \alpha)` onto the flow from :math:`(\Sigma, \alpha\sqrt c)`,
-    sped up and shrunk. A sufficient condition, not a necessary one. Uses :math:`\Sigma` (the paper's model).
+    sped up and shrunk) makes the *exact* threshold scale with that power; a sufficient condition need not. A
+    sufficient condition, not a necessary one. Uses :math:`\Sigma` (the paper's model).
     """
     sigma = task.covariance
     if L is not None:
