@@ -391,7 +391,7 @@ def read_stages(data: dict, level: float = 0.01) -> dict:
     r"""Every run of a Chapter 7 sweep read as a whole after its step decay, by the stationarity test of
     :func:`~softmax_as_linear.experiments.trajectory.read_risks` (null hypothesis: a stationary run; error from the
     run's own scatter) over the records after the decay, batched by :func:`stage_window`: ``{"main": reading}``
-    with arrays ``(S, nL, 4)`` (``activations`` the :data:`MODEL_NAMES`), and ``"warm"`` and ``"control"``,
+    with arrays ``(S, nL, 4)`` (``activations`` the ``MODEL_NAMES``), and ``"warm"`` and ``"control"``,
     ``(S, nL, 1)``, when the sweep has its warm stage and its equal-budget control. The records' standard errors (the
     shared held-out prompts) do not enter the test."""
     from .trajectory import read_risks
