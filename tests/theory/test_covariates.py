@@ -29,6 +29,13 @@ def test_gaussian_draws_are_those_of_randn():
     assert torch.equal(a, b)
 
 
+def test_quadrature_rules_are_computed_once_and_handed_out_as_copies():
+    nodes, weights = covariates.quadrature("uniform", 24)
+    nodes.zero_()
+    again, _ = covariates.quadrature("uniform", 24)
+    assert float(again.abs().min()) > 0 and again.data_ptr() != nodes.data_ptr()
+
+
 @pytest.mark.parametrize("law", LAWS)
 def test_cgf_derivatives_match_autograd_and_monte_carlo(law):
     # (not b = 0 itself, where autograd differentiates |b| in log cosh to a second derivative of 0)

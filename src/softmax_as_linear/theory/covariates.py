@@ -19,6 +19,7 @@ entry tilted by :math:`e^{b\xi}` and :math:`k''_\lambda(b)` its variance.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -45,6 +46,7 @@ def fill_(covariates: str, out: Tensor, generator: torch.Generator | None = None
 
     Gaussian: ``normal_`` (the draws of :func:`torch.randn`); uniform: ``uniform_`` on :math:`[-\\sqrt3, \\sqrt3]`;
     Rademacher: ``bernoulli_(1/2)`` mapped to :math:`\\pm 1`. Returns ``out``.
+
     """
     if covariates == "gaussian":
         return out.normal_(generator=generator)
@@ -117,7 +119,14 @@ def quadrature(covariates: str, n: int = 24) -> tuple[Tensor, Tensor]:
     Gaussian: ``n``-point Gauss-Hermite (probabilists'). Exact for polynomials of degree below ``2n``.
     """
     check_covariates(covariates)
-    n = checks.int_at_least("n", n, 1)
+    nodes, weights = _rule(covariates, checks.int_at_least("n", n, 1))
+    return nodes.clone(), weights.clone()
+
+
+@functools.lru_cache(maxsize=None)
+def _rule(covariates: str, n: int) -> tuple[Tensor, Tensor]:
+    # computed once per (law, n): the flows of Chapter 6 ask for the same rule at every evaluation of the risk,
+    # and NumPy's Gauss-Legendre solve costs far more than the risk itself
     if covariates == "rademacher":
         return torch.tensor([-1.0, 1.0], dtype=torch.float64), torch.tensor([0.5, 0.5], dtype=torch.float64)
     if covariates == "uniform":
