@@ -47,12 +47,18 @@ def fill_(covariates: str, out: Tensor, generator: torch.Generator | None = None
     Gaussian: ``normal_`` (the draws of :func:`torch.randn`); uniform: ``uniform_`` on :math:`[-\\sqrt3, \\sqrt3]`;
     Rademacher: ``bernoulli_(1/2)`` mapped to :math:`\\pm 1`. Returns ``out``.
 
+    On a CPU the Rademacher entries are drawn as what ``bernoulli_(1/2)`` draws there, a float64 ``uniform_`` on
+    :math:`[0, 1)` per entry compared with :math:`\\frac12`: the same signs and the same generator state after,
+    in half the time (``tests/theory/test_covariates.py`` checks that they agree).
     """
     if covariates == "gaussian":
         return out.normal_(generator=generator)
     if covariates == "uniform":
         return out.uniform_(-_ROOT3, _ROOT3, generator=generator)
     if covariates == "rademacher":
+        if out.device.type == "cpu":
+            uniform = torch.empty(out.shape, dtype=torch.float64).uniform_(generator=generator)
+            return out.copy_(torch.where(uniform < 0.5, 1.0, -1.0))
         return out.bernoulli_(0.5, generator=generator).mul_(2).sub_(1)
     raise ValueError(f"covariates must be one of {COVARIATES}, got {covariates!r}")
 
