@@ -139,6 +139,7 @@ class RegressionTask:
         self._isotropic = torch.equal(self.covariance, torch.eye(self.d, dtype=torch.float64))
         # Factor F of the prompt inputs (x = F xi): C, or C C for the published sampler.
         self._prompt_factor = self._cholesky if sampler == "paper" else self._cholesky @ self._cholesky
+        self._identity_factor = torch.equal(self._prompt_factor, torch.eye(self.d, dtype=torch.float64))
         self.prompt_covariance = self._prompt_factor @ self._prompt_factor.T
         self.query_covariance = self.covariance if sampler == "paper" else torch.eye(self.d, dtype=torch.float64)
         self.prompt_factor = self._prompt_factor
@@ -257,6 +258,8 @@ class RegressionTask:
         n, L = checks.positive_int("n", n), checks.positive_int("L", L)
         device = generator.device if generator is not None else None
         xi = covariate_laws.draw(self.covariates, n, L, self.d, generator=generator, dtype=dtype, device=device)
+        if self._identity_factor:  # x = xi exactly: the product with I would only copy them (the Bayes risks of
+            return xi              # Chapter 6 draw 10^9 inputs)
         return xi @ self._prompt_factor.to(xi).T
 
     def stream(self, n_prompts: int, generator: torch.Generator | None = None, dtype=torch.float64) -> "PromptStream":
