@@ -283,9 +283,10 @@ class RegressionTask:
         def draw(k: int) -> Tensor:
             k = checks.positive_int("k", k)
             z = self.fill_standard_(torch.empty(w.shape[0], k, self.D, dtype=dtype, device=w.device), generator)
-            x = z[..., :-1] @ factor.T
+            x = z[..., :-1] if self._identity_factor else z[..., :-1] @ factor.T  # x = F xi (F = I: xi itself)
             z[..., -1] = (x @ w.unsqueeze(-1)).squeeze(-1) + noise_sd * z[..., -1]
-            z[..., :-1] = x
+            if not self._identity_factor:
+                z[..., :-1] = x
             return z
 
         return draw
