@@ -7,6 +7,7 @@ import pytest
 import torch
 
 import softmax_as_linear.engine.train as train_module
+from softmax_as_linear.engine import tensor_step
 from softmax_as_linear.engine.batched import SoftmaxPrediction, SoftmaxSweep, SweepModel, _BucketPlan
 from softmax_as_linear.engine.data import SweepData
 from softmax_as_linear.engine.sweep import TrainConfig
@@ -80,6 +81,26 @@ def test_cpu_softmax_gradient():
     u = torch.randn(2, 3, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)  # (S, nL, B, D)
     v = torch.randn(2, 3, 3, generator=g, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b: SoftmaxSweep.apply(a, b, tokens_t, plan), (u, v))
+
+
+def test_held_out_prompts_prepared_once_give_the_risks_of_preparing_them_at_each_record():
+    """The CPU path forms the held-out prompts' column layout and prefix moments once (chunk by chunk, a last chunk
+    shorter than the others); the held-out risk and spread are those of forming them at every record, bit for bit."""
+    cfg = TrainConfig(**{**SMALL, "eval_prompts": 70}, seeds=(1, 2))
+    stepper = train_module.make_stepper(cfg, torch.device("cpu"))
+    for _ in range(2):
+        stepper.step()
+        with torch.no_grad():
+            each_time = tensor_step.held_out_risk(stepper.sweep, stepper.data.eval, chunk=32)
+        stepper._held_out_prepared = None
+        prepared = tensor_step.prepare_held_out(stepper.sweep, stepper.data.eval, chunk=32)
+        assert len(prepared) == 3
+        with torch.no_grad():
+            once = tensor_step.held_out_risk(stepper.sweep, stepper.data.eval, chunk=32, prepared=prepared)
+        assert all(torch.equal(a, b) for a, b in zip(once, each_time))
+        assert all(torch.equal(a, b) for a, b in zip(stepper.held_out(), tensor_step.held_out_risk(
+            stepper.sweep, stepper.data.eval)))
+    stepper.close()
 
 
 def test_cpu_training_equals_the_tensor_path(monkeypatch):

@@ -29,6 +29,28 @@ def test_gaussian_draws_are_those_of_randn():
     assert torch.equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_rademacher_draws_are_those_of_bernoulli(dtype):
+    # the CPU draws them as bernoulli_(1/2) does (a float64 uniform per entry against 1/2), faster: the same signs
+    # and the same generator state after, into a strided view as into a whole tensor
+    drawn, expected = torch.zeros(40, 301, 6, dtype=dtype), torch.zeros(40, 301, 6, dtype=dtype)
+    mine, theirs = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    covariates.fill_("rademacher", drawn[..., :5], mine)
+    expected[..., :5].bernoulli_(0.5, generator=theirs).mul_(2).sub_(1)
+    assert torch.equal(drawn, expected) and torch.equal(mine.get_state(), theirs.get_state())
+    torch.manual_seed(5)
+    default = covariates.draw("rademacher", 1000, dtype=dtype)
+    torch.manual_seed(5)
+    assert torch.equal(default, torch.empty(1000, dtype=dtype).bernoulli_(0.5).mul_(2).sub_(1))
+
+
+def test_quadrature_rules_are_computed_once_and_handed_out_as_copies():
+    nodes, weights = covariates.quadrature("uniform", 24)
+    nodes.zero_()
+    again, _ = covariates.quadrature("uniform", 24)
+    assert float(again.abs().min()) > 0 and again.data_ptr() != nodes.data_ptr()
+
+
 @pytest.mark.parametrize("law", LAWS)
 def test_cgf_derivatives_match_autograd_and_monte_carlo(law):
     # (not b = 0 itself, where autograd differentiates |b| in log cosh to a second derivative of 0)

@@ -19,6 +19,7 @@ entry tilted by :math:`e^{b\xi}` and :math:`k''_\lambda(b)` its variance.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -45,12 +46,19 @@ def fill_(covariates: str, out: Tensor, generator: torch.Generator | None = None
 
     Gaussian: ``normal_`` (the draws of :func:`torch.randn`); uniform: ``uniform_`` on :math:`[-\\sqrt3, \\sqrt3]`;
     Rademacher: ``bernoulli_(1/2)`` mapped to :math:`\\pm 1`. Returns ``out``.
+
+    On a CPU the Rademacher entries are drawn as what ``bernoulli_(1/2)`` draws there, a float64 ``uniform_`` on
+    :math:`[0, 1)` per entry compared with :math:`\\frac12`: the same signs and the same generator state after,
+    in half the time (``tests/theory/test_covariates.py`` checks that they agree).
     """
     if covariates == "gaussian":
         return out.normal_(generator=generator)
     if covariates == "uniform":
         return out.uniform_(-_ROOT3, _ROOT3, generator=generator)
     if covariates == "rademacher":
+        if out.device.type == "cpu":
+            uniform = torch.empty(out.shape, dtype=torch.float64).uniform_(generator=generator)
+            return out.copy_(torch.where(uniform < 0.5, 1.0, -1.0))
         return out.bernoulli_(0.5, generator=generator).mul_(2).sub_(1)
     raise ValueError(f"covariates must be one of {COVARIATES}, got {covariates!r}")
 
@@ -117,7 +125,14 @@ def quadrature(covariates: str, n: int = 24) -> tuple[Tensor, Tensor]:
     Gaussian: ``n``-point Gauss-Hermite (probabilists'). Exact for polynomials of degree below ``2n``.
     """
     check_covariates(covariates)
-    n = checks.int_at_least("n", n, 1)
+    nodes, weights = _rule(covariates, checks.int_at_least("n", n, 1))
+    return nodes.clone(), weights.clone()
+
+
+@functools.lru_cache(maxsize=None)
+def _rule(covariates: str, n: int) -> tuple[Tensor, Tensor]:
+    # computed once per (law, n): the flows of Chapter 6 ask for the same rule at every evaluation of the risk,
+    # and NumPy's Gauss-Legendre solve costs far more than the risk itself
     if covariates == "rademacher":
         return torch.tensor([-1.0, 1.0], dtype=torch.float64), torch.tensor([0.5, 0.5], dtype=torch.float64)
     if covariates == "uniform":

@@ -28,6 +28,7 @@ covariates only.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -117,6 +118,13 @@ def infinite_prompt_risk_estimate(U, V, task: RegressionTask, n_samples: int = 1
 
 
 def _grid(name: str, d: int, n: int) -> tuple[Tensor, Tensor]:
+    points, mass = _tensor_grid(name, d, n)
+    return points.clone(), mass.clone()
+
+
+@functools.lru_cache(maxsize=None)
+def _tensor_grid(name: str, d: int, n: int) -> tuple[Tensor, Tensor]:
+    # built once per (law, d, n): n^d points listed in Python, asked for at every evaluation of the risk
     nodes, weights = covariates.quadrature(name, n)
     points = torch.tensor(list(itertools.product(nodes.tolist(), repeat=d)), dtype=torch.float64)
     mass = torch.tensor([math.prod(c) for c in itertools.product(weights.tolist(), repeat=d)], dtype=torch.float64)

@@ -139,6 +139,7 @@ class RegressionTask:
         self._isotropic = torch.equal(self.covariance, torch.eye(self.d, dtype=torch.float64))
         # Factor F of the prompt inputs (x = F xi): C, or C C for the published sampler.
         self._prompt_factor = self._cholesky if sampler == "paper" else self._cholesky @ self._cholesky
+        self._identity_factor = torch.equal(self._prompt_factor, torch.eye(self.d, dtype=torch.float64))
         self.prompt_covariance = self._prompt_factor @ self._prompt_factor.T
         self.query_covariance = self.covariance if sampler == "paper" else torch.eye(self.d, dtype=torch.float64)
         self.prompt_factor = self._prompt_factor
@@ -257,6 +258,8 @@ class RegressionTask:
         n, L = checks.positive_int("n", n), checks.positive_int("L", L)
         device = generator.device if generator is not None else None
         xi = covariate_laws.draw(self.covariates, n, L, self.d, generator=generator, dtype=dtype, device=device)
+        if self._identity_factor:  # x = xi exactly: the product with I would only copy them (the Bayes risks of
+            return xi              # Chapter 6 draw 10^9 inputs)
         return xi @ self._prompt_factor.to(xi).T
 
     def stream(self, n_prompts: int, generator: torch.Generator | None = None, dtype=torch.float64) -> "PromptStream":
@@ -280,9 +283,10 @@ class RegressionTask:
         def draw(k: int) -> Tensor:
             k = checks.positive_int("k", k)
             z = self.fill_standard_(torch.empty(w.shape[0], k, self.D, dtype=dtype, device=w.device), generator)
-            x = z[..., :-1] @ factor.T
+            x = z[..., :-1] if self._identity_factor else z[..., :-1] @ factor.T  # x = F xi (F = I: xi itself)
             z[..., -1] = (x @ w.unsqueeze(-1)).squeeze(-1) + noise_sd * z[..., -1]
-            z[..., :-1] = x
+            if not self._identity_factor:
+                z[..., :-1] = x
             return z
 
         return draw
