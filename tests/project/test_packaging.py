@@ -81,9 +81,10 @@ def test_torch_is_the_cpu_build_in_make_setup_and_in_environment_yml():
     assert torch_default in _pip_section(), "environment.yml and the Makefile must pin the same torch"
     assert f"--extra-index-url {CPU_INDEX}" in _pip_section()
     setup = _make("setup")
-    assert f'"{torch_default}" --extra-index-url {CPU_INDEX}' in setup
+    # the CPU index goes to pip where it answers (tools/torch_index.py prints `--extra-index-url URL`, or nothing)
+    assert f'"{torch_default}" $(python3 tools/torch_index.py "{CPU_INDEX}")' in setup
     assert "-c .venv/pins.txt" in setup
-    assert "--extra-index-url" not in _make("setup", "TORCH_INDEX=")  # the documented GPU override
+    assert 'tools/torch_index.py "")' in _make("setup", "TORCH_INDEX=")  # the documented GPU override: no index
 
 
 def test_make_lab_listens_on_localhost_and_runs_as_root():

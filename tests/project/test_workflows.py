@@ -133,7 +133,7 @@ def test_latest_run_installs_no_pin():
     assert "make setup LATEST=1" in runs
     setup = subprocess.run(["make", "-n", "-B", "setup", "LATEST=1"], cwd=ROOT, capture_output=True, text=True,
                            timeout=60).stdout
-    assert "pins.txt" not in setup and '"torch" --extra-index-url' in setup
+    assert "pins.txt" not in setup and '"torch" $(python3 tools/torch_index.py' in setup
 
 
 def test_binder_image_is_built_on_each_push_to_main():
