@@ -17,6 +17,7 @@ The result file ``nonlinear_depth_<preset>.json`` holds, per seed (``"per_seed"`
 - the held-out risk at every record, the final weights, and each layer's window :math:`w_\ell =
   \operatorname{tr}(U_{\ell,xx})/d`;
 - ``provenance``: device, torch, commit, wall and training time, the preset and every setting, the training path.
+
 Risks are :math:`R = \tfrac12\mathrm{MSE}`.
 """
 from __future__ import annotations
