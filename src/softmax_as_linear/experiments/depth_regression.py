@@ -59,8 +59,26 @@ DECAY_AT, DECAY_FACTOR = 0.75, 0.1
 _EVAL_CHUNK = 1024
 
 
+class DecaySchedule:
+    """The record steps of a run of ``steps`` Adam steps whose rate is divided once, at ``decay_at`` of training (the
+    settings classes of Chapters 7 and 8 that train with a step decay inherit it)."""
+
+    @property
+    def decay_step(self) -> int:
+        return int(round(self.decay_at * self.steps))
+
+    def fall_step(self, fraction: float) -> int:
+        """The record from which the fall over the last ``fraction`` of training is measured."""
+        return int(round((1 - fraction) * self.steps))
+
+    def record_steps(self) -> list[int]:
+        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
+        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
+        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
+
+
 @dataclasses.dataclass(frozen=True)
-class DepthSettings:
+class DepthSettings(DecaySchedule):
     """Every setting of a Chapter 7 regression sweep (the task is Chapter 4's, isotropic, ``d = 5``, ``s^2 = 0.1``)."""
 
     lengths: tuple[int, ...]
@@ -100,19 +118,6 @@ class DepthSettings:
                           batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer, alpha=self.alpha,
                           held_out_prompts=self.held_out_prompts)
 
-    @property
-    def decay_step(self) -> int:
-        return int(round(self.decay_at * self.steps))
-
-    def record_steps(self) -> list[int]:
-        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
-        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
-        marks |= {self.fall_step(f) for f in FALL_FRACTIONS}
-        return sorted(marks)
-
-    def fall_step(self, fraction: float) -> int:
-        """The record from which the fall over the last ``fraction`` of training is measured."""
-        return int(round((1 - fraction) * self.steps))
 
     def replace(self, **changes) -> "DepthSettings":
         return dataclasses.replace(self, **changes)
@@ -422,7 +427,7 @@ def read_stages(data: dict, level: float = 0.01) -> dict:
 # The warm start --------------------------------------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
-class WarmSettings:
+class WarmSettings(DecaySchedule):
     r"""A second stage of the sweep: two-layer *softmax* attention trained from the trained two-layer *linear* weights
     of each seed and length (at infinite prompt the two networks are one, Exercise 7.2), with its own step."""
 
@@ -436,17 +441,6 @@ class WarmSettings:
         checks.positive_int("steps", self.steps)
         checks.positive_float("lr", self.lr)
         checks.positive_int("record_every", self.record_every)
-
-    @property
-    def decay_step(self) -> int:
-        return int(round(self.decay_at * self.steps))
-
-    def fall_step(self, fraction: float) -> int:
-        return int(round((1 - fraction) * self.steps))
-
-    def record_steps(self) -> list[int]:
-        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
-        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
 
 
 def warm_settings(preset: str, **overrides) -> WarmSettings:

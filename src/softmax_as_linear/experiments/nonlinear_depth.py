@@ -44,6 +44,7 @@ from .depth_regression import (
     DEPTH_MODELS,
     FALL_FRACTIONS,
     MODEL_NAMES,
+    DecaySchedule,
     final_evaluation,
     final_weights,
 )
@@ -64,7 +65,7 @@ CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
 
 
 @dataclasses.dataclass(frozen=True)
-class NonlinearDepthSettings:
+class NonlinearDepthSettings(DecaySchedule):
     """Every setting of the sweep: lengths, seeds, optimisation (Adam with one step decay, as Chapter 7's), the
     block initialisation's scale ``alpha`` and the task (Chapter 8's)."""
 
@@ -102,19 +103,6 @@ class NonlinearDepthSettings:
         return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths), models=DEPTH_MODELS,
                           batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer, alpha=self.alpha,
                           held_out_prompts=self.held_out_prompts)
-
-    @property
-    def decay_step(self) -> int:
-        return int(round(self.decay_at * self.steps))
-
-    def fall_step(self, fraction: float) -> int:
-        """The record from which the fall over the last ``fraction`` of training is measured."""
-        return int(round((1 - fraction) * self.steps))
-
-    def record_steps(self) -> list[int]:
-        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
-        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
-        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
 
     def as_dict(self) -> dict:
         """Every setting, JSON-ready, with the fields a training checkpoint compares."""

@@ -247,6 +247,16 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
     return written
 
 
+def _shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
+    """Shard ``k`` of ``n``'s result file, or a :class:`ShardError` naming the command that writes it again."""
+    if not path.exists():
+        raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
+    try:
+        return load_json(path)
+    except DamagedFileError as error:
+        raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
+
+
 def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
     """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
     along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
@@ -259,12 +269,7 @@ def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
     parts, origins = [], []
     for k in range(1, n + 1):
         path = shard_folder(out, k, n) / depth_file(run)
-        if not path.exists():
-            raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
-        try:
-            data = load_json(path)
-        except DamagedFileError as error:
-            raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
+        data = _shard_json(path, k, n, command)
         expected = depth_shard_settings(preset, seeds, (k, n)).as_dict()
         if config_fields(data.get("provenance", {}).get("settings") or {}) != expected:
             raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
@@ -313,12 +318,7 @@ def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
     parts, origins = [], []
     for k in range(1, n + 1):
         path = shard_folder(out, k, n) / nonlinear_file(preset)
-        if not path.exists():
-            raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
-        try:
-            data = load_json(path)
-        except DamagedFileError as error:
-            raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
+        data = _shard_json(path, k, n, command)
         expected = jsonable(whole.replace(seeds=shard_seeds(whole.seeds, k, n)).as_dict())
         if data.get("config") != expected:
             differ = [key for key in expected if (data.get("config") or {}).get(key) != expected[key]]
@@ -367,9 +367,13 @@ def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads
     (a CPU); returns the files written and whether each is complete."""
     import torch
 
-    if resolve_device(options.get("device", "auto")).type == "cpu":
-        torch.set_num_threads(threads)
-    written = reproduce(figures, shard=shard, **options)
+    before = torch.get_num_threads()  # restored: a debug or in-process launcher runs this in the caller's process
+    try:
+        if resolve_device(options.get("device", "auto")).type == "cpu":
+            torch.set_num_threads(threads)
+        written = reproduce(figures, shard=shard, **options)
+    finally:
+        torch.set_num_threads(before)
     return [(str(path), load_json(path).get("complete", True)) for path in written]
 
 
