@@ -170,7 +170,7 @@ def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
 
     Returns ``risk``, ``risk_se`` ``{model: (S, nL)}``; ``difference``, ``difference_se`` ``{name: (S, nL)}`` for
     :data:`DIFFERENCES`; ``fall``, ``fall_se`` ``{fraction: {model: (S, nL)}}``, the risk at the record of
-    :meth:`DepthSettings.fall_step` minus the final risk (positive: still descending).
+    ``DepthSettings.fall_step`` minus the final risk (positive: still descending).
     """
     cfg = stepper.cfg
     last = records.last_step
