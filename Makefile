@@ -51,17 +51,17 @@ book: $(READY)
 # Every stage runs, even after one failed; a table of the stages, their results and wall times ends the
 # output (and lands in _build/stages.txt). A failed stage makes `make test` fail. Each stage is also a
 # target of its own (`make nbval`). Stages joined by + run side by side, and `STAGE&` runs beside every
-# stage after it (tools/run_stages.py). The suite is bound by the CPU: alone, the live JupyterLab tests and
-# the browser tests each keep about 1.2 of the 2 cores busy (Chromium, JupyterLab and the kernels) and
-# pip-path waits mostly on pip, so they start first, the chapters under nbval (a chapter per worker, the
-# longest about two minutes) next, and the unit tests (two workers) keep both cores busy to the end
-# (benchmarks/README.md, "Test suite"). book-strict comes before them because it empties _build/, where the
-# browser stage reads the book and live writes its screenshots; beside it, `chromium` finds or installs Chromium,
-# once, before the two stages that drive it start side by side (where it cannot be installed, they fail and every
-# other stage runs). PREPARED=1: `browser` checks the book book-strict built, and neither installs Chromium.
-TEST_STAGES := lint book-strict+chromium 'live&' 'browser&' nbval+pip-path unit
+# stage after it (tools/run_stages.py). The suite is bound by the CPU, so no core is left idle: pip-path needs
+# only the system's Python and runs beside the set-up (each is one pip process on one core); `chromium` finds
+# or installs Chromium, once, before the two stages that drive it (where it cannot be installed, they fail and
+# every other stage runs); the live JupyterLab tests (about 1.2 cores: Chromium, JupyterLab and the kernels)
+# run beside book-strict, whose Sphinx build uses one; the browser stage, the longest (about 1.3 cores), starts
+# as soon as the book is built; the chapters under nbval (a chapter per worker) come next, and the unit tests
+# (two workers, many short tests) fill both cores to the end (benchmarks/README.md, "Test suite").
+# PREPARED=1: `browser` checks the book book-strict built, and neither it nor `live` installs Chromium.
+TEST_STAGES := 'pip-path&' setup chromium+lint 'live&' book-strict 'browser&' nbval unit
 test:
-	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory PREPARED=1" setup $(TEST_STAGES)
+	$(PYTHON) tools/run_stages.py --make "$(MAKE) --no-print-directory PREPARED=1" $(TEST_STAGES)
 
 # The unit tests run on every core (pytest-xdist, one torch thread per worker: tests/conftest.py);
 # WORKERS=1 runs them in one process (WORKERS=0: without xdist, for a debugger).
@@ -125,8 +125,10 @@ nbval-portable: $(READY)
 		env $$numerics SOFTMAX_AS_LINEAR_TRAIN_CACHE= $(NBVAL) $(CHAPTERS) || failed=1; \
 	done; exit $$failed
 
+# What the book's build writes is removed first (not the screenshots and reports of the other stages,
+# which may be running beside it).
 book-strict: $(READY)
-	rm -rf _build
+	rm -rf _build/html _build/.doctrees _build/jupyter_execute
 	$(JB)
 
 # Every page of the strictly built book in headless Chromium, axe-core included; screenshots land in
@@ -140,9 +142,9 @@ live: $(READY) $(if $(PREPARED),,chromium)
 	REQUIRE_LAB=1 CHROMIUM="$(CHROMIUM)" $(PY) -m pytest tests/book/test_lab.py -q -p no:cacheprovider
 
 # The package installed with pip (not editable, CPU torch) in a fresh virtual environment under /tmp,
-# running a chapter from a folder outside the repository.
-pip-path: $(READY)
-	$(PY) tools/check_pip_install.py --torch "$(TORCH)" --torch-index "$(strip $(TORCH_INDEX))"
+# running a chapter from a folder outside the repository. It needs only the system's Python (not .venv).
+pip-path:
+	$(PYTHON) tools/check_pip_install.py --torch "$(TORCH)" --torch-index "$(strip $(TORCH_INDEX))"
 
 # Under a lock: when two makes ask at once (`make browser` and `make live` in two terminals), the second waits for
 # the first, then finds what it installed.

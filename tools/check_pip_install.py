@@ -2,7 +2,8 @@
 
     python tools/check_pip_install.py [--torch torch==2.13.0] [--torch-index URL] [--keep]
 
-In a fresh virtual environment under the temporary folder (/tmp), installs torch (from PyTorch's CPU
+Needs only the standard library (``make test`` runs it with the system's Python, beside the set-up of
+``.venv``). In a fresh virtual environment under the temporary folder (/tmp), installs torch (from PyTorch's CPU
 index unless ``--torch-index ''``, or where it cannot be reached: tools/torch_index.py), then the package from a copy of the files its build reads, with the
 versions environment.yml pins, and ipykernel and nbclient to run a notebook. Then, from an empty folder
 outside the repository, it checks that
@@ -115,11 +116,11 @@ def main(argv=None) -> int:
         pins = base / "pins.txt"
         pins.write_text(_run([sys.executable, str(ROOT / "tools" / "pins.py"), str(ROOT / "environment.yml")],
                              ROOT, env, "pins from environment.yml").stdout)
-        # The environment gets no pip of its own: this one installs into it (`pip --python`), which
-        # saves setting one up; --no-compile: byte-compiling all of torch, sympy and plotly doubles the time.
-        _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], base, env, f"fresh virtual environment {venv}")
+        # The environment's own pip (the one `venv` bundles): the Python running this script may have none, as
+        # a system Python often has not. --no-compile: byte-compiling all of torch, sympy and plotly doubles the time.
+        _run([sys.executable, "-m", "venv", str(venv)], base, env, f"fresh virtual environment {venv}")
         index = torch_index.pip_arguments(args.torch_index)
-        install = [sys.executable, "-m", "pip", "--python", python, "install", "--quiet", "--no-compile"]
+        install = [python, "-m", "pip", "install", "--quiet", "--no-compile", "--disable-pip-version-check"]
         _run([*install, args.torch, *index], base, env, f"pip install {args.torch}")
         _run([*install, "-c", str(pins), str(source), "ipykernel", "nbclient"],
              base, env, "pip install the package (not editable), ipykernel, nbclient")

@@ -29,8 +29,11 @@ import math
 import pathlib
 import re
 import sys
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:  # numpy is imported where figure data is decoded: tools/check_pip_install.py
+    import numpy as np  # compares printed text with the system's Python, which may have no numpy
+
 
 KEY = "nbval-tolerance"
 PLOTLY = "application/vnd.plotly.v1+json"
@@ -116,6 +119,7 @@ def _tokens(text: str, figure: bool) -> list[tuple[str, str]]:
 
 def _array(value: dict) -> np.ndarray:
     """A plotly typed array (``{"dtype": "f4", "bdata": base64, "shape": "2, 3"}``) decoded."""
+    import numpy as np
     array = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
     if value.get("shape"):
         array = array.reshape([int(n) for n in str(value["shape"]).split(",")])
@@ -123,6 +127,7 @@ def _array(value: dict) -> np.ndarray:
 
 
 def _compare_arrays(stored: np.ndarray, now: np.ndarray, tolerance: Tolerance, where: str) -> str | None:
+    import numpy as np
     if stored.shape != now.shape or stored.dtype.kind != now.dtype.kind:
         return f"{where}: figure data of shape {now.shape} ({now.dtype}), stored {stored.shape} ({stored.dtype})"
     s, n = stored.astype(np.float64), now.astype(np.float64)

@@ -511,8 +511,9 @@ def _check_figure_text_and_keys(visit: _Visit) -> list[str]:
 
 def _screenshot(visit: _Visit, page: str, suffix: str = ""):
     visit.tab.evaluate("async () => { await document.fonts.ready; }")
-    name = page.removesuffix(".html").replace("/", "__") + suffix + ".png"
-    visit.tab.screenshot(path=str(SCREENSHOTS / name), full_page=True)
+    name = page.removesuffix(".html").replace("/", "__") + suffix + ".jpg"
+    # JPEG: a full-page PNG of a long page took up to twice the CPU to encode, for a copy to look at.
+    visit.tab.screenshot(path=str(SCREENSHOTS / name), full_page=True, type="jpeg", quality=85)
 
 
 def test_the_book_has_slider_figures():

@@ -2,7 +2,8 @@
 
 The Makefile and the tools run for real, in a temporary copy of the repository, with stand-ins for what they call:
 an `apt-get` that records each call and, asked to install, puts a `chromium` on the PATH; a .venv whose python
-runs the tools but records, instead of running, what the stages run (pytest, the pip check), and whose
+(also standing in for the system's Python) runs the tools but records, instead of running, what the stages run
+(pytest, the pip check), and whose
 jupyter-book, ruff and other checkers record their calls. The PATH holds the stand-ins and the few commands the
 Makefile uses, so that no real Chromium is found; Playwright looks for its browser in an empty folder. Then, in this
 process, the order in which tools/install_chromium.py tries apt-get, sudo and Playwright's install.
@@ -77,7 +78,8 @@ def machine(tmp_path):
     env = {"PATH": str(bin_), "HOME": str(tmp_path), "INSTALLS": str(tmp_path / "installs.txt"),
            "RAN": str(tmp_path / "ran.txt"), "PLAYWRIGHT_BROWSERS_PATH": str(tmp_path / "no-browsers"),
            "PLAYWRIGHT_DOWNLOAD_HOST": "http://127.0.0.1:9"}  # Playwright's own install cannot download here
-    make = f"{shutil.which('make')} --no-print-directory PYTHON={sys.executable}"
+    # The system's Python is the stand-in too: `make test` runs run_stages.py and the pip check with it.
+    make = f"{shutil.which('make')} --no-print-directory PYTHON={venv / 'python'}"
 
     def run(*command, apt=True):
         if apt:

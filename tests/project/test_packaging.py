@@ -44,6 +44,16 @@ def _make(*args: str) -> str:
     return done.stdout
 
 
+def test_the_pip_path_check_needs_only_the_standard_library():
+    """`make test` runs tools/check_pip_install.py with the system's Python, beside the set-up of .venv: it and
+    what it imports (the rule for printed text, the index probe) load on a Python without site-packages."""
+    script = ("import sys; sys.path.insert(0, 'tools'); import check_pip_install, nbval_outputs; "
+              "print(nbval_outputs.compare_text('risk 0.5', 'risk 0.5', nbval_outputs.Tolerance(0.01, 0.0, 'a test')))")
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", script], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "None"
+
+
 def test_environment_yml_installs_what_the_package_needs():
     pip_section = _pip_section()
     pinned = {_name(line) for line in pip_section if not line.startswith("-")}

@@ -65,6 +65,13 @@ def test_a_failed_setup_leaves_the_other_stages_not_run(tmp_path):
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
     table = (tmp_path / "t.txt").read_text()
     assert done.returncode == 1 and _row(table, "good")[:2] == ["not", "run"]
+    # a stage started beside the set-up (as `make test` starts pip-path, which needs only the system's Python) ends
+    (tmp_path / "Makefile").write_text("setup:\n\texit 2\nbeside:\n\tsleep 0.5\ngood:\n")
+    done = subprocess.run([sys.executable, ROOT / "tools" / "run_stages.py", "--make",
+                           f"make -s -f {tmp_path}/Makefile", "--report", tmp_path / "t.txt", "beside&", "setup", "good"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    table = (tmp_path / "t.txt").read_text()
+    assert done.returncode == 1 and _row(table, "beside")[0] == "passed" and _row(table, "good")[:2] == ["not", "run"]
 
 
 def test_a_stage_started_with_ampersand_runs_beside_the_next_stages(tmp_path):
