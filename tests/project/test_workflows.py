@@ -74,8 +74,10 @@ def test_the_venv_is_cached_on_what_it_is_built_from():
         assert source in saved["key"]
     assert "touch .venv/.ready" in _runs(restore["runs"])  # else make would rebuild it (the checkout is newer)
     for name, job in jobs.items():
-        if name not in ("setup", "deploy", "platforms"):
+        if name not in ("setup", "deploy", "platforms", "pip-path"):
             assert job["needs"] == "setup" and "./.github/actions/restore-venv" in _uses(job), name
+    # pip-path needs the system's Python alone (as `make test` runs it, beside the set-up): it starts at once
+    assert "needs" not in jobs["pip-path"] and "./.github/actions/restore-venv" not in _uses(jobs["pip-path"])
 
 
 def test_the_fast_tier_and_the_chapters_run_on_linux_x86_64_and_macos_arm64():
