@@ -1,11 +1,12 @@
-"""Chapter 8's sweep on the command line split into shards (``reproduce nonlinear --shard K/N``, then ``merge``): the
-merged file is the file of one process, number for number, provenance aside."""
+"""Chapter 8's sweeps on the command line split into shards (``reproduce nonlinear --shard K/N`` and
+``reproduce nonlinear_depth --shard K/N``, then ``merge``): the merged file is the file of one process, number for
+number, provenance aside."""
 import json
 
 import pytest
 
 import softmax_as_linear.cli as cli
-from softmax_as_linear.experiments import nonlinear
+from softmax_as_linear.experiments import nonlinear, nonlinear_depth
 
 RUN = ["reproduce", "nonlinear", "--preset", "smoke", "--device", "cpu"]
 
@@ -53,3 +54,24 @@ def test_merge_refuses_a_shard_of_other_settings(tiny_nonlinear, tmp_path, run_c
 def test_too_many_shards_are_named(run_cli):
     code, out, err = run_cli(*RUN, "--shard", "1/3")
     assert code == 2 and "3 shards" in err and "use 2 shards or fewer" in err and "--seeds" not in err
+
+
+@pytest.mark.slow
+def test_nonlinear_depth_shards_merge_into_the_file_of_one_process(one_process_and_two_shards, tmp_path, run_cli,
+                                                                    monkeypatch):
+    run = ["reproduce", "nonlinear_depth", "--preset", "smoke", "--device", "cpu"]
+    one, joined, shard_errors = one_process_and_two_shards(run, "nonlinear_depth_smoke.json")
+    assert all("merge nonlinear_depth --preset smoke --shards 2" in err for err in shard_errors)
+    assert json.dumps(joined, sort_keys=True) == json.dumps(one, sort_keys=True)  # bit for bit on a CPU
+    assert joined["per_seed"]["seeds"] == [0, 1]
+    shard = json.loads((tmp_path / "sharded" / "shards" / "2-of-2" / "nonlinear_depth_smoke.json").read_text())
+    assert shard["per_seed"]["seeds"] == [1] and shard["provenance"]["shard"] == "2/2"
+    merged = json.loads((tmp_path / "sharded" / "nonlinear_depth_smoke.json").read_text())["provenance"]
+    assert [s["seeds"] for s in merged["shards"]] == [[0], [1]] and merged["seeds"] == [0, 1]
+    assert {"device", "torch", "commit", "wall_seconds", "merged", "settings"} <= set(merged)
+    # a shard of other settings is named, and nothing is written
+    (tmp_path / "sharded" / "nonlinear_depth_smoke.json").unlink()
+    monkeypatch.setitem(nonlinear_depth.PRESET_SETTINGS, "smoke", {**nonlinear_depth.PRESET_SETTINGS["smoke"], "steps": 16})
+    code, out, err = run_cli("merge", *run[1:], "--shards", "2", "--out", str(tmp_path / "sharded"))
+    assert code == cli.EXIT_ERROR and "shard 1/2" in err and "steps" in err
+    assert not (tmp_path / "sharded" / "nonlinear_depth_smoke.json").exists()

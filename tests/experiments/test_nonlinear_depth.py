@@ -40,8 +40,11 @@ def test_reproduce_writes_a_paired_file_with_provenance_and_resumes(tmp_path):
 
 
 def test_options_and_command():
-    for option in (dict(seeds=3), dict(shard=(1, 2)), dict(rng="philox")):
+    for option in (dict(seeds=3), dict(rng="philox")):
         with pytest.raises(ValueError, match="nonlinear_depth"):
             check_options("lecture", None, names=["nonlinear_depth"], **option)
+    check_options("lecture", None, names=["nonlinear_depth"], shard=(3, 3))  # the lecture preset's three seeds
+    with pytest.raises(ValueError, match="use 3 shards or fewer"):
+        check_options("lecture", None, names=["nonlinear_depth"], shard=(1, 4))
     assert command_for("nonlinear_depth_lecture.json").endswith("reproduce nonlinear_depth --preset lecture")
     assert command_for("nonlinear_lecture.json").endswith("reproduce nonlinear --preset lecture")

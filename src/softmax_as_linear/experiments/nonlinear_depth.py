@@ -153,15 +153,23 @@ def nonlinear_depth_readings(stepper, records, settings: NonlinearDepthSettings)
 
 
 def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
-                              restart: bool = False, dirty: bool = False) -> pathlib.Path:
+                              restart: bool = False, dirty: bool = False, shard: tuple[int, int] | None = None,
+                              seeds: tuple[int, ...] | None = None) -> pathlib.Path:
     """Train (or resume) the sweep of ``preset``, read it and write ``nonlinear_depth_<preset>.json`` atomically into
     ``out`` (default: the results folder). ``max_minutes`` stops training after about that long (the file then says
     ``"complete": false``; the same call resumes from the checkpoint). ``restart`` trains afresh. ``dirty``: the
-    library had uncommitted changes (recorded)."""
+    library had uncommitted changes (recorded).
+
+    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds` of the
+    preset's): train those seeds only, into ``out`` (the caller's shard folder); the merge
+    (:func:`~softmax_as_linear.experiments.shards.merge`) joins the shards' per-seed readings into the file one
+    process writes (every run draws from its own seed's streams)."""
+    if (shard is None) != (seeds is None):
+        raise ValueError("shard and seeds go together: a shard names its seeds")
     start = time.monotonic()
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
-    settings = nonlinear_depth_settings(preset)
+    settings = nonlinear_depth_settings(preset, **({} if seeds is None else {"seeds": tuple(seeds)}))
     checkpoint = out / "checkpoints" / f"nonlinear_depth_{preset}.pt"
     if restart:
         checkpoint.unlink(missing_ok=True)
@@ -174,7 +182,8 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": settings.as_dict(), "seeds": list(settings.seeds),
                           "engine_path": records.engine_path, "training_seconds": round(float(records.seconds), 1),
-                          "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty), "date": utc_now()}
+                          "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty), "date": utc_now(),
+                          **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
     path = save_json(out / nonlinear_depth_file(preset), data)
     print(f"wrote {path}", flush=True)
     return path

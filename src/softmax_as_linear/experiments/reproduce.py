@@ -268,8 +268,8 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
     if "nonlinear" in names and (seeds is not None or sampler != "paper" or rng != "auto"):
         raise ValueError("seeds, sampler and rng do not apply to Chapter 8's sweep (reproduce nonlinear): its "
                          "preset fixes them")
-    if "nonlinear_depth" in names and (seeds is not None or shard is not None or sampler != "paper" or rng != "auto"):
-        raise ValueError("seeds, shard, sampler and rng do not apply to Chapter 8's one- and two-layer sweep "
+    if "nonlinear_depth" in names and (seeds is not None or sampler != "paper" or rng != "auto"):
+        raise ValueError("seeds, sampler and rng do not apply to Chapter 8's one- and two-layer sweep "
                          "(reproduce nonlinear_depth): its preset fixes them")
     if beyond:
         beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
@@ -278,15 +278,21 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
         counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
         counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
         counts += [len(depth_seeds(preset, seeds))] if "depth" in names else []
+        fixed = []  # Chapter 8's presets fix their seeds
         if "nonlinear" in names:
             from .nonlinear import nonlinear_config
 
-            counts.append(len(nonlinear_config(preset).seeds))
+            fixed.append(len(nonlinear_config(preset).seeds))
+        if "nonlinear_depth" in names:
+            from .nonlinear_depth import nonlinear_depth_settings
+
+            fixed.append(len(nonlinear_depth_settings(preset).seeds))
+        counts += fixed
         count = min(counts, default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
             raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
         if n > count:
-            fixed = "nonlinear" in names and count == counts[-1]  # Chapter 8's preset fixes its seeds
+            fixed = count in fixed
             raise ValueError(f"shard needs a seed at least per shard: {n} shards, and this reproduction has {count} "
                              f"seed{'s' if count > 1 else ''}; "
                              + (f"use {count} shards or fewer (the preset fixes Chapter 8's seeds)" if fixed
@@ -307,8 +313,8 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
     (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's sweeps
-    (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`, which shards, and
-    ``"nonlinear_depth"``) take their seeds and stream from their preset.
+    (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`, and
+    ``"nonlinear_depth"``, both of which shard) take their seeds and stream from their preset.
     ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
     prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
     ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`shard_seeds`), writing into
@@ -350,10 +356,11 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             written.append(reproduce_nonlinear(preset, device, out, minutes, restart, dirty, shard, part))
             continue
         if name == "nonlinear_depth":
-            from .nonlinear_depth import reproduce_nonlinear_depth
+            from .nonlinear_depth import nonlinear_depth_settings, reproduce_nonlinear_depth
 
             minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
-            written.append(reproduce_nonlinear_depth(preset, device, out, minutes, restart, dirty))
+            part = None if shard is None else shard_seeds(nonlinear_depth_settings(preset).seeds, *shard)
+            written.append(reproduce_nonlinear_depth(preset, device, out, minutes, restart, dirty, shard, part))
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)

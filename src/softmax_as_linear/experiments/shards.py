@@ -201,6 +201,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                 raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
     depth = _merge_depth(preset, seeds, shards, out, command, dirty, start) if "depth" in names else None
     nonlinear = _merge_nonlinear(preset, shards, out, command, dirty, start) if "nonlinear" in names else None
+    nonlinear_depth = (_merge_nonlinear_depth(preset, shards, out, command, dirty, start)
+                       if "nonlinear_depth" in names else None)
     sweeps = {}
     for stem, (config, final_prompts, shard_file) in needed.items():
         merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
@@ -220,6 +222,12 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
             from .result_files import nonlinear_file
 
             written.append(save_json(out / nonlinear_file(preset), nonlinear))
+            print(f"wrote {written[-1]}", flush=True)
+            continue
+        if name == "nonlinear_depth":
+            from .result_files import nonlinear_depth_file
+
+            written.append(save_json(out / nonlinear_depth_file(preset), nonlinear_depth))
             print(f"wrote {written[-1]}", flush=True)
             continue
         if name == "beyond":
@@ -257,6 +265,16 @@ def _shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
         raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
 
 
+def _common_origin(origins: list[dict], keys: tuple[str, ...], several: tuple[str, ...]) -> dict:
+    """The ``keys`` of the first shard's provenance, each of ``several`` marked "several (see shards)" where the
+    shards differ."""
+    top = {key: origins[0].get(key) for key in keys if key in origins[0]}
+    for key in several:
+        if len({str(o.get(key)) for o in origins}) > 1:
+            top[key] = "several (see shards)"
+    return top
+
+
 def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
     """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
     along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
@@ -290,12 +308,8 @@ def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
         if all(stage in p for p in parts):
             merged[stage] = {**parts[0][stage], **merge_per_seed([{k: p[stage][k] for k in seeded} for p in parts]),
                              "shards": [p[stage].get("provenance") for p in parts]}
-    first = origins[0]
-    top = {key: first.get(key) for key in ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
-                                           "engine_path", "machine") if key in first}
-    for key in ("device_name", "torch", "commit", "uncommitted_changes"):
-        if len({str(o.get(key)) for o in origins}) > 1:
-            top[key] = "several (see shards)"
+    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
+                                   "engine_path", "machine"), ("device_name", "torch", "commit", "uncommitted_changes"))
     merged["provenance"] = {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "run": run,
                             "overrides": overrides_of(seeds),
                             "settings": depth_shard_settings(preset, seeds).as_dict(),
@@ -347,17 +361,54 @@ def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
         finish(merged, preset, progress=True)
     finally:
         torch.set_num_threads(threads)
-    top = {key: origins[0].get(key) for key in ("device", "device_name", "torch", "python", "commit",
-                                                "uncommitted_changes", "machine", "engine_path") if key in origins[0]}
-    for key in ("torch", "commit", "uncommitted_changes", "engine_path"):
-        if len({str(o.get(key)) for o in origins}) > 1:
-            top[key] = "several (see shards)"
+    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
+                                   "machine", "engine_path"), ("torch", "commit", "uncommitted_changes", "engine_path"))
     wall = time.monotonic() - start
     merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
                             "preset": preset, "run": preset, "seeds": list(whole.seeds),
                             "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
                             "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
                             "final_prompts": FINAL_PROMPTS[preset], "reference_prompts": REFERENCE_PROMPTS[preset],
+                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
+    return merged
+
+
+def _merge_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
+    """Chapter 8's one- and two-layer result joined from its ``n`` shards' ``nonlinear_depth_<preset>.json`` (the
+    per-seed readings concatenated along the seed axis), with the merged provenance; a :class:`ShardError` names a
+    missing, unfinished or foreign shard."""
+    from .depth_regression import merge_per_seed
+    from .nonlinear_depth import nonlinear_depth_settings
+    from .result_files import nonlinear_depth_command, nonlinear_depth_file
+
+    whole = nonlinear_depth_settings(preset)
+    parts, origins = [], []
+    for k in range(1, n + 1):
+        path = shard_folder(out, k, n) / nonlinear_depth_file(preset)
+        data = _shard_json(path, k, n, command)
+        expected = nonlinear_depth_settings(preset, seeds=shard_seeds(whole.seeds, k, n)).as_dict()
+        found = data.get("provenance", {}).get("settings") or {}
+        if found != expected:
+            differ = [key for key in expected if found.get(key) != expected[key]]
+            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
+                             f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
+                             "the shards again with this library and --restart")
+        if not data.get("complete"):
+            raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
+                             f"    {command(k)}")
+        parts.append(data)
+        origin = dict(data["provenance"])
+        origin.pop("settings", None)
+        origins.append({**origin, "shard": f"{k}/{n}"})
+    merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
+    merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
+    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
+                                   "machine", "engine_path"), ("device_name", "torch", "commit", "uncommitted_changes"))
+    wall = time.monotonic() - start
+    merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
+                            "preset": preset, "run": preset, "settings": whole.as_dict(), "seeds": list(whole.seeds),
+                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
+                            "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty),
                             "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
     return merged
 
