@@ -256,13 +256,18 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
 
 
 def _shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
-    """Shard ``k`` of ``n``'s result file, or a :class:`ShardError` naming the command that writes it again."""
+    """Shard ``k`` of ``n``'s result file, or a :class:`ShardError` naming the command that writes it again (or
+    completes it, where the shard stopped before the end)."""
     if not path.exists():
         raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
     try:
-        return load_json(path)
+        data = load_json(path)
     except DamagedFileError as error:
         raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
+    if not data.get("complete"):
+        raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
+                         f"    {command(k)}")
+    return data
 
 
 def _common_origin(origins: list[dict], keys: tuple[str, ...], several: tuple[str, ...]) -> dict:
@@ -294,9 +299,6 @@ def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
                              f"({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, this merge: "
                              f"{expected['seeds']}). Run merge with the shards' --preset and --seeds, or train the "
                              "shards again with these settings and --restart")
-        if not data.get("complete"):
-            raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
-                             f"    {command(k)}")
         parts.append(data)
         origin = dict(data["provenance"])
         origin.pop("settings", None)
@@ -339,9 +341,6 @@ def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
             raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
                              f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
                              "the shards again with this library and --restart")
-        if not data.get("complete"):
-            raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
-                             f"    {command(k)}")
         parts.append(data)
         origins.append({**data["provenance"], "shard": f"{k}/{n}"})
     first = parts[0]
@@ -393,9 +392,6 @@ def _merge_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirt
             raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
                              f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
                              "the shards again with this library and --restart")
-        if not data.get("complete"):
-            raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
-                             f"    {command(k)}")
         parts.append(data)
         origin = dict(data["provenance"])
         origin.pop("settings", None)
