@@ -509,11 +509,19 @@ def _check_figure_text_and_keys(visit: _Visit) -> list[str]:
     return problems
 
 
-def _screenshot(visit: _Visit, page: str, suffix: str = ""):
-    visit.tab.evaluate("async () => { await document.fonts.ready; }")
-    name = page.removesuffix(".html").replace("/", "__") + suffix + ".jpg"
-    # JPEG: a full-page PNG of a long page took up to twice the CPU to encode, for a copy to look at.
-    visit.tab.screenshot(path=str(SCREENSHOTS / name), full_page=True, type="jpeg", quality=85)
+#: JPEG's largest height in pixels: Chromium writes an empty file for a full page taller than this.
+JPEG_LIMIT = 65_535
+
+
+def _screenshot(visit: _Visit, page: str, suffix: str = "") -> list[str]:
+    """A full-page screenshot for review: JPEG (a long page's PNG took up to twice the CPU to encode, for a copy to
+    look at), PNG where the page is taller than JPEG allows (an API page at a phone's width). An empty file is a
+    problem."""
+    height = visit.tab.evaluate("async () => { await document.fonts.ready; return document.documentElement.scrollHeight; }")
+    kind = "jpeg" if height <= JPEG_LIMIT else "png"
+    path = SCREENSHOTS / (page.removesuffix(".html").replace("/", "__") + suffix + (".jpg" if kind == "jpeg" else ".png"))
+    visit.tab.screenshot(path=str(path), full_page=True, type=kind, **({"quality": 85} if kind == "jpeg" else {}))
+    return [] if path.stat().st_size else [f"the screenshot {path.name} ({height} px tall) is empty"]
 
 
 def test_the_book_has_slider_figures():
@@ -525,8 +533,7 @@ def test_the_book_has_slider_figures():
 def test_page_in_the_browser(browser, site_url, page):
     visit = _Visit(browser, site_url, page)
     try:
-        problems = _check_text(visit) + _check_figures(visit)
-        _screenshot(visit, page)
+        problems = _check_text(visit) + _check_figures(visit) + _screenshot(visit, page)
         problems += _check_accessibility(visit, page) + _check_figure_text_and_keys(visit)
         moves, slider_problems = _check_sliders(visit)
         if '"sliders"' in _text(page) and not moves:
@@ -564,7 +571,8 @@ def test_at_a_phones_width_nothing_scrolls_sideways_and_figures_keep_their_axes(
     try:
         visit.tab.wait_for_function(_ALL_FIGURES_DRAWN, timeout=30_000)
         wide, squeezed = visit.tab.evaluate(_WIDER_THAN_THE_SCREEN), visit.tab.evaluate(_SQUEEZED_FIGURES)
-        _screenshot(visit, page, suffix=f"_{PHONE_WIDTH}px")
+        empty = _screenshot(visit, page, suffix=f"_{PHONE_WIDTH}px")
     finally:
         visit.close()
-    assert not wide and not squeezed, f"{page} at {PHONE_WIDTH} px: past the screen {wide}; squeezed figures {squeezed}"
+    assert not wide and not squeezed and not empty, \
+        f"{page} at {PHONE_WIDTH} px: past the screen {wide}; squeezed figures {squeezed}; {empty}"
