@@ -7,9 +7,10 @@
   the arrow keys, on the pages that hold figures.
 - A few attributes of the theme's markup that fail WCAG checks (axe-core) are corrected in the
   written pages: the search button and the summaries of folded cells are named by their visible
-  text, the colour-mode icons carry no title (the button is named "Color mode"), and the entries of
-  the bibliography are list items. A fix that no longer finds its markup is reported as a warning
-  (so the strict build fails): the theme changed and the fix must be looked at again.
+  text, the colour-mode icons carry no title (the button is named "Color mode"), the entries of
+  the bibliography are list items, and the book's title in the sidebar sits in a navigation
+  landmark ("Home"). A fix that no longer finds its markup is reported as a warning (so the strict
+  build fails): the theme changed and the fix must be looked at again.
 """
 from __future__ import annotations
 
@@ -74,11 +75,15 @@ THEME_FIXES = [
     ("bibliography entries are list items (aria-required-children)",
      re.compile(r'(<div class="citation" id="[^"]+") role="doc-biblioentry"'),
      r'\1 role="listitem"'),
+    ("the book's title in the sidebar inside a landmark, as all content is (region)",
+     re.compile(r'(?<!<nav aria-label="Home">)(<a class="navbar-brand logo" href="[^"]*">.*?</a>)', re.DOTALL),
+     r'<nav aria-label="Home">\1</nav>'),
 ]
 # What every page of the theme must show once fixed: (fix, the element is there, the element is still wrong).
 EVERY_PAGE = [
     (THEME_FIXES[0][0], 'class="btn search-button-field', re.compile(r'<button class="btn search-button-field[^>]*aria-label=')),
     (THEME_FIXES[1][0], 'class="theme-switch fa-solid', re.compile(r'<i class="theme-switch[^>]*title=')),
+    (THEME_FIXES[4][0], 'class="navbar-brand logo"', re.compile(r'(?<!<nav aria-label="Home">)<a class="navbar-brand logo"')),
 ]
 
 
