@@ -521,6 +521,7 @@ def _screenshot(visit: _Visit, page: str, suffix: str = "") -> list[str]:
     kind = "jpeg" if height <= JPEG_LIMIT else "png"
     path = SCREENSHOTS / (page.removesuffix(".html").replace("/", "__") + suffix + (".jpg" if kind == "jpeg" else ".png"))
     visit.tab.screenshot(path=str(path), full_page=True, type=kind, **({"quality": 85} if kind == "jpeg" else {}))
+    path.with_suffix(".png" if kind == "jpeg" else ".jpg").unlink(missing_ok=True)  # an earlier run's, of the other kind
     return [] if path.stat().st_size else [f"the screenshot {path.name} ({height} px tall) is empty"]
 
 
