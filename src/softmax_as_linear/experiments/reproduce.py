@@ -278,24 +278,23 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
         counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
         counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
         counts += [len(depth_seeds(preset, seeds))] if "depth" in names else []
-        fixed = []  # Chapter 8's presets fix their seeds
+        fixed_counts = []  # Chapter 8's presets fix their seeds
         if "nonlinear" in names:
             from .nonlinear import nonlinear_config
 
-            fixed.append(len(nonlinear_config(preset).seeds))
+            fixed_counts.append(len(nonlinear_config(preset).seeds))
         if "nonlinear_depth" in names:
             from .nonlinear_depth import nonlinear_depth_settings
 
-            fixed.append(len(nonlinear_depth_settings(preset).seeds))
-        counts += fixed
+            fixed_counts.append(len(nonlinear_depth_settings(preset).seeds))
+        counts += fixed_counts
         count = min(counts, default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
             raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
         if n > count:
-            fixed = count in fixed
             raise ValueError(f"shard needs a seed at least per shard: {n} shards, and this reproduction has {count} "
                              f"seed{'s' if count > 1 else ''}; "
-                             + (f"use {count} shards or fewer (the preset fixes Chapter 8's seeds)" if fixed
+                             + (f"use {count} shards or fewer (the preset fixes Chapter 8's seeds)" if count in fixed_counts
                                 else f"add --seeds {n} or more"))
 
 
