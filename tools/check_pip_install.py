@@ -1,11 +1,12 @@
 """The pip path: the package installed with pip (not editable, CPU torch) runs a chapter outside the repository.
 
-    python tools/check_pip_install.py [--torch torch==2.13.0] [--torch-index URL] [--keep]
+    python tools/check_pip_install.py [--torch torch==2.13.0] [--torch-index URL [--torch-index-required]] [--keep]
 
 Needs only the standard library (``make test`` runs it with the system's Python, beside the set-up of
 ``.venv``). In a fresh virtual environment under the temporary folder (/tmp), installs torch (from PyTorch's CPU
-index unless ``--torch-index ''``, or where it cannot be reached: tools/torch_index.py), then the package from a copy of the files its build reads, with the
-versions environment.yml pins, and ipykernel and nbclient to run a notebook. Then, from an empty folder
+index unless ``--torch-index ''``, or where it cannot be reached: tools/torch_index.py; an index given with
+``--torch-index-required`` that cannot be reached stops the check), then the package from a copy of the files its
+build reads, with the versions environment.yml pins, and ipykernel and nbclient to run a notebook. Then, from an empty folder
 outside the repository, it checks that
 
 - the command line answers (``--version``) and the paper-scale files come from the installed package;
@@ -102,6 +103,8 @@ def main(argv=None) -> int:
     parser.add_argument("--torch", default="torch==2.13.0", help="torch requirement (default: %(default)s)")
     parser.add_argument("--torch-index", default="https://download.pytorch.org/whl/cpu",
                         help="extra index for torch; empty for none (default: %(default)s)")
+    parser.add_argument("--torch-index-required", action="store_true",
+                        help="fail where the torch index cannot be reached (it was given on purpose)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder")
     args = parser.parse_args(argv)
 
@@ -114,12 +117,12 @@ def main(argv=None) -> int:
     try:
         _copy_sources(source)
         pins = base / "pins.txt"
-        pins.write_text(_run([sys.executable, str(ROOT / "tools" / "pins.py"), str(ROOT / "environment.yml")],
-                             ROOT, env, "pins from environment.yml").stdout)
+        pins.write_text(_run([sys.executable, str(ROOT / "tools" / "pins.py"), str(ROOT / "environment.yml"),
+                              str(ROOT / "constraints.txt")], ROOT, env, "pins from environment.yml and constraints.txt").stdout)
         # The environment's own pip (the one `venv` bundles): the Python running this script may have none, as
         # a system Python often has not. --no-compile: byte-compiling all of torch, sympy and plotly doubles the time.
         _run([sys.executable, "-m", "venv", str(venv)], base, env, f"fresh virtual environment {venv}")
-        index = torch_index.pip_arguments(args.torch_index)
+        index = torch_index.pip_arguments(args.torch_index, required=args.torch_index_required)
         install = [python, "-m", "pip", "install", "--quiet", "--no-compile", "--disable-pip-version-check"]
         _run([*install, args.torch, *index], base, env, f"pip install {args.torch}")
         _run([*install, "-c", str(pins), str(source), "ipykernel", "nbclient"],

@@ -5,9 +5,11 @@
 
 Looked for in this order: $CHROMIUM (a path given by hand, used as it is and never installed over), `chromium` on
 the PATH (Debian's /usr/bin/chromium), then the Chromium that this environment's Playwright installed. When there
-is none: `apt-get install chromium` where apt-get exists (as root, or through sudo); else, or when that fails
-(Ubuntu packages Chromium as a snap), Playwright's own `python -m playwright install --no-shell chromium` (macOS,
-Linux without apt-get); where neither works, one message says what to install, and the exit code is 1. The install
+is none: `apt-get install chromium` where apt-get exists, as root, or through `sudo -n` where sudo needs no password
+(it never prompts: a password prompt would wait unseen, its question in a log, with no one to answer); else, or when
+that fails (Ubuntu packages Chromium as a snap), Playwright's own `python -m playwright install --no-shell chromium`
+(macOS, Linux without apt-get); where neither works, one message says what to install, and the exit code is 1. Each
+way is announced as it is tried, and the line that ends the install says which one worked. The install
 holds a lock (.cache/chromium.lock): when two stages ask at once, the second waits for the first, then finds its
 Chromium. `make test` runs this once, as its stage `chromium`, before the browser and live stages start side by side.
 """
@@ -55,15 +57,22 @@ def find() -> str | None:
     return shutil.which("chromium") or playwright_chromium()
 
 
-def _apt_get() -> list[str] | None:
-    """The apt-get command, through sudo unless root; None where there is no apt-get, or no way to run it as root."""
+def _apt_get() -> tuple[list[str] | None, str]:
+    """The apt-get command and how it runs as root (as root, or through sudo where sudo needs no password); or None
+    and why apt-get cannot be used. sudo is always run with -n: it fails rather than ask for a password."""
     if shutil.which("apt-get") is None:
-        return None
+        return None, "no apt-get"
     if os.geteuid() == 0:
-        return ["apt-get"]
-    if shutil.which("sudo"):
-        return ["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
-    return None
+        return ["apt-get"], "as root"
+    if shutil.which("sudo") is None:
+        return None, "apt-get needs root, and there is no sudo"
+    try:
+        probe = subprocess.run(["sudo", "-n", "true"], stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    except subprocess.TimeoutExpired:
+        probe = None
+    if probe is None or probe.returncode != 0:
+        return None, "apt-get needs root, and sudo would ask for a password (sudo -n true failed)"
+    return ["sudo", "-n", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"], "through sudo -n"
 
 
 def _run(command: list[str]) -> int:
@@ -75,14 +84,15 @@ def _run(command: list[str]) -> int:
 def install() -> tuple[str | None, list[str]]:
     """Install Chromium (the caller holds the lock): (its path or None, what was tried and how it ended)."""
     tried = []
-    apt = _apt_get()
+    apt, how = _apt_get()
     if apt is None:
-        tried.append("no apt-get" if shutil.which("apt-get") is None else "apt-get needs root, and there is no sudo")
+        tried.append(how)
     else:
+        print(f"Chromium: installing Debian's package with apt-get, {how}", file=sys.stderr, flush=True)
         wait = ["-o", "DPkg::Lock::Timeout=300"]  # another apt-get (unattended upgrades) finishes first
         code = _run([*apt, *wait, "update"]) or _run(
             [*apt, *wait, "install", "-y", "--no-install-recommends", *DEBIAN_PACKAGES])
-        tried.append(f"apt-get install chromium: exit {code}")
+        tried.append(f"apt-get install chromium, {how}: exit {code}")
         path = find() if code == 0 else None
         if path:
             return path, tried
@@ -91,6 +101,7 @@ def install() -> tuple[str | None, list[str]]:
     except ImportError:
         tried.append("Playwright is not installed in this environment")
     else:
+        print(f"Chromium: {'; '.join(tried)}; installing Playwright's build", file=sys.stderr, flush=True)
         code = _run([sys.executable, "-m", "playwright", "install", "--no-shell", "chromium"])
         tried.append(f"playwright install chromium: exit {code}")
         path = playwright_chromium() if code == 0 else None
@@ -127,7 +138,8 @@ def main(argv=None) -> int:
             if path is None:
                 print(WHAT_TO_INSTALL.format(tried="; ".join(tried)), file=sys.stderr)
                 return 1
-            print(f"Chromium installed in {time.monotonic() - began:.0f} s", file=sys.stderr)
+            print(f"Chromium installed in {time.monotonic() - began:.0f} s, by {tried[-1].rsplit(':', 1)[0]} "
+                  f"({'; '.join(tried)})", file=sys.stderr)
     print(path)
     return 0
 

@@ -10,7 +10,11 @@ starts with its group and runs beside it and the groups after it, as the shell's
 it only at the end. The output of a stage that runs beside others is printed once it has ended and its group
 is over, so that it does not interleave. A failed `setup`
 leaves the other stages not run (they all need it); any other failure is reported and the next stage runs.
-The exit code is 0 when every stage passed, 1 when one failed, 130 when interrupted. The table is also
+Each stage runs in a process group of its own. Interrupted, by Ctrl-C (SIGINT) or by SIGTERM (what a CI cancel
+sends, or `make test` passes on when it gets it), the runner passes the signal on to every running stage's whole
+group (make, pytest and whatever they started), waits for them (SIGKILL after GRACE_S seconds), and ends with the
+table, the running stages marked interrupted and the others not run. The exit code is 0 when every stage passed,
+1 when one failed, 130 when interrupted by SIGINT, 143 by SIGTERM. The table is also
 written to _build/stages.txt (--report) and, on GitHub Actions, to the job's summary. Standard library only: it runs
 before anything is installed.
 """
@@ -20,12 +24,62 @@ import argparse
 import os
 import pathlib
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+GRACE_S = 20.0  # after the signal is passed on, how long a stage has to end before it is killed
+STARTED: list[subprocess.Popen] = []  # every stage started, to pass a signal on to
+RECEIVED: list[int] = []  # the signals received; the first one stops the runner
+SENT: set[tuple[int, int]] = set()  # (stage's process id, signal) already passed on
+
+
+class Interrupted(Exception):
+    """The runner got SIGINT or SIGTERM (``signum``); the running stages have been sent the same."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _pass_on(signum: int) -> None:
+    """Send ``signum`` to the process group of every running stage that has not been sent it yet."""
+    for process in STARTED:
+        if process.poll() is None and (process.pid, signum) not in SENT:
+            SENT.add((process.pid, signum))
+            try:
+                os.killpg(process.pid, signum)
+            except ProcessLookupError:
+                pass
+
+
+def _on_signal(signum, frame) -> None:
+    """Pass the signal on at once; the runner stops at its next check (``_check``), so no stage is lost."""
+    RECEIVED.append(signum)
+    _pass_on(signum)
+
+
+def _check() -> None:
+    """Raise Interrupted once a signal was received (passing it on to a stage started as it came, too)."""
+    if RECEIVED:
+        _pass_on(RECEIVED[0])
+        raise Interrupted(RECEIVED[0])
+
+
+def _end(processes, deadline: float) -> None:
+    """Wait for the stages that were sent the signal; kill the group of any that has not ended by ``deadline``."""
+    for process in processes:
+        try:
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait()
 
 
 def _minutes(seconds: float) -> str:
@@ -35,8 +89,9 @@ def _minutes(seconds: float) -> str:
 def _start(make: list[str], stage: str, logs: pathlib.Path | None) -> tuple[subprocess.Popen, object]:
     """Start `make STAGE`; its output goes to the terminal, or to a log file when it runs beside others."""
     log = None if logs is None else open(logs / f"{stage}.log", "w+b")
-    process = subprocess.Popen([*make, stage], cwd=ROOT, stdin=subprocess.DEVNULL,
+    process = subprocess.Popen([*make, stage], cwd=ROOT, stdin=subprocess.DEVNULL, start_new_session=True,
                                stdout=log, stderr=None if log is None else subprocess.STDOUT)
+    STARTED.append(process)
     return process, log
 
 
@@ -52,6 +107,7 @@ def _run_group(make, stages, results, logs) -> None:
     running = {stage: _start(make, stage, logs) for stage in stages}
     try:
         while running:
+            _check()
             for stage, (process, log) in list(running.items()):
                 if process.poll() is None:
                     continue
@@ -65,9 +121,9 @@ def _run_group(make, stages, results, logs) -> None:
                     sys.stdout.flush()
                     log.close()
             time.sleep(0.2)
-    except KeyboardInterrupt:
-        for stage, (process, log) in running.items():
-            process.wait()
+    except Interrupted:
+        _end([process for process, log in running.values()], time.monotonic() + GRACE_S)
+        for stage in running:
             results[stage] = ("interrupted", time.monotonic() - began)
         raise
 
@@ -79,8 +135,9 @@ def _name(stage: str) -> str:
 def _collect(background: dict, results: dict, wait: bool = False) -> None:
     """Record and print the stages started with `&` that have ended (all of them, waiting, with ``wait``)."""
     for stage, (process, log, began) in list(background.items()):
-        if wait:
-            process.wait()
+        while wait and process.poll() is None:
+            _check()
+            time.sleep(0.2)
         if process.poll() is None:
             continue
         results[stage] = ("passed" if process.returncode == 0 else f"FAILED ({process.returncode})",
@@ -117,9 +174,12 @@ def main(argv=None) -> int:
     results: dict[str, tuple[str, float]] = {}
     background: dict[str, tuple[subprocess.Popen, object, float]] = {}
     began, code = time.monotonic(), 0
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, _on_signal)
     with tempfile.TemporaryDirectory(prefix="stages-") as logs:  # not under _build/: book-strict empties it
         try:
             for group in groups:
+                _check()
                 for stage in (_name(s) for s in group if s.endswith("&")):
                     print(f"\n=== {stage} (started; it runs beside the next stages) ", flush=True)
                     background[stage] = (*_start(make, stage, pathlib.Path(logs)), time.monotonic())
@@ -130,10 +190,11 @@ def main(argv=None) -> int:
                 if "setup" in now and results["setup"][0] != "passed":
                     break  # every other stage needs the environment
             _collect(background, results, wait=True)
-        except KeyboardInterrupt:
-            code = 130
+        except Interrupted as interrupted:
+            code = 128 + interrupted.signum
+            print(f"\n{interrupted} received: the running stages were sent it too", file=sys.stderr, flush=True)
+            _end([process for process, log, started in background.values()], time.monotonic() + GRACE_S)
             for stage, (process, log, started) in background.items():
-                process.wait()
                 results[stage] = ("interrupted", time.monotonic() - started)
     report = table(results, stages, time.monotonic() - began)
     print("\n" + report, flush=True)

@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -145,7 +146,7 @@ def test_a_chromium_given_by_hand_is_used_as_it_is(tmp_path):
 @pytest.fixture
 def tool(monkeypatch):
     """tools/install_chromium.py with its commands recorded instead of run (each ends with the code given)."""
-    sys.path.insert(0, str(ROOT / "tools"))
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
     import install_chromium
 
     ran, codes, found = [], {}, {}
@@ -168,17 +169,51 @@ def test_where_apt_get_cannot_install_it_playwright_does(tool, monkeypatch):
     path, tried = install_chromium.install()
     assert [command[-1] for command in ran] == ["update", "fonts-dejavu-core", "chromium"]
     assert ran[-1][1:] == ["-m", "playwright", "install", "--no-shell", "chromium"] and path == found["playwright"]
-    assert tried == ["apt-get install chromium: exit 100", "playwright install chromium: exit 0"]
+    assert tried == ["apt-get install chromium, as root: exit 100", "playwright install chromium: exit 0"]
 
 
-def test_without_root_apt_get_goes_through_sudo_or_is_not_tried(tool, monkeypatch):
+# A sudo that needs no password (sudo -n succeeds), and one that would prompt: with -n it fails at once, as sudo does;
+# without -n it would wait for a password (here: a minute, and it leaves a mark).
+SUDO = """#!/bin/sh
+[ "$1" = -n ] && {{ {ok} ; }}
+touch "$(dirname "$0")/prompted"
+sleep 60
+"""
+
+
+def _sudo(tmp_path, monkeypatch, ok: str) -> pathlib.Path:
+    _script(tmp_path / "bin" / "sudo", SUDO.format(ok=ok))
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+    return tmp_path / "bin" / "prompted"
+
+
+def test_without_root_apt_get_goes_through_sudo_or_is_not_tried(tool, monkeypatch, tmp_path):
     install_chromium, ran, codes, found = tool
     monkeypatch.setattr(install_chromium.os, "geteuid", lambda: 1000)
     _programs(monkeypatch, install_chromium, "apt-get", "sudo")
+    _sudo(tmp_path, monkeypatch, ok="exit 0")
     found["system"] = "/usr/bin/chromium"
-    assert install_chromium.install()[0] == "/usr/bin/chromium"
-    assert ran[0][:4] == ["sudo", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
+    assert install_chromium.install() == ("/usr/bin/chromium", ["apt-get install chromium, through sudo -n: exit 0"])
+    assert ran[0][:5] == ["sudo", "-n", "env", "DEBIAN_FRONTEND=noninteractive", "apt-get"]
     ran.clear()
     _programs(monkeypatch, install_chromium, "apt-get")  # no sudo: only Playwright's
     install_chromium.install()
     assert [command[-1] for command in ran] == ["chromium"] and ran[0][2] == "playwright"
+
+
+def test_a_sudo_that_would_ask_for_a_password_is_never_left_waiting(tool, monkeypatch, tmp_path, capsys):
+    """Not root, and sudo needs a password: apt-get is not tried (sudo -n fails at once), Playwright's build is
+    installed instead, and what was tried and which way worked are said."""
+    install_chromium, ran, codes, found = tool
+    monkeypatch.setattr(install_chromium.os, "geteuid", lambda: 1000)
+    _programs(monkeypatch, install_chromium, "apt-get", "sudo")
+    prompted = _sudo(tmp_path, monkeypatch, ok='echo "sudo: a password is required" >&2; exit 1')
+    found["playwright"] = "/cache/ms-playwright/chromium/chrome"
+    began = time.monotonic()
+    path, tried = install_chromium.install()
+    assert time.monotonic() - began < 20 and not prompted.exists()
+    assert [command[0] for command in ran] == [sys.executable]  # no apt-get, with or without sudo
+    assert ran[0][1:] == ["-m", "playwright", "install", "--no-shell", "chromium"] and path == found["playwright"]
+    assert tried == ["apt-get needs root, and sudo would ask for a password (sudo -n true failed)",
+                     "playwright install chromium: exit 0"]
+    assert "sudo would ask for a password (sudo -n true failed); installing Playwright's build" in capsys.readouterr().err

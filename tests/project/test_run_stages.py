@@ -1,7 +1,13 @@
-"""`make test` runs every stage even after one failed, and ends with a table of results and wall times."""
+"""`make test` runs every stage even after one failed, ends with a table of results and wall times, and ends the
+running stages when it is interrupted."""
+import os
 import pathlib
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 MAKEFILE = """\
@@ -87,3 +93,51 @@ def test_a_failed_stage_beside_the_others_fails_the_run(tmp_path):
     done, ran, table = _run(tmp_path, "setup", "latebad&", "good")
     assert done.returncode == 1 and ran[::2] == ["good", "latebad"]
     assert _row(table, "latebad")[0] == "FAILED" and _row(table, "good")[0] == "passed"
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, ended but not yet reaped by whoever adopted it, does not)."""
+    try:
+        state = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    except OSError:  # no /proc (macOS): ask the kernel
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        return True
+    return state not in ("Z", "X")
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_signal_to_the_runner_ends_the_running_stages_and_the_table_says_so(tmp_path, signum, code):
+    """SIGTERM (a CI cancel) or SIGINT sent to the runner alone: the stages running beside it and in its group, and
+    what they started, end too; the table marks them interrupted and the stages after them not run."""
+    (tmp_path / "Makefile").write_text("".join(
+        f"{stage}:\n\t@echo $$$$ > {tmp_path}/{stage}.pid.tmp; mv {tmp_path}/{stage}.pid.tmp {tmp_path}/{stage}.pid; "
+        "exec sleep 60\n"
+        for stage in ("beside", "sleepy")) + "after:\n\t@echo after ran > {tmp_path}/after.txt\n")
+    runner = subprocess.Popen([sys.executable, ROOT / "tools" / "run_stages.py", "--make",
+                               f"make -s -f {tmp_path}/Makefile", "--report", tmp_path / "t.txt",
+                               "beside&", "sleepy", "after"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)
+    pid_files = [tmp_path / "beside.pid", tmp_path / "sleepy.pid"]
+    deadline = time.monotonic() + 30
+    while not all(f.exists() for f in pid_files):
+        assert time.monotonic() < deadline and runner.poll() is None, "the stages did not start"
+        time.sleep(0.05)
+    pids = [int(f.read_text()) for f in pid_files]  # each stage's shell, then the sleep it became
+    began = time.monotonic()
+    runner.send_signal(signum)
+    output, _ = runner.communicate(timeout=30)
+    assert runner.returncode == code, output
+    assert time.monotonic() - began < 15  # the stages ended on the signal, not at the end of their minute
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not [pid for pid in pids if _alive(pid)], "a stage's process outlived the runner"
+    table = (tmp_path / "t.txt").read_text()
+    assert _row(table, "beside")[0] == _row(table, "sleepy")[0] == "interrupted"
+    assert _row(table, "after")[:2] == ["not", "run"] and not (tmp_path / "after.txt").exists()
+    assert f"{signal.Signals(signum).name} received" in output and table in output
