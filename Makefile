@@ -56,7 +56,7 @@ $(READY): pyproject.toml $(PINNED)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PYTHON) tools/torch_index.py $(if $(TORCH_INDEX_GIVEN),--required )"$(strip $(TORCH_INDEX))" > $(VENV)/torch-index
 	$(PIP_INSTALL) "$(if $(LATEST),torch,$(TORCH))" $$(cat $(VENV)/torch-index)
-	$(PY) tools/pins.py $(PINNED) > $(VENV)/pins.txt
+	$(if $(LATEST),,$(PY) tools/pins.py $(PINNED) > $(VENV)/pins.txt)
 	@$(PY) tools/torch_index.py --installed
 	touch $@
 
@@ -65,7 +65,7 @@ $(READY): pyproject.toml $(PINNED)
 # on; `pip check` then says whether the environment is consistent. LATEST=1: the newest releases, no pins.
 comma := ,
 define INSTALL_EXTRAS
-$(PY) tools/pins.py --installed $(PINNED) > $(VENV)/installed.txt
+$(if $(LATEST),,$(PY) tools/pins.py --installed $(PINNED) > $(VENV)/installed.txt)
 $(PIP_INSTALL) $(if $(LATEST),--upgrade,-c $(VENV)/pins.txt -c $(VENV)/installed.txt) -e ".[$(1)]"
 $(PY) -m pip check
 endef
@@ -201,7 +201,7 @@ pip-path:
 # skip (benchmarks/gpu.sh runs them with the sweeps on a GPU machine). With the CPU build of torch nothing runs
 # on a GPU: `make clean && make gpu-tests TORCH_INDEX=` installs PyPI's CUDA build first.
 gpu-tests: $(READY_TEST)
-	$(PY) -m pytest tests -q -p no:cacheprovider -p no:xdist -p tools.gpu_tests \
+	$(PY) -m pytest tests -q -rfE -p no:cacheprovider -p no:xdist -p tools.gpu_tests \
 		--ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
 
 # Under a lock: when two makes ask at once (`make browser` and `make live` in two terminals), the second waits for

@@ -2,13 +2,17 @@
 
     python benchmarks/student_install.py                  # this clone's HEAD
     python benchmarks/student_install.py --commit 112d3ac  # another commit of it
+    python benchmarks/student_install.py --then-setup      # then `make setup` in the same clone, as `make test` would
 
 Clones the repository into a fresh folder under /tmp, runs `make lab` there with an empty pip cache (as a new
 user would), waits until the JupyterLab server answers an HTTP request, then stops it. Prints one JSON object:
 the wall time of the clone and of `make lab` until the server answered, the load average and time of day at
 the start and the end, the number of distributions installed in the clone's `.venv`, its size on disk, and
 the download: every installed distribution fetched again with `pip download --no-deps` (same versions, same
-indexes) into an empty folder and summed. The clone is removed at the end unless --keep is given.
+indexes) into an empty folder and summed. With --then-setup, `make setup` (what `make test` installs first) then
+runs in the same clone, and the report adds its time, the distributions it added, every installed one whose
+version it changed (there should be none) and what `pip check` says of the result. The clone is removed at the
+end unless --keep is given.
 """
 from __future__ import annotations
 
@@ -44,6 +48,15 @@ def _answers(url: str) -> bool:
         return True  # any HTTP answer: the server is up
     except OSError:
         return False
+
+
+def _cpu() -> str:
+    try:
+        info = pathlib.Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return os.uname().machine
+    names = re.findall(r"^model name\s*:\s*(.*)$", info, re.M)
+    return f"{names[0] if names else os.uname().machine}, {os.cpu_count()} logical CPUs"
 
 
 def _moment() -> dict:
@@ -88,24 +101,49 @@ def download_bytes(python: pathlib.Path, folder: pathlib.Path, env: dict) -> tup
     return sum(f.stat().st_size for f in files), len(files)
 
 
+def _versions(python: pathlib.Path, env: dict) -> dict[str, str]:
+    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=freeze"], check=True, capture_output=True,
+                            text=True, env=env).stdout.split()
+    return dict(line.split("==", 1) for line in listed)
+
+
+def then_setup(clone: pathlib.Path, python: pathlib.Path, env: dict, log: pathlib.Path) -> dict:
+    """`make setup` in the clone after `make lab`: its time, what it added, what it changed, and `pip check`."""
+    before = _versions(python, env)
+    start = time.monotonic()
+    with open(log, "w") as out:
+        done = subprocess.run(["make", "setup"], cwd=clone, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL)
+    seconds = round(time.monotonic() - start, 1)
+    after = _versions(python, env)
+    check = subprocess.run([str(python), "-m", "pip", "check"], capture_output=True, text=True, env=env)
+    return {"exit": done.returncode, "seconds": seconds, "added": len(set(after) - set(before)),
+            "changed": {name: f"{before[name]} -> {after[name]}" for name in before
+                        if name in after and after[name] != before[name]},
+            "removed": sorted(set(before) - set(after)), "pip_check": check.stdout.strip() or check.stderr.strip(),
+            "distributions": len(after)}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--commit", default="HEAD", help="the commit to clone (default: HEAD)")
     parser.add_argument("--limit", type=float, default=1800, help="seconds to wait for JupyterLab (default 1800)")
     parser.add_argument("--keep", action="store_true", help="keep the clone and its .venv")
+    parser.add_argument("--then-setup", action="store_true",
+                        help="then run `make setup` in the same clone and report what it added and changed")
     args = parser.parse_args(argv)
 
     work = pathlib.Path(tempfile.mkdtemp(prefix="student-install-"))
     clone, cache = work / "clone", work / "pip-cache"
     env = dict(os.environ, PIP_CACHE_DIR=str(cache), BROWSER="true")
     env.pop("VIRTUAL_ENV", None)
-    report = {"commit": args.commit, "start": _moment()}
+    commit = subprocess.run(["git", "-C", str(REPOSITORY), "rev-parse", args.commit], check=True, capture_output=True,
+                            text=True).stdout.strip()
+    report = {"commit": commit[:7], "start": _moment(), "cpu": _cpu()}
     try:
         start = time.monotonic()
         subprocess.run(["git", "clone", "--quiet", "--no-checkout", str(REPOSITORY), str(clone)], check=True)
-        subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", args.commit], check=True)
-        report["commit"] = subprocess.run(["git", "-C", str(clone), "rev-parse", "--short", "HEAD"], check=True,
-                                          capture_output=True, text=True).stdout.strip()
+        subprocess.run(["git", "-C", str(clone), "checkout", "--quiet", commit], check=True)
         report["clone_s"] = round(time.monotonic() - start, 1)
         report["make_lab_until_answer_s"] = round(run_lab(clone, env, args.limit, work / "make-lab.log"), 1)
         report["clone_to_lab_s"] = round(time.monotonic() - start, 1)
@@ -121,6 +159,8 @@ def main(argv=None) -> int:
         size, files = download_bytes(python, work / "download", env)
         report["download_mb"], report["download_files"] = round(size / 1e6), files
         report["installed"] = sorted(listed)
+        if args.then_setup:
+            report["then_setup"] = then_setup(clone, python, env, work / "make-setup.log")
         report["end"] = _moment()
     finally:
         if args.keep:

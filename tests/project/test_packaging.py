@@ -36,12 +36,27 @@ def _pip_section() -> list[str]:
     return next(item["pip"] for item in env["dependencies"] if isinstance(item, dict))
 
 
-def _make(*args: str) -> str:
+def _constraints() -> list[str]:
+    """The requirements of constraints.txt (the book's and the tests' tools)."""
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+
+
+def _make(*args: str, env: dict | None = None) -> str:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    done = subprocess.run(["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env=env)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+@pytest.fixture
+def pins(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
+    import pins
+
+    return pins
 
 
 def test_the_pip_path_check_needs_only_the_standard_library():
@@ -54,35 +69,54 @@ def test_the_pip_path_check_needs_only_the_standard_library():
     assert done.stdout.strip() == "None"
 
 
-def test_environment_yml_installs_what_the_package_needs():
+def test_environment_yml_installs_what_running_the_chapters_needs_and_no_test_tool():
+    """What Binder builds (and `make lab` installs): the library and JupyterLab's extra, nothing of the book's build,
+    the tests or a cluster; the book's and the tests' tools are pinned in constraints.txt instead."""
     pip_section = _pip_section()
     pinned = {_name(line) for line in pip_section if not line.startswith("-")}
     extras = _project()["optional-dependencies"]
-    needed = {_name(r) for r in _project()["dependencies"] + extras["lab"] + extras["cluster"]}
+    needed = {_name(r) for r in _project()["dependencies"] + extras["lab"]}
     assert needed <= pinned, f"environment.yml lacks {sorted(needed - pinned)}"
     assert "-e ." in pip_section, "environment.yml must install the course library itself"
+    tools = {_name(r) for r in extras["book"] + extras["test"] + extras["cluster"]} - needed
+    assert not pinned & tools, f"environment.yml lists tools a student does not need: {sorted(pinned & tools)}"
+    assert tools - {"triton"} <= {_name(line) for line in _constraints()}, "constraints.txt must pin every tool"
+    assert "triton" not in {_name(line) for line in _constraints()}  # PyPI's CUDA torch requires its own Triton
 
 
-def test_environment_yml_pins_versions_the_package_accepts_and_make_setup_installs():
+def test_the_pins_are_versions_the_package_accepts_and_make_setup_installs(pins):
     from importlib.metadata import version
 
-    sys.path.insert(0, str(ROOT / "tools"))
-    import pins
-
     extras = _project()["optional-dependencies"]
-    ranges = {_name(r): Requirement(r) for r in _project()["dependencies"] + extras["lab"] + extras["cluster"]}
-    for line in (line for line in _pip_section() if not line.startswith("-")):
+    ranges = {_name(r): Requirement(r) for r in _project()["dependencies"] + sum(extras.values(), [])}
+    pinned = [line for line in _pip_section() if not line.startswith("-")] + _constraints()
+    for line in pinned:
         requirement = Requirement(line)
         (spec,) = requirement.specifier
-        assert spec.operator == "==", f"environment.yml must pin {line} (== version): Binder builds what CI tests"
+        assert spec.operator == "==", f"{line} must be pinned (== version): Binder and CI install what is tested"
         allowed = ranges.get(_name(line))
         if allowed is not None:
             assert allowed.specifier.contains(spec.version), f"{line} is outside pyproject's {allowed}"
         if requirement.name != "torch":  # `make setup` installs exactly these versions (torch: TORCH=...)
             assert version(requirement.name) == spec.version, f"{requirement.name}: run `make setup`"
-    constraints = pins.constraints((ROOT / "environment.yml").read_text())
+    constraints = [line for path in pins.FILES for line in pins.constraints(path.read_text(), path)]
     assert constraints and not any(c.startswith("torch") for c in constraints)
-    assert len(constraints) == len([line for line in _pip_section() if not line.startswith("-")]) - 1
+    assert len(constraints) == len(pinned) - 1  # all but torch
+
+
+def test_pins_reads_both_files_and_lists_what_else_is_installed(pins, tmp_path):
+    environment = tmp_path / "environment.yml"
+    environment.write_text("dependencies:\n  - pip:\n      - --extra-index-url https://x\n      - torch==2.13.0\n"
+                           "      - numpy==2.4.6\n      - -e .\n")
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text("# the tools\npytest==9.2.0\nruff==0.17.6  # lint\n\n")
+    assert pins.main([str(environment), str(constraints)]) == 0
+    assert [pins.constraints(path.read_text(), path) for path in (environment, constraints)] == [
+        ["numpy==2.4.6"], ["pytest==9.2.0", "ruff==0.17.6"]]
+    held = pins.installed([environment, constraints])
+    names = {_name(line.split("==")[0]) for line in held}
+    assert all(re.fullmatch(r"[A-Za-z0-9._-]+==\S+", line) for line in held) and "pyyaml" in names
+    assert not names & {"numpy", "pytest", "ruff", "torch", "softmax-as-linear"}  # pinned, or the course itself
 
 
 def test_torch_is_the_cpu_build_in_make_setup_and_in_environment_yml():
@@ -90,11 +124,58 @@ def test_torch_is_the_cpu_build_in_make_setup_and_in_environment_yml():
     torch_default = re.search(r"^TORCH\s*\?=\s*(\S+)", makefile, re.M).group(1)
     assert torch_default in _pip_section(), "environment.yml and the Makefile must pin the same torch"
     assert f"--extra-index-url {CPU_INDEX}" in _pip_section()
-    setup = _make("setup")
-    # the CPU index goes to pip where it answers (tools/torch_index.py prints `--extra-index-url URL`, or nothing)
-    assert f'"{torch_default}" $(python3 tools/torch_index.py "{CPU_INDEX}")' in setup
-    assert "-c .venv/pins.txt" in setup
-    assert 'tools/torch_index.py "")' in _make("setup", "TORCH_INDEX=")  # the documented GPU override: no index
+    env = {k: v for k, v in os.environ.items() if k != "TORCH_INDEX"}
+    setup = _make("setup", env=env).splitlines()
+    # the CPU index goes to pip where it answers (tools/torch_index.py prints `--extra-index-url URL`, or nothing);
+    # the default index may be left out, one given on purpose may not (--required)
+    assert f'python3 tools/torch_index.py "{CPU_INDEX}" > .venv/torch-index' in setup
+    assert f'.venv/bin/python -m pip install --quiet "{torch_default}" $(cat .venv/torch-index)' in setup
+    assert ".venv/bin/python tools/torch_index.py --installed" == setup[-1]  # `make setup` ends saying which torch
+    given = _make("setup", "TORCH_INDEX=https://download.pytorch.org/whl/cu128", env=env)
+    assert 'tools/torch_index.py --required "https://download.pytorch.org/whl/cu128" >' in given
+    assert 'tools/torch_index.py --required "https://example.org/whl" >' in _make(
+        "setup", env={**env, "TORCH_INDEX": "https://example.org/whl"})
+    assert 'tools/torch_index.py --required "" >' in _make("setup", "TORCH_INDEX=", env=env)  # the GPU override
+    assert "--torch-index-required" in _make("pip-path", "TORCH_INDEX=", env=env)
+    assert "--torch-index-required" not in _make("pip-path", env=env)
+
+
+def test_each_command_installs_only_its_extras_holding_what_is_installed(tmp_path):
+    """A student's `make lab` installs the lab extra alone; `make book` the book's; `make test`, `make check` and
+    `make setup` every extra in one pip call. Each time with the pins and with what is installed held at its
+    version, then `pip check`."""
+    def installs(*target):
+        return [line for line in _make(*target).splitlines() if "pip install --quiet" in line and '-e ".' in line]
+
+    held = "-c .venv/pins.txt -c .venv/installed.txt"
+    assert installs("lab") == [f'.venv/bin/python -m pip install --quiet {held} -e ".[lab]"']
+    assert installs("book") == [f'.venv/bin/python -m pip install --quiet {held} -e ".[book]"']
+    for target in ("setup", "check", "unit", "nbval", "lint"):
+        assert installs(target) == [f'.venv/bin/python -m pip install --quiet {held} -e ".[book,test,lab,cluster]"']
+    lab = _make("lab").splitlines()
+    assert lab.index(".venv/bin/python tools/pins.py --installed environment.yml constraints.txt > "
+                     ".venv/installed.txt") < lab.index(installs("lab")[0]) < lab.index(".venv/bin/python -m pip check")
+    assert ".venv/bin/python tools/pins.py environment.yml constraints.txt > .venv/pins.txt" in lab
+    # the stamps: once the tests' extras are in, the lab's and the book's are too
+    assert "touch .venv/.ready-test .venv/.ready-lab .venv/.ready-book" in _make("setup")
+
+
+@pytest.mark.parametrize("target", ["lab", "setup", "test", "pip-path"])
+def test_an_old_python_is_named_in_one_sentence_before_anything_is_installed(tmp_path, target):
+    """A Python older than 3.11 (a stand-in that reports 3.10.12): the command stops at once with one sentence,
+    before a virtual environment is made or pip is asked for anything."""
+    if shutil.which("make") is None:
+        pytest.skip("make is not installed")
+    python = tmp_path / "python3.10"
+    python.write_text(f"#!{sys.executable}\nimport sys\nsys.version_info = (3, 10, 12, 'final', 0)\n"
+                      "if sys.argv[1:2] != ['-c']:\n    sys.exit('this stand-in runs only -c')\nexec(sys.argv[2])\n")
+    python.chmod(0o755)
+    done = subprocess.run(["make", "--no-print-directory", target, f"PYTHON={python}", f"VENV={tmp_path / 'venv'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode != 0
+    assert done.stderr.splitlines()[0] == ("Python 3.11 or newer is needed (found 3.10.12); name one with PYTHON=, "
+                                           f"e.g. make {target} PYTHON=python3.12")
+    assert not (tmp_path / "venv").exists()
 
 
 def test_make_lab_listens_on_localhost_and_runs_as_root():

@@ -7,6 +7,7 @@ links, each telling of a failure in an issue, and the Binder image built on each
 The scripts they call (tools/colab_check.py, tools/linkcheck_report.py) are tried on small inputs.
 """
 import json
+import os
 import pathlib
 import re
 import shlex
@@ -44,7 +45,7 @@ def test_every_check_of_make_test_runs_on_each_push_and_pull_request():
     make_test = [stage.rstrip("&") for stage in
                  shlex.split(re.search(r"^TEST_STAGES\s*:=(.*)$", makefile, re.M)[1].replace("+", " "))
                  if stage != "setup"]  # the workflow's own job "setup"
-    assert "$(TEST_STAGES)" in re.search(r"^test:.*\n\t(.*)$", makefile, re.M)[1]
+    assert "$(TEST_STAGES)" in re.search(r"^test:.*\n((?:\t.*\n)+)", makefile, re.M)[1]
     covered = {"lint": "make actionlint lint", "unit": "make unit", "nbval": "make nbval", "book-strict": "make browser",
                "chromium": "make browser", "browser": "make browser", "live": "make live", "pip-path": "make pip-path"}
     assert set(make_test) == set(covered), "a stage of `make test` has no job in checks.yml"
@@ -72,7 +73,10 @@ def test_the_venv_is_cached_on_what_it_is_built_from():
     assert saved["path"] == restored["path"] == ".venv" and saved["key"] == restored["key"]
     for source in ("pyproject.toml", "environment.yml", "Makefile"):
         assert source in saved["key"]
-    assert "touch .venv/.ready" in _runs(restore["runs"])  # else make would rebuild it (the checkout is newer)
+    for source in ("constraints.txt", "tools/pins.py"):
+        assert source in saved["key"]
+    # else make would rebuild it (the checkout is newer): the base stamp first, then the extras' stamps
+    assert "touch .venv/.ready && touch .venv/.ready-*" in _runs(restore["runs"])
     for name, job in jobs.items():
         if name not in ("setup", "deploy", "platforms", "pip-path"):
             assert job["needs"] == "setup" and "./.github/actions/restore-venv" in _uses(job), name
@@ -91,6 +95,10 @@ def test_the_fast_tier_and_the_chapters_run_on_linux_x86_64_and_macos_arm64():
     caches = [step["with"] for step in job["steps"] if step.get("uses", "").startswith("actions/cache@")]
     assert {cache["path"] for cache in caches} == {".venv", ".cache/sweeps"}
     assert all("matrix.runner" in cache["key"] for cache in caches)  # a platform never reads another's .venv or sweeps
+    assert any("touch .venv/.ready && touch .venv/.ready-*" in run for run in runs)
+    # the arm64 pair of numerics, on the arm64 runner
+    portable = next(step for step in job["steps"] if step.get("run", "").strip() == "make nbval-portable")
+    assert portable["if"] == "runner.arch == 'ARM64'" and runs.index("make nbval") < runs.index("make nbval-portable")
     readme = (ROOT / "README.md").read_text()
     assert all(platform in readme for platform in runners)
 
@@ -136,7 +144,9 @@ def test_latest_run_installs_no_pin():
     assert "make setup LATEST=1" in runs
     setup = subprocess.run(["make", "-n", "-B", "setup", "LATEST=1"], cwd=ROOT, capture_output=True, text=True,
                            timeout=60).stdout
-    assert "pins.txt" not in setup and '"torch" $(python3 tools/torch_index.py' in setup
+    assert "pins.txt" not in setup and "installed.txt" not in setup
+    assert '.venv/bin/python -m pip install --quiet "torch" $(cat .venv/torch-index)' in setup
+    assert '.venv/bin/python -m pip install --quiet --upgrade -e ".[book,test,lab,cluster]"' in setup
 
 
 def test_binder_image_is_built_on_each_push_to_main():
@@ -166,8 +176,8 @@ def test_linkcheck_report(tmp_path):
     assert missing.returncode == 1 and "cannot read" in missing.stderr
 
 
-def test_colab_check_names_chapters_and_refuses_outside_colab():
-    sys.path.insert(0, str(ROOT / "tools"))
+def test_colab_check_names_chapters_and_refuses_outside_colab(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))
     import colab_check
 
     assert [p.name for p in colab_check._chapters(ROOT, ["04"])] == ["04_isotropic_icl.ipynb"]
@@ -186,3 +196,43 @@ def test_the_chapters_job_keeps_the_trained_sweeps_where_make_nbval_looks():
     default = re.search(r"^TRAIN_CACHE\s*\?=\s*(\S+)$", (ROOT / "Makefile").read_text(), re.M)[1]
     assert steps[cache]["with"]["path"] == default and "src/softmax_as_linear/" in steps[cache]["with"]["key"]
     assert [s.get("run") for s in steps].index("make nbval") > cache  # restored before the chapters run
+
+
+@pytest.mark.parametrize("job", ["chapters", "platforms"])
+def test_the_trained_sweeps_are_cached_per_cpu_model(job):
+    """The sweeps `make nbval` keeps are this CPU's: their cache key, and the keys it falls back on, name the CPU's
+    model, found by a step before (Linux: /proc/cpuinfo; macOS: sysctl; else the machine's name)."""
+    steps = _workflow("checks.yml")["jobs"][job]["steps"]
+    cpu = next(i for i, step in enumerate(steps) if step.get("id") == "cpu")
+    assert "/proc/cpuinfo" in steps[cpu]["run"] and "machdep.cpu.brand_string" in steps[cpu]["run"]
+    sweeps = next(i for i, step in enumerate(steps) if step.get("with", {}).get("path") == ".cache/sweeps")
+    assert cpu < sweeps
+    key, fallback = steps[sweeps]["with"]["key"], steps[sweeps]["with"]["restore-keys"]
+    assert "${{ steps.cpu.outputs.model }}" in key and "${{ steps.cpu.outputs.model }}" in fallback
+
+
+def test_the_cpu_model_step_writes_a_key_safe_name(tmp_path):
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed")
+    step = next(s for s in _workflow("checks.yml")["jobs"]["chapters"]["steps"] if s.get("id") == "cpu")
+    output = tmp_path / "output"
+    done = subprocess.run(["bash", "-c", step["run"]], env={**os.environ, "GITHUB_OUTPUT": str(output)},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    model = output.read_text().strip()
+    assert re.fullmatch(r"model=[A-Za-z0-9-]+", model) and len(model) > len("model=") + len(os.uname().machine)
+
+
+def test_portable_numerics_has_a_pair_for_each_processor():
+    """x86-64: MKL's and ATen's code paths; arm64 (macOS arm64, Linux aarch64), where MKL does not apply: ATen's
+    default kernels and OpenBLAS's generic ones with one thread, then two threads."""
+    def settings(machine):
+        command = subprocess.run(["make", "-n", "nbval-portable", f"MACHINE={machine}", "VENV=/nonexistent"],
+                                 cwd=ROOT, capture_output=True, text=True, timeout=60).stdout
+        return re.search(r"for numerics in (.*); do", command)[1]
+
+    for machine in ("arm64", "aarch64"):
+        arm = settings(machine)
+        assert "MKL_CBWR" not in arm and "ATEN_CPU_CAPABILITY=default" in arm and "OMP_NUM_THREADS=2" in arm
+    x86 = settings("x86_64")
+    assert "MKL_CBWR=COMPATIBLE" in x86 and "ATEN_CPU_CAPABILITY=avx2" in x86
