@@ -67,12 +67,13 @@ def machine(tmp_path):
         pytest.skip("make is not installed")
     repo, bin_, venv = tmp_path / "repo", tmp_path / "bin", tmp_path / "repo" / ".venv" / "bin"
     shutil.copytree(ROOT / "tools", repo / "tools", ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("Makefile", "pyproject.toml", "environment.yml"):
+    for name in ("Makefile", "pyproject.toml", "environment.yml", "constraints.txt"):
         shutil.copy(ROOT / name, repo)
     _script(venv / "python", PYTHON)
     for tool in VENV_TOOLS:
         _script(venv / tool, RECORDER)
-    (venv.parent / ".ready").touch()  # newer than pyproject.toml and environment.yml: set up
+    for stamp in (".ready", ".ready-lab", ".ready-book", ".ready-test"):  # newer than what they are built from: set up
+        (venv.parent / stamp).touch()
     bin_.mkdir()
     for command in COMMANDS:
         (bin_ / command).symlink_to(shutil.which(command))
