@@ -66,7 +66,9 @@ $(READY): pyproject.toml $(PINNED)
 comma := ,
 define INSTALL_EXTRAS
 $(if $(LATEST),,$(PY) tools/pins.py --installed $(PINNED) > $(VENV)/installed.txt)
-$(PIP_INSTALL) $(if $(LATEST),--upgrade,-c $(VENV)/pins.txt -c $(VENV)/installed.txt) -e ".[$(1)]"
+$(PIP_INSTALL) $(if $(LATEST),--upgrade,-c $(VENV)/pins.txt -c $(VENV)/installed.txt) -e ".[$(1)]" || { echo \
+	"make: .[$(1)] cannot be installed beside what $(VENV) holds, at its versions (pip said why above); \
+	make clean, then the same command, builds $(VENV) afresh" >&2; exit 1; }
 $(PY) -m pip check
 endef
 $(READY_LAB): $(READY)
