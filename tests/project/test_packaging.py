@@ -45,8 +45,9 @@ def _constraints() -> list[str]:
 def _make(*args: str, env: dict | None = None) -> str:
     if shutil.which("make") is None:
         pytest.skip("make is not installed")
-    done = subprocess.run(["make", "-n", "-B", *args], cwd=ROOT, capture_output=True, text=True, timeout=60,
-                          env=env)
+    env = {k: v for k, v in (os.environ if env is None else env).items() if k not in ("MAKEFLAGS", "MAKELEVEL")}
+    done = subprocess.run(["make", "--no-print-directory", "-n", "-B", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env=env)  # as from a shell, also when run by `make check`
     assert done.returncode == 0, done.stderr
     return done.stdout
 
