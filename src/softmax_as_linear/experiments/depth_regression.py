@@ -496,7 +496,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     from ..engine.deep import DeepStepper
 
     main = DeepStepper(settings.deep_config(), stepper.device)
-    weights = {"final": (stepper.U.detach(), stepper.v.detach())}
+    weights = {"final": final_weights(stepper)}  # a diverged run: NaN, as read_stages calls it
     history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
     last = records.last_step
     for fraction in FALL_FRACTIONS:

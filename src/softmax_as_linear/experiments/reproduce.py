@@ -532,7 +532,8 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
             data["warm"] = _depth_warm(settings, warm, data, device, warm_checkpoint, stop)
         if data["warm"]["complete"] and not (stop is not None and stop()) and not _stage_done(data, "control", warm):
             data["control"] = _depth_warm(settings, warm, data, device, control_checkpoint, stop, source="softmax_2")
-    data["complete"] = bool(data["main_complete"] and data.get("warm", {}).get("complete", False))
+    data["complete"] = bool(data["main_complete"] and _stage_done(data, "warm", warm)
+                            and _stage_done(data, "control", warm))  # a file is complete when every stage is
     save_json(path, data)
     print(f"wrote {path}", flush=True)
     return path
