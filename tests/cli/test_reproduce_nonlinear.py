@@ -75,3 +75,32 @@ def test_nonlinear_depth_shards_merge_into_the_file_of_one_process(one_process_a
     code, out, err = run_cli("merge", *run[1:], "--shards", "2", "--out", str(tmp_path / "sharded"))
     assert code == cli.EXIT_ERROR and "shard 1/2" in err and "steps" in err
     assert not (tmp_path / "sharded" / "nonlinear_depth_smoke.json").exists()
+
+
+def _stop_early(monkeypatch):
+    """The deadline passes right after the start (the clock jumps ahead)."""
+    import time
+
+    clock = iter([0.0] + [1e9] * 100_000)
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+
+
+@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth"])
+def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_nonlinear, tmp_path, run_cli,
+                                                                   monkeypatch):
+    """Chapter 8's sweeps map a checkpoint of other settings, and a damaged one, to the documented messages and exit
+    code 1, as the other reproductions do: no traceback."""
+    run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_COMPLETE, err
+    module = nonlinear if name == "nonlinear" else nonlinear_depth
+    monkeypatch.setitem(module.PRESET_SETTINGS, "smoke", {**module.PRESET_SETTINGS["smoke"], "steps": 16})
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_ERROR, err
+    assert "was written for other settings" in err and "run the command that started it again" in err
+    assert "--restart" in err and "Traceback" not in err
+    checkpoint = tmp_path / "checkpoints" / f"{name}_smoke.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_ERROR, err
+    assert str(checkpoint) in err and "delete it to train" in err and "from step 0" in err and "Traceback" not in err

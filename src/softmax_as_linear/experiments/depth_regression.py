@@ -456,12 +456,13 @@ def warm_settings(preset: str, **overrides) -> WarmSettings:
 STAGE_SOURCES = ("linear_2", "softmax_2")
 
 
-class _WarmCheckpointKey:
+class WarmCheckpointKey:
     """What a second-stage checkpoint is written for: the sweep's settings, the stage's, and the model it starts from
-    (recorded only when it is not the warm start's ``linear_2``)."""
+    (recorded only when it is not the warm start's ``linear_2``); ``seeds`` and ``steps`` (the stage's)."""
 
     def __init__(self, settings: DepthSettings, warm: WarmSettings, source: str = "linear_2"):
         self.settings, self.warm, self.source = settings, warm, source
+        self.seeds, self.steps = settings.seeds, warm.steps
 
     def as_dict(self) -> dict:
         out = {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
@@ -482,7 +483,7 @@ def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", 
     with torch.no_grad():
         stepper.U.copy_(torch.as_tensor(np.asarray(U))[:, :, a:a + 1].to(stepper.U))
         stepper.v.copy_(torch.as_tensor(np.asarray(v))[:, :, a:a + 1].to(stepper.v))
-    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm, source),
+    records = run(stepper, warm.steps, warm.record_steps(), config=WarmCheckpointKey(settings, warm, source),
                   checkpoint=checkpoint, checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds,
                   progress=progress, should_stop=should_stop)
     return stepper, records
@@ -532,7 +533,8 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     return jsonable(out)
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmSettings",
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmCheckpointKey",
+           "WarmSettings",
            "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
            "final_evaluation", "merge_per_seed", "read_stages", "references", "seed_slopes", "stage_window",
            "train_depth", "train_warm", "warm_readings", "warm_settings"]

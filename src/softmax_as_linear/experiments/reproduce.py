@@ -52,7 +52,7 @@ from ..core.artifacts import (
 from ..core.devices import resolve_device
 from ..core.provenance import library_changes
 from ..engine.evaluation import final_evaluation
-from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_checkpoint, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
 from ..engine.train import resolved, train
 from ..registry import (
     CONCENTRATION_FIGURES,
@@ -68,13 +68,7 @@ from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, sweep_provenance
 from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config, sweep_seeds
 from .result_files import beyond_stem, figure_file, run_name, sweep_stem
-
-# A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed
-# since the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a
-# fast GPU sweep does not spend its time writing checkpoints.
-CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 1000, 60.0
-
-RESTART_ADVICE = "or run the same command again with --restart to train this sweep afresh"
+from .stages import damaged, passed, train_stage
 
 #: The covariate laws of Chapter 6's reproduction when none is named.
 BEYOND_COVARIATES = ("uniform", "rademacher")
@@ -141,58 +135,24 @@ def overrides_of(seeds: int | None = None, sampler: str = "paper", rng: str = "a
     return out
 
 
-def _damaged(error: DamagedFileError, what: str) -> DamagedFileError:
-    return error.advise(f"{what}; {RESTART_ADVICE}")
-
-
-def _resume_point(checkpoint: pathlib.Path, config: TrainConfig) -> int | None:
-    """The step a checkpoint resumes from (None without one); a :class:`SettingsMismatchError` when it was written
-    for other settings (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``), a
-    :class:`DamagedFileError` when it cannot be read."""
-    if not checkpoint.exists():
-        return None
-    try:
-        state = load_checkpoint(checkpoint, config, "cpu")
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this sweep from step 0") from None
-    except ValueError:  # load_checkpoint's one ValueError: a configuration other than this one
-        raise SettingsMismatchError(
-            checkpoint, f"checkpoint {checkpoint} was written for other settings of this sweep than this command's "
-                        f"(seeds {', '.join(map(str, config.seeds))}, lengths {', '.join(map(str, config.lengths))}, "
-                        f"{config.steps} steps, rng {config.rng}): run the command that started it again (the same "
-                        "--preset, --seeds, --lengths, --sampler, --rng) to resume it, " + RESTART_ADVICE) from None
-    return int(state["step"])
-
-
 def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
            restart: bool = False) -> TrainResult:
+    """A figure's (or Chapter 6's) sweep: read from ``<stem>.npz`` when it is there, complete, of ``config``
+    ("up to date"); else trained or resumed (:func:`~softmax_as_linear.experiments.stages.train_stage`) and saved."""
     path = out / f"{stem}.npz"
-    checkpoint = out / "checkpoints" / f"{stem}.pt"
-    if restart:
-        checkpoint.unlink(missing_ok=True)
-    elif path.exists():
+    if not restart and path.exists():
         try:
             result = load_sweep(path)
         except DamagedFileError as error:
-            raise _damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains "
-                                  "the sweep again if there is none)") from None
+            raise damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains "
+                                 "the sweep again if there is none)") from None
         if result.config == config and result.complete:
             print(f"{path}: up to date")
             return result
-    step = _resume_point(checkpoint, config)
-    what = f"{'Chapter 6 ' + config.covariates if config.covariates != 'gaussian' else config.covariance} sweep"
-    if step is None:
-        print(f"training the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) on {device}; "
-              f"checkpoint {checkpoint}", flush=True)
-    else:
-        print(f"resuming the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) from step {step:,} "
-              f"of {config.steps:,} on {device}; checkpoint {checkpoint}", flush=True)
-    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
-    try:
-        result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
-                       checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this sweep from step 0") from None
+    kind = f"Chapter 6 {config.covariates}" if config.covariates != "gaussian" else config.covariance
+    what = f"the {kind} sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
+    result = train_stage(what, out / "checkpoints" / f"{stem}.pt", config, config.steps,
+                         lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
     save_sweep(path, result)
     status = "complete" if result.complete else f"stopped at step {int(result.steps[-1])} of {config.steps} (partial)"
     print(f"{path}: {status}, {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
@@ -235,8 +195,8 @@ def _final(result, path: pathlib.Path, n_prompts: int, device, restart: bool = F
         try:
             cached = load_npz(final)
         except DamagedFileError as error:
-            raise _damaged(error, "delete it (the same command then measures the final risks again, "
-                                  "without training)") from None
+            raise damaged(error, "delete it (the same command then measures the final risks again, "
+                                 "without training)") from None
         if same_final_key(str(cached.pop("key", "")), key):
             return cached
     start = time.monotonic()
@@ -350,16 +310,14 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
         if name == "nonlinear":
             from .nonlinear import nonlinear_config, reproduce_nonlinear
 
-            minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
             part = None if shard is None else shard_seeds(nonlinear_config(preset).seeds, *shard)
-            written.append(reproduce_nonlinear(preset, device, out, minutes, restart, dirty, shard, part))
+            written.append(reproduce_nonlinear(preset, device, out, deadline, restart, dirty, shard, part))
             continue
         if name == "nonlinear_depth":
             from .nonlinear_depth import nonlinear_depth_settings, reproduce_nonlinear_depth
 
-            minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
             part = None if shard is None else shard_seeds(nonlinear_depth_settings(preset).seeds, *shard)
-            written.append(reproduce_nonlinear_depth(preset, device, out, minutes, restart, dirty, shard, part))
+            written.append(reproduce_nonlinear_depth(preset, device, out, deadline, restart, dirty, shard, part))
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)
@@ -487,15 +445,14 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
     control_checkpoint = out / "checkpoints" / f"depth_{run}_control.pt"
     data = None
     if restart:
-        checkpoint.unlink(missing_ok=True)
-        warm_checkpoint.unlink(missing_ok=True)
-        control_checkpoint.unlink(missing_ok=True)
+        for stale in (checkpoint, warm_checkpoint, control_checkpoint):
+            stale.unlink(missing_ok=True)
     elif path.exists():
         try:
             saved = load_json(path)
         except DamagedFileError as error:
-            raise _damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
-                                  "sweep again if there is none)") from None
+            raise damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
+                                 "sweep again if there is none)") from None
         if saved.get("main_complete", saved.get("complete")) and \
                 config_fields(saved.get("provenance", {}).get("settings") or {}) == settings.as_dict():
             if saved.get("complete") and _stage_done(saved, "warm", warm) and _stage_done(saved, "control", warm):
@@ -503,35 +460,31 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
                 return path
             data = {**saved, "main_complete": True}  # the sweep is done: only the warm stage or its control is left
     start = time.monotonic()
-    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
     if data is None:
-        step = _depth_resume_point(checkpoint, settings)
         what = f"the Chapter 7 regression sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
-        if step is None:
-            print(f"training {what} on {device}; checkpoint {checkpoint}", flush=True)
-        else:
-            print(f"resuming {what} from step {step:,} of {settings.steps:,} on {device}; checkpoint {checkpoint}",
-                  flush=True)
-        try:
-            stepper, records = train_depth(settings, device, checkpoint, stop, progress=True,
-                                           checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS)
-        except DamagedFileError as error:
-            raise _damaged(error, "delete it to train this sweep from step 0") from None
-        status = "complete" if records.complete else f"stopped at step {records.last_step} of {settings.steps} (partial)"
-        print(f"Chapter 7 regression sweep: {status}, {records.seconds:.0f} s of training; measuring the final risks "
-              "and the references", flush=True)
-        data = depth_readings(stepper, records, settings, references(settings))
+        stepper, records = train_stage(what, checkpoint, settings, settings.steps,
+                                       lambda **kw: train_depth(settings, device, progress=True, **kw), device,
+                                       deadline, restart)
+        if records.complete:
+            print(f"Chapter 7 regression sweep: complete, {records.seconds:.0f} s of training; measuring the final "
+                  "risks and the references", flush=True)
+            data = depth_readings(stepper, records, settings, references(settings))
+        else:  # stopped at the deadline: nothing measured
+            print(f"Chapter 7 regression sweep: stopped at step {records.last_step} of {settings.steps} (partial), "
+                  f"{records.seconds:.0f} s of training", flush=True)
+            data = {"experiment": "depth_regression", "complete": False, "lengths": list(settings.lengths),
+                    "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
         data["main_complete"] = data["complete"]
         data["run"] = run
         data["provenance"] = {**depth_provenance(settings, preset, device, time.monotonic() - start, records),
                               "run": run, "overrides": overrides_of(seeds, shard=shard), **_written_with(dirty)}
         if shard is not None:
             data["provenance"]["shard"] = f"{shard[0]}/{shard[1]}"
-    if data["main_complete"] and not (stop is not None and stop()):
-        if not _stage_done(data, "warm", warm):
-            data["warm"] = _depth_warm(settings, warm, data, device, warm_checkpoint, stop)
-        if data["warm"]["complete"] and not (stop is not None and stop()) and not _stage_done(data, "control", warm):
-            data["control"] = _depth_warm(settings, warm, data, device, control_checkpoint, stop, source="softmax_2")
+    for name, source, stage_checkpoint in (("warm", "linear_2", warm_checkpoint),
+                                           ("control", "softmax_2", control_checkpoint)):
+        ready = data["main_complete"] and (name == "warm" or _stage_done(data, "warm", warm))
+        if ready and not passed(deadline) and not _stage_done(data, name, warm):
+            data[name] = _depth_warm(settings, warm, data, device, stage_checkpoint, deadline, restart, source)
     data["complete"] = bool(data["main_complete"] and _stage_done(data, "warm", warm)
                             and _stage_done(data, "control", warm))  # a file is complete when every stage is
     save_json(path, data)
@@ -553,54 +506,26 @@ def _stage_done(data: dict, name: str, warm) -> bool:
     return bool(stage.get("complete")) and stage.get("settings") == dataclass_dict(warm)
 
 
-def _depth_warm(settings, warm, data, device, checkpoint, stop, source: str = "linear_2") -> dict:
+def _depth_warm(settings, warm, data, device, checkpoint, deadline, restart: bool = False,
+                source: str = "linear_2") -> dict:
     """A second stage of a finished sweep ``data``: two-layer softmax trained (or resumed) from its trained model
     ``source`` (the two-layer linear weights: the warm stage; the block-start two-layer softmax weights: its
     equal-budget control), read."""
-    from .depth_regression import train_warm, warm_readings
+    from ..core.provenance import device_name, provenance, utc_now
+    from .depth_regression import WarmCheckpointKey, train_warm, warm_readings
 
     U, v = np.asarray(data["per_seed"]["U"]), np.asarray(data["per_seed"]["v"])
-    step = _depth_resume_point(checkpoint, _WarmKey(settings, warm, source))
     what = ("the warm stage (two-layer softmax from the trained two-layer linear weights)" if source == "linear_2"
             else "the equal-budget control (the warm stage's steps from the block-start two-layer softmax weights)")
-    print(("training" if step is None else f"resuming from step {step:,} of {warm.steps:,}")
-          + f" {what} on {device}; checkpoint {checkpoint}", flush=True)
-    try:
-        stepper, records = train_warm(settings, warm, U, v, device, checkpoint, stop, progress=True,
-                                      checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS,
-                                      source=source)
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this stage from step 0") from None
-    from ..core.provenance import device_name, provenance, utc_now
-
+    stepper, records = train_stage(
+        what, checkpoint, WarmCheckpointKey(settings, warm, source), warm.steps,
+        lambda **kw: train_warm(settings, warm, U, v, device, progress=True, source=source, **kw), device, deadline,
+        restart)
+    if not records.complete:  # stopped at the deadline: nothing measured
+        return {"settings": dataclass_dict(warm), "complete": False, "source": source,
+                "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
     start = time.monotonic()
     out = {**warm_readings(stepper, records, settings, warm, U, v), "source": source}
     out["provenance"] = {**provenance(device, time.monotonic() - start + float(records.seconds)),
                          "device_name": device_name(device), "engine_path": records.engine_path, "date": utc_now()}
     return out
-
-
-class _WarmKey:
-    def __init__(self, settings, warm, source: str = "linear_2"):
-        from .depth_regression import _WarmCheckpointKey
-
-        self._key = _WarmCheckpointKey(settings, warm, source)
-        self.seeds, self.steps = settings.seeds, warm.steps
-
-    def as_dict(self):
-        return self._key.as_dict()
-
-
-def _depth_resume_point(checkpoint: pathlib.Path, settings) -> int | None:
-    if not checkpoint.exists():
-        return None
-    try:
-        state = load_checkpoint(checkpoint, settings, "cpu")
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this sweep from step 0") from None
-    except ValueError:
-        raise SettingsMismatchError(
-            checkpoint, f"checkpoint {checkpoint} was written for other settings of this sweep than this command's "
-                        f"(seeds {', '.join(map(str, settings.seeds))}, {settings.steps} steps): run the command that "
-                        "started it again (the same --preset, --seeds) to resume it, " + RESTART_ADVICE) from None
-    return int(state["step"])
