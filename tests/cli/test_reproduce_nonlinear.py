@@ -104,3 +104,24 @@ def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_non
     code, out, err = run_cli(*run)
     assert code == cli.EXIT_ERROR, err
     assert str(checkpoint) in err and "delete it to train" in err and "from step 0" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth"])
+def test_the_time_limit_stops_before_anything_is_measured_and_the_rerun_resumes(name, tiny_nonlinear, tmp_path,
+                                                                                run_cli, monkeypatch):
+    """``--max-minutes`` passed inside training: the file is partial, nothing is measured or printed as final (no
+    window, no final risk); the same command then says it resumes, and finishes."""
+    import time
+
+    run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
+    _stop_early(monkeypatch)
+    code, out, err = run_cli(*run, "--max-minutes", "1")
+    assert code == cli.EXIT_PARTIAL, err
+    data = json.loads((tmp_path / f"{name}_smoke.json").read_text())
+    assert data["complete"] is False and "final" not in data and "per_seed" not in data and "window at" not in out
+    assert "provenance" in data
+    monkeypatch.setattr(time, "monotonic", lambda: 0.0)
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_COMPLETE, err
+    assert "resuming Chapter 8's" in out and "from step 4 of" in out
+    assert json.loads((tmp_path / f"{name}_smoke.json").read_text())["complete"] is True
