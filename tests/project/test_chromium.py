@@ -145,7 +145,7 @@ def test_a_chromium_given_by_hand_is_used_as_it_is(tmp_path):
 @pytest.fixture
 def tool(monkeypatch):
     """tools/install_chromium.py with its commands recorded instead of run (each ends with the code given)."""
-    sys.path.insert(0, str(ROOT / "tools"))
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # taken off sys.path after the test
     import install_chromium
 
     ran, codes, found = [], {}, {}

@@ -63,10 +63,10 @@ def test_environment_yml_installs_what_the_package_needs():
     assert "-e ." in pip_section, "environment.yml must install the course library itself"
 
 
-def test_environment_yml_pins_versions_the_package_accepts_and_make_setup_installs():
+def test_environment_yml_pins_versions_the_package_accepts_and_make_setup_installs(monkeypatch):
     from importlib.metadata import version
 
-    sys.path.insert(0, str(ROOT / "tools"))
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # taken off sys.path after the test
     import pins
 
     extras = _project()["optional-dependencies"]

@@ -166,8 +166,8 @@ def test_linkcheck_report(tmp_path):
     assert missing.returncode == 1 and "cannot read" in missing.stderr
 
 
-def test_colab_check_names_chapters_and_refuses_outside_colab():
-    sys.path.insert(0, str(ROOT / "tools"))
+def test_colab_check_names_chapters_and_refuses_outside_colab(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # taken off sys.path after the test
     import colab_check
 
     assert [p.name for p in colab_check._chapters(ROOT, ["04"])] == ["04_isotropic_icl.ipynb"]
