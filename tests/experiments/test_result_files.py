@@ -47,10 +47,10 @@ def test_a_missing_file_names_absolute_folders_and_its_command(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(artifacts.ENV_VAR, "relative-results")
     with pytest.raises(FileNotFoundError) as caught:
-        result_files.load_result("fig6_paper_published.json")
+        result_files.load_result("fig6_lecture_published.json")  # a file the course does not ship
     message = str(caught.value)
     assert str(tmp_path / "relative-results") in message
-    assert "reproduce fig6 fig7 fig8 --preset paper --sampler published" in message
+    assert "reproduce fig6 fig7 fig8 --preset lecture --sampler published" in message
 
 
 def test_run_names_record_what_differs_from_the_preset():
