@@ -126,7 +126,23 @@ def _read(filename: str, folder, command: str, required: bool) -> dict | None:
         raise error.advise(damaged_advice(path, command)) from None
     if required and data.get("complete", True) is False:
         raise PartialResultError(path, data, command)
+    if required:
+        missing = next((field for field in _fields_read(filename) if field not in data), None)
+        if missing is not None:
+            raise DamagedFileError(path, f"it lacks the field {missing!r} that its chapter reads",
+                                   damaged_advice(path, command))
     return data
+
+
+#: The fields a chapter reads from a complete result file, by the start of the file's name (the longest first).
+FIELDS_READ = {"nonlinear_depth_": ("per_seed", "lengths", "models", "steps", "provenance"),
+               "nonlinear_": ("config", "models", "trajectories", "final", "windows", "references", "dependence",
+                              "provenance"),
+               "depth_": ("per_seed", "lengths", "steps", "decay_step", "references", "provenance")}
+
+
+def _fields_read(filename: str) -> tuple[str, ...]:
+    return next((fields for start, fields in FIELDS_READ.items() if filename.startswith(start)), ())
 
 
 def sweep_stem(covariance: str, preset: str, sampler: str = "paper") -> str:
