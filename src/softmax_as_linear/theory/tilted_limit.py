@@ -64,11 +64,29 @@ def _weights(U, V, query, d):
     V = checks.as_float_tensor("V", V).double()
     query = checks.as_float_tensor("query", query).double()
     D = d + 1
-    checks.square("U", U, D)
-    checks.square("V", V, D)
-    if query.shape[-1] != D:
+    for name, value in (("U", U), ("V", V)):
+        if value.shape != (D, D):
+            raise ValueError(f"{name} must have shape ({D}, {D}) for inputs of dimension {d}, got {tuple(value.shape)}")
+    if query.ndim == 0 or query.shape[-1] != D:
         raise ValueError(f"query must have shape (..., {D}), got {tuple(query.shape)}")
     return U, V, query
+
+
+def _cosine_terms(omega, phase, coef, cov):
+    """The cosine labels' arrays as float64 tensors (NumPy arrays accepted), their shapes checked: omega ``(m, d)``,
+    phase ``(m,)``, coef ``(..., m)``, cov ``(d, d)``; a ``ValueError`` names the first that is not."""
+    omega, phase, coef, cov = (checks.as_float_tensor(name, value).double() for name, value in
+                               (("omega", omega), ("phase", phase), ("coef", coef), ("cov", cov)))
+    if omega.ndim != 2:
+        raise ValueError(f"omega must have shape (m, d), got {tuple(omega.shape)}")
+    m, d = omega.shape
+    if phase.shape != (m,):
+        raise ValueError(f"phase must have shape ({m},) for {m} features, got {tuple(phase.shape)}")
+    if coef.ndim == 0 or coef.shape[-1] != m:
+        raise ValueError(f"coef must have shape (..., {m}) for {m} features, got {tuple(coef.shape)}")
+    if cov.shape != (d, d):
+        raise ValueError(f"cov must have shape ({d}, {d}) for inputs of dimension {d}, got {tuple(cov.shape)}")
+    return omega, phase, coef, cov
 
 
 def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, query) -> Tensor:
@@ -78,15 +96,15 @@ def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor,
     Needs a score that does not read the labels: a ``ValueError`` naming ``U`` when its last row is not zero on the
     inputs (the tilt :math:`e^{u_y f(x)}` then has no closed form). U, V ``(D, D)``, coef ``(..., m)``, query
     ``(..., D)`` -> ``(...)``."""
+    omega, phase, coef, cov = _cosine_terms(omega, phase, coef, cov)
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
     if bool((U[d, :d] != 0).any()):
         raise ValueError("U: its last row reads the labels (U[d, :d] != 0); the tilted law has a closed form only "
                          "for a score that reads the inputs alone")
-    cov = cov.to(U)
     tilted_mean = (query[..., :d] @ U[:d, :d].T) @ cov  # Sigma M x_q, as rows (Sigma symmetric)
     v = V[d]
-    return tilted_mean @ v[:d] + v[d] * smoothed_cosines(omega.to(U), phase.to(U), coef.to(U), tilted_mean, cov)
+    return tilted_mean @ v[:d] + v[d] * smoothed_cosines(omega, phase, coef, tilted_mean, cov)
 
 
 def token_moments(omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, noise_var: float) -> tuple[Tensor, Tensor]:
@@ -108,10 +126,10 @@ def linear_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, 
     r"""Infinite-prompt normalised linear attention's prediction :math:`v^\top \mathbb{E}[zz^\top]\, U z_q` for cosine
     labels (:func:`token_moments`): linear in :math:`x_q`. U, V ``(D, D)``, coef ``(..., m)``, query ``(..., D)`` ->
     ``(...)``."""
+    omega, phase, coef, cov = _cosine_terms(omega, phase, coef, cov)
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
-    cov = cov.to(U)
-    xy, yy = token_moments(omega.to(U), phase.to(U), coef.to(U), cov, noise_var)
+    xy, yy = token_moments(omega, phase, coef, cov, checks.positive_float("noise_var", noise_var, allow_zero=True))
     u = query @ U.T
     u_x, u_y = u[..., :d], u[..., d]
     v = V[d]
