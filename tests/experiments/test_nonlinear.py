@@ -8,7 +8,7 @@ from softmax_as_linear.core.artifacts import load_json
 from softmax_as_linear.engine.evaluation import final_evaluation
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import resolved, train
-from softmax_as_linear.experiments import nonlinear
+from softmax_as_linear.experiments import nonlinear, presets
 from softmax_as_linear.experiments.reproduce import check_options, reproduce
 from softmax_as_linear.experiments.result_files import command_for, nonlinear_file
 from softmax_as_linear.figures import nonlinear as figures
@@ -65,7 +65,7 @@ def test_reproduce_nonlinear_writes_a_complete_file_and_resumes(tmp_path, monkey
     assert ref["noise_floor"] < ref["bayes"][-1] <= ref["bayes"][0] < ref["zero"]
     assert np.asarray(data["final"]["risk"]).shape == (2, 2, 2)
     dependence = data["dependence"]
-    assert np.asarray(dependence["w"]).shape == (len(nonlinear.DEPENDENCE), 2) and dependence["complete"]
+    assert np.asarray(dependence["w"]).shape == (len(presets.NONLINEAR_DEPENDENCE), 2) and dependence["complete"]
     from softmax_as_linear.engine.tensor_step import TensorStepper
 
     steps, real = [], TensorStepper.step

@@ -163,7 +163,7 @@ def final_weights(stepper) -> tuple[torch.Tensor, torch.Tensor]:
     return U, v
 
 
-def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
+def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     r"""Risks of the last weights and of the records at the fall fractions, on ``final_prompts`` fresh prompts per
     seed (the ``"evaluation"`` stream of the seed at the longest length; the run of length ``L`` reads their first
     ``L`` tokens), every model and record on the same prompts.
@@ -258,7 +258,7 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     return out
 
 
-def references(settings: DepthSettings) -> dict:
+def depth_references(settings: DepthSettings) -> dict:
     r"""The references at every length, computed without the trainer: :math:`R^*_{\mathrm{lin}}(L)`, the
     :math:`L`-Bayes risk (with its Monte Carlo standard error), one and two steps of preconditioned gradient descent
     with the best scalar preconditioners :math:`\Gamma_k = c_k I` (for isotropic inputs the best full matrices are
@@ -285,7 +285,7 @@ def references(settings: DepthSettings) -> dict:
 def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None = None) -> dict:
     """What Chapter 7 reads from a trained sweep, JSON-ready, without provenance: ``per_seed`` arrays (final
     evaluation, held-out trajectories, final weights, divergences), ``references``, ``complete``."""
-    evaluation = final_evaluation(stepper, records, settings)
+    evaluation = deep_final_evaluation(stepper, records, settings)
     kept = records.up_to(records.last_step)
     per_seed = {"seeds": list(settings.seeds),
                 "risk": evaluation["risk"], "risk_se": evaluation["risk_se"],
@@ -301,7 +301,7 @@ def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None 
             "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
             "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
             "fall_fractions": list(FALL_FRACTIONS), "per_seed": jsonable(per_seed),
-            "references": refs if refs is not None else references(settings)}
+            "references": refs if refs is not None else depth_references(settings)}
 
 
 def depth_provenance(settings: DepthSettings, preset: str, device, wall_seconds: float, records) -> dict:
@@ -490,7 +490,7 @@ def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", 
 
 
 def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings, U, v) -> dict:
-    """The warm stage read on the sweep's own fresh prompts (the same as :func:`final_evaluation`'s, so paired with the
+    """The warm stage read on the sweep's own fresh prompts (the same as :func:`deep_final_evaluation`'s, so paired with the
     four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
     ``minus_se`` ``{model: (S, nL)}`` (warm start minus each model); ``fall``, ``fall_se`` over the last half,
     quarter, tenth; the held-out ``trajectory``; ``complete``, ``steps``; the settings."""
@@ -536,5 +536,5 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
 __all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmCheckpointKey",
            "WarmSettings",
            "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
-           "final_evaluation", "merge_per_seed", "read_stages", "references", "seed_slopes", "stage_window",
+           "deep_final_evaluation", "merge_per_seed", "read_stages", "depth_references", "seed_slopes", "stage_window",
            "train_depth", "train_warm", "warm_readings", "warm_settings"]

@@ -41,36 +41,17 @@ from ..engine.train import resolved, train
 from ..registry import PRESETS
 from ..theory.kernel_smoother import best_bandwidth
 from ..theory.models import predict_unchecked
+from . import presets
 from .result_files import nonlinear_command, nonlinear_file
 from .stages import train_stage
 
-#: The sweep of each preset. ``lecture`` trains in about ten minutes of one CPU core; ``paper`` is the GPU-sized one.
-PRESET_SETTINGS = {
-    "lecture": dict(lengths=(10, 32, 100, 316, 1000), seeds=(0, 1, 2, 3), steps=1500, batch_size=64,
-                    record_every=50, eval_prompts=512),
-    "paper": dict(lengths=(10, 32, 100, 316, 1000, 3162), seeds=tuple(range(10)), steps=20000, batch_size=256,
-                  record_every=200, eval_prompts=2048),
-    "smoke": dict(lengths=(10, 32), seeds=(0, 1), steps=20, batch_size=16, record_every=10, eval_prompts=64),
-}
-#: The task and the optimiser, the same at every preset.
-TASK_SETTINGS = dict(d=2, labels="cosine", features=64, frequency=2.0, noise_var=0.05, task_var=1.0,
-                     optimizer="adam", lr=0.1, init_scale=0.1)
-#: Fresh prompts per length of the final evaluation, and prompts of the references (Bayes, Nadaraya-Watson).
-FINAL_PROMPTS = {"lecture": 4096, "paper": 16384, "smoke": 256}
-REFERENCE_PROMPTS = {"lecture": 2048, "paper": 8192, "smoke": 128}
-
-#: The window's dependence on the task: (frequency scale, label noise) pairs trained at one length, softmax only,
-#: changing one setting of :data:`TASK_SETTINGS` at a time.
-DEPENDENCE = ((1.0, 0.05), (2.0, 0.05), (4.0, 0.05), (2.0, 0.01), (2.0, 0.25))
-#: The length at which the dependence is trained, per preset.
-DEPENDENCE_LENGTH = {"lecture": 100, "paper": 316, "smoke": 32}
-
 
 def nonlinear_config(preset: str = "lecture", **overrides) -> TrainConfig:
-    """The training sweep of ``preset`` (:data:`PRESET_SETTINGS`, :data:`TASK_SETTINGS`), fields overridden by
+    """The training sweep of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_SETTINGS`,
+    :data:`~softmax_as_linear.experiments.presets.NONLINEAR_TASK`), fields overridden by
     ``overrides``."""
     checks.one_of("preset", preset, PRESETS)
-    return TrainConfig(**{**TASK_SETTINGS, **PRESET_SETTINGS[preset], **overrides})
+    return TrainConfig(**{**presets.NONLINEAR_TASK, **presets.NONLINEAR_SETTINGS[preset], **overrides})
 
 
 def window_readings(U: np.ndarray, V: np.ndarray, d: int) -> dict:
@@ -111,7 +92,7 @@ def window_exponent(lengths, w: np.ndarray, keep: np.ndarray | None = None, leve
 KERNEL_ANISOTROPY = 0.5
 
 
-def final_risks(result, n_prompts: int) -> dict:
+def nonlinear_final_risks(result, n_prompts: int) -> dict:
     """Each run's final risk on ``n_prompts`` fresh prompts of its length (stream ``"evaluation"`` of its seed, the
     same prompts for both activations) with its standard error, and the paired difference softmax minus linear;
     computed on the CPU in float64, whatever device trained (the same numbers from every device's weights)."""
@@ -162,15 +143,15 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
 
 def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
                       restart: bool = False, seeds: tuple[int, ...] | None = None) -> dict | None:
-    r"""Softmax attention trained at one length (:data:`DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
+    r"""Softmax attention trained at one length (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
     noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds (or ``seeds``), each a stage of its own
     (:func:`~softmax_as_linear.experiments.stages.train_stage`): its final window :math:`w` and anisotropy per seed,
     its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task. Returns ``{"length",
     "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w", "complete"}``, or None
     when ``deadline`` stopped a stage (nothing is measured then)."""
-    L = DEPENDENCE_LENGTH[preset]
+    L = presets.NONLINEAR_DEPENDENCE_LENGTH[preset]
     out_w, out_a, out_r, best = [], [], [], []
-    for k, (frequency, noise_var) in enumerate(DEPENDENCE):
+    for k, (frequency, noise_var) in enumerate(presets.NONLINEAR_DEPENDENCE):
         config = nonlinear_config(preset, frequency=frequency, noise_var=noise_var, lengths=(L,), models=("softmax",),
                                   **({} if seeds is None else {"seeds": tuple(seeds)}))
         what = (f"the window's dependence at L={L}, gamma={frequency:g}, s^2={noise_var:g} ({preset} preset, seeds "
@@ -184,14 +165,14 @@ def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | 
         readings = window_readings(np.asarray(U), np.asarray(V), config.d)
         out_w.append(readings["w"][:, 0, 0, -1]), out_a.append(readings["anisotropy"][:, 0, 0, -1])
         out_r.append(result.eval_risk[:, 0, 0, -1])
-    for frequency, noise_var in DEPENDENCE:
+    for frequency, noise_var in presets.NONLINEAR_DEPENDENCE:
         task = nonlinear_config(preset, frequency=frequency, noise_var=noise_var).task()
-        best.append(best_bandwidth(task, L, n_prompts=REFERENCE_PROMPTS[preset],
+        best.append(best_bandwidth(task, L, n_prompts=presets.NONLINEAR_REFERENCE_PROMPTS[preset],
                                    seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))["w"])
-    for (frequency, noise_var), w, w_star in zip(DEPENDENCE, out_w, best):
+    for (frequency, noise_var), w, w_star in zip(presets.NONLINEAR_DEPENDENCE, out_w, best):
         print(f"window at L={L}, gamma={frequency:g}, s^2={noise_var:g}: trained w = {np.round(w, 1).tolist()},"
               f" best Nadaraya-Watson w* = {w_star:.3g}", flush=True)
-    return {"length": L, "settings": [list(x) for x in DEPENDENCE], "w": out_w, "anisotropy": out_a, "risk": out_r,
+    return {"length": L, "settings": [list(x) for x in presets.NONLINEAR_DEPENDENCE], "w": out_w, "anisotropy": out_a, "risk": out_r,
             "best_w": best, "complete": True}
 
 
@@ -235,7 +216,7 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
     dependence = window_dependence(preset, device, out, deadline, restart, seeds) if result.complete else None
     origin = {"preset": preset, "seeds": list(config.seeds), "training_seconds": result.seconds,
               "engine_path": result.engine_path, "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
-              "final_prompts": FINAL_PROMPTS[preset], "reference_prompts": REFERENCE_PROMPTS[preset],
+              "final_prompts": presets.NONLINEAR_FINAL_PROMPTS[preset], "reference_prompts": presets.NONLINEAR_REFERENCE_PROMPTS[preset],
               **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
     if dependence is None:  # stopped at the deadline: nothing measured, nothing printed as final
         stopped = "the sweep" if not result.complete else "the window's dependence"
@@ -253,7 +234,7 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
             "config": config.as_dict(), "models": list(config.models),
             "trajectories": {"steps": result.steps, "eval_risk": result.eval_risk, "eval_sd": result.eval_sd,
                              "w": readings["w"]},
-            "final": final_risks(result, FINAL_PROMPTS[preset]),
+            "final": nonlinear_final_risks(result, presets.NONLINEAR_FINAL_PROMPTS[preset]),
             "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY},
             "dependence": dependence,
         }
@@ -291,7 +272,8 @@ def finish(data: dict, preset: str, progress: bool = False) -> dict:
     kernel_like = (np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < KERNEL_ANISOTROPY) & (final_w > 0)
     lengths = tuple(config["lengths"])
     data["windows"]["exponent"] = window_exponent(lengths, final_w, kernel_like) if len(lengths) > 1 else None
-    data["references"] = references(nonlinear_config(preset).task(), lengths, REFERENCE_PROMPTS[preset], progress)
+    data["references"] = references(nonlinear_config(preset).task(), lengths,
+                                    presets.NONLINEAR_REFERENCE_PROMPTS[preset], progress)
     return data
 
 

@@ -1,7 +1,7 @@
 r"""Chapter 8's second layer: one- and two-layer softmax and linear attention trained on the nonlinear task, paired
 (what ``python -m softmax_as_linear reproduce nonlinear_depth`` runs).
 
-The task is Chapter 8's (:data:`~softmax_as_linear.experiments.nonlinear.TASK_SETTINGS`: random-cosine-feature labels
+The task is Chapter 8's (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_TASK`: random-cosine-feature labels
 of inputs on the circle, :class:`~softmax_as_linear.theory.cosine_task.CosineTask`); the networks and the trainer are
 Chapter 7's: residual attention of :mod:`~softmax_as_linear.theory.depth` trained by
 :class:`~softmax_as_linear.engine.deep_schedule.DecayedDeepStepper` through the engine's loop, four columns
@@ -38,6 +38,7 @@ from ..engine.deep_schedule import DecayedDeepStepper
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.cosine_task import CosineTask
+from . import presets
 from .depth_regression import (
     DECAY_AT,
     DECAY_FACTOR,
@@ -45,22 +46,12 @@ from .depth_regression import (
     FALL_FRACTIONS,
     MODEL_NAMES,
     DecaySchedule,
-    final_evaluation,
+    deep_final_evaluation,
     final_weights,
 )
-from .nonlinear import TASK_SETTINGS
+from .presets import NONLINEAR_TASK
 from .result_files import nonlinear_depth_command, nonlinear_depth_file
 from .stages import train_stage
-
-#: The sweep of each preset (the lecture preset: about two minutes of one CPU core).
-PRESET_SETTINGS = {
-    "lecture": dict(lengths=(10, 32, 100), seeds=(0, 1, 2), steps=1500, batch_size=64, record_every=50,
-                    held_out_prompts=512, final_prompts=4096),
-    "paper": dict(lengths=(10, 32, 100, 316, 1000), seeds=tuple(range(10)), steps=20000, batch_size=256,
-                  record_every=200, held_out_prompts=2048, final_prompts=16384),
-    "smoke": dict(lengths=(5, 10), seeds=(0, 1), steps=12, batch_size=8, record_every=4, held_out_prompts=16,
-                  final_prompts=64),
-}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,11 +71,11 @@ class NonlinearDepthSettings(DecaySchedule):
     optimizer: str = "adam"
     decay_at: float = DECAY_AT
     decay_factor: float = DECAY_FACTOR
-    d: int = TASK_SETTINGS["d"]
-    features: int = TASK_SETTINGS["features"]
-    frequency: float = TASK_SETTINGS["frequency"]
-    task_var: float = TASK_SETTINGS["task_var"]
-    noise_var: float = TASK_SETTINGS["noise_var"]
+    d: int = NONLINEAR_TASK["d"]
+    features: int = NONLINEAR_TASK["features"]
+    frequency: float = NONLINEAR_TASK["frequency"]
+    task_var: float = NONLINEAR_TASK["task_var"]
+    noise_var: float = NONLINEAR_TASK["noise_var"]
 
     def __post_init__(self):
         checks.positive_int("steps", self.steps)
@@ -111,9 +102,9 @@ class NonlinearDepthSettings(DecaySchedule):
 
 
 def nonlinear_depth_settings(preset: str = "lecture", **overrides) -> NonlinearDepthSettings:
-    """The settings of ``preset`` (:data:`PRESET_SETTINGS`), fields overridden by ``overrides``."""
+    """The settings of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPTH_SETTINGS`), fields overridden by ``overrides``."""
     checks.one_of("preset", preset, PRESETS)
-    return NonlinearDepthSettings(**{**PRESET_SETTINGS[preset], **overrides})
+    return NonlinearDepthSettings(**{**presets.NONLINEAR_DEPTH_SETTINGS[preset], **overrides})
 
 
 def layer_windows(U: np.ndarray, d: int) -> np.ndarray:
@@ -133,7 +124,7 @@ def train_nonlinear_depth(settings: NonlinearDepthSettings, device="cpu", checkp
 
 def nonlinear_depth_readings(stepper, records, settings: NonlinearDepthSettings) -> dict:
     """What Chapter 8 reads from the trained sweep, JSON-ready, without provenance."""
-    evaluation = final_evaluation(stepper, records, settings)
+    evaluation = deep_final_evaluation(stepper, records, settings)
     kept = records.up_to(records.last_step)
     U, v = (x.double().cpu().numpy() for x in final_weights(stepper))
     per_seed = {"seeds": list(settings.seeds),

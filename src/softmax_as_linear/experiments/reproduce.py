@@ -433,7 +433,7 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
     folder). A file whose sweep is complete but whose warm stage or control is missing or unfinished resumes there
     without training the sweep again."""
     from ..core.artifacts import load_json
-    from .depth_regression import depth_provenance, depth_readings, references, train_depth, warm_settings
+    from .depth_regression import depth_provenance, depth_readings, depth_references, train_depth, warm_settings
     from .result_files import depth_file, depth_run
 
     run = depth_run(preset, seeds)
@@ -468,7 +468,7 @@ def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty
         if records.complete:
             print(f"Chapter 7 regression sweep: complete, {records.seconds:.0f} s of training; measuring the final "
                   "risks and the references", flush=True)
-            data = depth_readings(stepper, records, settings, references(settings))
+            data = depth_readings(stepper, records, settings, depth_references(settings))
         else:  # stopped at the deadline: nothing measured
             print(f"Chapter 7 regression sweep: stopped at step {records.last_step} of {settings.steps} (partial), "
                   f"{records.seconds:.0f} s of training", flush=True)

@@ -54,7 +54,7 @@ from .reproduce import (
 from .result_files import beyond_stem, figure_file, sweep_stem
 
 #: The arrays of a final evaluation that have a seed axis (the others, ``n_prompts``, are shared).
-_PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
+EVALUATION_PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
 
 
 class ShardError(RuntimeError):
@@ -129,7 +129,7 @@ def _merge_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathli
                          np.concatenate([r.diverged_at for r in results]), float(sum(r.seconds for r in results)), True,
                          np.concatenate([r.eval_sd for r in results]),
                          ", ".join(dict.fromkeys(r.engine_path for r in results)))  # the path, or each one that ran
-    evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in _PER_SEED}
+    evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in EVALUATION_PER_SEED}
     evaluation["n_prompts"] = evaluations[0]["n_prompts"]
     save_sweep(out / f"{stem}.npz", merged)
     save_npz(out / f"{stem}_final.npz", key=np.array(final_key(merged, final_prompts)), **evaluation)
@@ -327,7 +327,8 @@ def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
     (:func:`~softmax_as_linear.experiments.nonlinear.finish`), with the merged provenance; a :class:`ShardError`
     names a missing, unfinished or foreign shard."""
     from ..core.artifacts import jsonable
-    from .nonlinear import DEPENDENCE_PER_SEED, FINAL_PROMPTS, PER_SEED, REFERENCE_PROMPTS, finish, nonlinear_config
+    from .nonlinear import DEPENDENCE_PER_SEED, PER_SEED, finish, nonlinear_config
+    from .presets import NONLINEAR_FINAL_PROMPTS, NONLINEAR_REFERENCE_PROMPTS
     from .result_files import nonlinear_command, nonlinear_file
 
     whole = nonlinear_config(preset)
@@ -367,7 +368,8 @@ def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
                             "preset": preset, "run": preset, "seeds": list(whole.seeds),
                             "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
                             "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
-                            "final_prompts": FINAL_PROMPTS[preset], "reference_prompts": REFERENCE_PROMPTS[preset],
+                            "final_prompts": NONLINEAR_FINAL_PROMPTS[preset],
+                            "reference_prompts": NONLINEAR_REFERENCE_PROMPTS[preset],
                             "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
     return merged
 
