@@ -39,7 +39,7 @@ from ..core.artifacts import jsonable
 from ..core.provenance import device_name, provenance, utc_now
 from ..core.stats import loglog_slope, mean_se_along
 from ..engine.deep import DeepConfig
-from ..engine.deep_schedule import DecayedDeepStepper
+from ..engine.deep_schedule import FALL_FRACTIONS, DecayedDeepStepper, DecaySchedule
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.preconditioned_gd import best_preconditioners
@@ -52,29 +52,9 @@ MODEL_NAMES = ("softmax_1", "linear_1", "softmax_2", "linear_2")
 #: Paired differences read from the final evaluation: name -> (model, minus model).
 DIFFERENCES = {"second_layer_softmax": ("softmax_2", "softmax_1"), "second_layer_linear": ("linear_2", "linear_1"),
                "softmax_minus_linear_1": ("softmax_1", "linear_1"), "softmax_minus_linear_2": ("softmax_2", "linear_2")}
-#: Fractions of training over which the paired fall of the risk is measured (from that record to the end).
-FALL_FRACTIONS = (0.5, 0.25, 0.1)
 #: Fraction of the steps taken at the full learning rate before it is divided by ten.
 DECAY_AT, DECAY_FACTOR = 0.75, 0.1
 _EVAL_CHUNK = 1024
-
-
-class DecaySchedule:
-    """The record steps of a run of ``steps`` Adam steps whose rate is divided once, at ``decay_at`` of training (the
-    settings classes of Chapters 7 and 8 that train with a step decay inherit it)."""
-
-    @property
-    def decay_step(self) -> int:
-        return int(round(self.decay_at * self.steps))
-
-    def fall_step(self, fraction: float) -> int:
-        """The record from which the fall over the last ``fraction`` of training is measured."""
-        return int(round((1 - fraction) * self.steps))
-
-    def record_steps(self) -> list[int]:
-        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
-        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
-        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
 
 
 @dataclasses.dataclass(frozen=True)

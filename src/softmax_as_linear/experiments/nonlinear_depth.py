@@ -34,7 +34,7 @@ from ..core.artifacts import jsonable, results_folder, save_json
 from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
 from ..engine.deep import DeepConfig
-from ..engine.deep_schedule import DecayedDeepStepper
+from ..engine.deep_schedule import DecayedDeepStepper, DecaySchedule
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.cosine_task import CosineTask
@@ -45,7 +45,6 @@ from .depth_regression import (
     DEPTH_MODELS,
     FALL_FRACTIONS,
     MODEL_NAMES,
-    DecaySchedule,
     deep_final_evaluation,
     final_weights,
 )
