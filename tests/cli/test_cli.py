@@ -178,3 +178,14 @@ def test_reproduce_with_the_counter_based_stream_records_it_and_reuses_the_sweep
     stamp = (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns
     assert cli.main(argv) == 0  # the same stream resolved the same way: the sweep is up to date
     assert (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns == stamp
+
+
+def test_help_names_every_chapters_reproduction_with_an_example():
+    """The help lists, from the registry, every chapter's reproduction with what it writes and an example, Chapter 8's
+    among them."""
+    from softmax_as_linear.experiments.chapters import REPRODUCTIONS
+
+    text = _command("--help").stdout + _command("reproduce", "--help").stdout
+    for reproduction in REPRODUCTIONS.values():
+        assert f"python -m softmax_as_linear reproduce {reproduction.name} --preset" in text, reproduction.name
+    assert "reproduce nonlinear --preset lecture" in text and "reproduce nonlinear_depth --preset lecture" in text

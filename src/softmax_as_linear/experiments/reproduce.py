@@ -64,6 +64,7 @@ from ..registry import (
     SAMPLERS,
     TRAINING_FIGURES,
 )
+from .chapters import REPRODUCTIONS
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, sweep_provenance
 from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config, sweep_seeds
@@ -225,28 +226,19 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
                          "(reproduce beyond)")
     for covariate in covariates or ():
         checks.one_of("covariates", covariate, COVARIATES)
-    if "nonlinear" in names and (seeds is not None or sampler != "paper" or rng != "auto"):
-        raise ValueError("seeds, sampler and rng do not apply to Chapter 8's sweep (reproduce nonlinear): its "
-                         "preset fixes them")
-    if "nonlinear_depth" in names and (seeds is not None or sampler != "paper" or rng != "auto"):
-        raise ValueError("seeds, sampler and rng do not apply to Chapter 8's one- and two-layer sweep "
-                         "(reproduce nonlinear_depth): its preset fixes them")
+    for name in names:
+        if name in REPRODUCTIONS and REPRODUCTIONS[name].fixed_seeds and (seeds is not None or sampler != "paper"
+                                                                          or rng != "auto"):
+            raise ValueError(REPRODUCTIONS[name].refused_options())
     if beyond:
         beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
     if shard is not None:
         k, n = shard
         counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
         counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
-        counts += [len(depth_seeds(preset, seeds))] if "depth" in names else []
-        fixed_counts = []  # Chapter 8's presets fix their seeds
-        if "nonlinear" in names:
-            from .nonlinear import nonlinear_config
-
-            fixed_counts.append(len(nonlinear_config(preset).seeds))
-        if "nonlinear_depth" in names:
-            from .nonlinear_depth import nonlinear_depth_settings
-
-            fixed_counts.append(len(nonlinear_depth_settings(preset).seeds))
+        own = [REPRODUCTIONS[name] for name in names if name in REPRODUCTIONS]
+        counts += [len(r.seeds(preset, seeds)) for r in own if not r.fixed_seeds]
+        fixed_counts = [len(r.seeds(preset)) for r in own if r.fixed_seeds]  # Chapter 8's presets fix their seeds
         counts += fixed_counts
         count = min(counts, default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
@@ -304,20 +296,8 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
         if name == "beyond":
             written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths, dirty)
             continue
-        if name == "depth":
-            written.append(_reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty))
-            continue
-        if name == "nonlinear":
-            from .nonlinear import nonlinear_config, reproduce_nonlinear
-
-            part = None if shard is None else shard_seeds(nonlinear_config(preset).seeds, *shard)
-            written.append(reproduce_nonlinear(preset, device, out, deadline, restart, dirty, shard, part))
-            continue
-        if name == "nonlinear_depth":
-            from .nonlinear_depth import nonlinear_depth_settings, reproduce_nonlinear_depth
-
-            part = None if shard is None else shard_seeds(nonlinear_depth_settings(preset).seeds, *shard)
-            written.append(reproduce_nonlinear_depth(preset, device, out, deadline, restart, dirty, shard, part))
+        if name in REPRODUCTIONS:  # a chapter's reproduction of its own stages
+            written += REPRODUCTIONS[name].reproduce(preset, device, out, deadline, seeds, restart, shard, dirty)
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)
@@ -426,7 +406,7 @@ def depth_shard_settings(preset: str, seeds: int | None = None, shard=None):
     return depth_settings(preset, seeds=chosen)
 
 
-def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
+def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
     """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, then its warm stage (two-layer
     softmax from the trained two-layer linear weights) and that stage's equal-budget control (the same steps from the
     block-start two-layer softmax weights) trained and read, written as ``depth_<run>.json`` (a shard's into its

@@ -33,6 +33,7 @@ from ..core.devices import resolve_device
 from ..core.provenance import provenance, utc_now
 from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
 from ..registry import CONCENTRATION_FIGURES, LAUNCHERS, TRAINING_FIGURES
+from .chapters import REPRODUCTIONS
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data
 from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config
@@ -199,10 +200,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                 hint = (f" (it holds {', '.join(others)}: were the shards trained with other --seeds or --lengths "
                         "than this merge's?)") if others else ""
                 raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
-    depth = _merge_depth(preset, seeds, shards, out, command, dirty, start) if "depth" in names else None
-    nonlinear = _merge_nonlinear(preset, shards, out, command, dirty, start) if "nonlinear" in names else None
-    nonlinear_depth = (_merge_nonlinear_depth(preset, shards, out, command, dirty, start)
-                       if "nonlinear_depth" in names else None)
+    own = {name: REPRODUCTIONS[name].merged(preset, seeds, shards, out, command, dirty, start)  # before any write
+           for name in names if name in REPRODUCTIONS}
     sweeps = {}
     for stem, (config, final_prompts, shard_file) in needed.items():
         merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
@@ -212,22 +211,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                                                               recorded, dirty)
     written = []
     for name in names:
-        if name == "depth":
-            from .result_files import depth_file
-
-            written.append(save_json(out / depth_file(depth["run"]), depth))
-            print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name == "nonlinear":
-            from .result_files import nonlinear_file
-
-            written.append(save_json(out / nonlinear_file(preset), nonlinear))
-            print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name == "nonlinear_depth":
-            from .result_files import nonlinear_depth_file
-
-            written.append(save_json(out / nonlinear_depth_file(preset), nonlinear_depth))
+        if name in own:
+            written.append(save_json(out / REPRODUCTIONS[name].file(preset, seeds), own[name]))
             print(f"wrote {written[-1]}", flush=True)
             continue
         if name == "beyond":
@@ -280,7 +265,7 @@ def _common_origin(origins: list[dict], keys: tuple[str, ...], several: tuple[st
     return top
 
 
-def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
+def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
     """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
     along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
     :class:`ShardError` names a missing, unfinished or foreign shard."""
@@ -320,7 +305,7 @@ def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
     return merged
 
 
-def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
+def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
     """Chapter 8's result joined from its ``n`` shards' ``nonlinear_<preset>.json``: the per-seed rows
     (:data:`~softmax_as_linear.experiments.nonlinear.PER_SEED`, and the dependence's) joined in seed order, then what
     needs every seed or none (the window exponent, the references) computed as one process computes it
@@ -374,7 +359,7 @@ def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
     return merged
 
 
-def _merge_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
+def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
     """Chapter 8's one- and two-layer result joined from its ``n`` shards' ``nonlinear_depth_<preset>.json`` (the
     per-seed readings concatenated along the seed axis), with the merged provenance; a :class:`ShardError` names a
     missing, unfinished or foreign shard."""
