@@ -147,12 +147,7 @@ def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], se
     every shard in ``shards``), the preset, its overrides and the settings of the whole reproduction, the summed
     training time, and the merge."""
     first = origins[0]
-    top = {key: first.get(key) for key in ("device", "device_name", "gpu", "torch", "python", "commit",
-                                           "uncommitted_changes", "allow_dirty", "engine_path", "machine")
-           if key in first}
-    for key in ("device_name", "torch", "commit", "uncommitted_changes", "engine_path"):
-        if len({str(o.get(key)) for o in origins}) > 1:
-            top[key] = "several (see shards)"
+    top = {**common_origin(origins), **({"allow_dirty": True} if first.get("allow_dirty") else {})}
     merged = provenance("cpu", seconds)
     return {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "overrides": overrides,
             "settings": result.config.as_dict(), "training_seconds": round(float(result.seconds), 1),
@@ -255,11 +250,18 @@ def _shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
     return data
 
 
-def _common_origin(origins: list[dict], keys: tuple[str, ...], several: tuple[str, ...]) -> dict:
-    """The ``keys`` of the first shard's provenance, each of ``several`` marked "several (see shards)" where the
-    shards differ."""
-    top = {key: origins[0].get(key) for key in keys if key in origins[0]}
-    for key in several:
+#: The one rule of every merge: the provenance keys the merged file takes from its first shard, and those of them that
+#: may differ between shards (marked "several (see shards)" where they do; every shard's own is kept in ``shards``).
+ORIGIN_KEYS = ("device", "device_name", "gpu", "torch", "python", "commit", "uncommitted_changes", "engine_path",
+               "machine")
+MAY_DIFFER = ("device_name", "torch", "commit", "uncommitted_changes", "engine_path")
+
+
+def common_origin(origins: list[dict]) -> dict:
+    """The :data:`ORIGIN_KEYS` of the first shard's provenance, each of :data:`MAY_DIFFER` marked "several (see
+    shards)" where the shards differ."""
+    top = {key: origins[0].get(key) for key in ORIGIN_KEYS if key in origins[0]}
+    for key in MAY_DIFFER:
         if len({str(o.get(key)) for o in origins}) > 1:
             top[key] = "several (see shards)"
     return top
@@ -295,8 +297,7 @@ def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
         if all(stage in p for p in parts):
             merged[stage] = {**parts[0][stage], **merge_per_seed([{k: p[stage][k] for k in seeded} for p in parts]),
                              "shards": [p[stage].get("provenance") for p in parts]}
-    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
-                                   "engine_path", "machine"), ("device_name", "torch", "commit", "uncommitted_changes"))
+    top = common_origin(origins)
     merged["provenance"] = {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "run": run,
                             "overrides": overrides_of(seeds),
                             "settings": depth_shard_settings(preset, seeds).as_dict(),
@@ -346,8 +347,7 @@ def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
         finish(merged, preset, progress=True)
     finally:
         torch.set_num_threads(threads)
-    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
-                                   "machine", "engine_path"), ("torch", "commit", "uncommitted_changes", "engine_path"))
+    top = common_origin(origins)
     wall = time.monotonic() - start
     merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
                             "preset": preset, "run": preset, "seeds": list(whole.seeds),
@@ -385,8 +385,7 @@ def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirt
         origins.append({**origin, "shard": f"{k}/{n}"})
     merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
     merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
-    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
-                                   "machine", "engine_path"), ("device_name", "torch", "commit", "uncommitted_changes"))
+    top = common_origin(origins)
     wall = time.monotonic() - start
     merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
                             "preset": preset, "run": preset, "settings": whole.as_dict(), "seeds": list(whole.seeds),

@@ -32,6 +32,8 @@ Shapes: frequencies ``omega (m, d)``, phases ``phase (m,)``, coefficients ``coef
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -96,15 +98,15 @@ def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor,
     Needs a score that does not read the labels: a ``ValueError`` naming ``U`` when its last row is not zero on the
     inputs (the tilt :math:`e^{u_y f(x)}` then has no closed form). U, V ``(D, D)``, coef ``(..., m)``, query
     ``(..., D)`` -> ``(...)``."""
-    omega, phase, coef, cov = _cosine_terms(omega, phase, coef, cov)
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
     if bool((U[d, :d] != 0).any()):
         raise ValueError("U: its last row reads the labels (U[d, :d] != 0); the tilted law has a closed form only "
                          "for a score that reads the inputs alone")
+    cov = cov.to(U)
     tilted_mean = (query[..., :d] @ U[:d, :d].T) @ cov  # Sigma M x_q, as rows (Sigma symmetric)
     v = V[d]
-    return tilted_mean @ v[:d] + v[d] * smoothed_cosines(omega, phase, coef, tilted_mean, cov)
+    return tilted_mean @ v[:d] + v[d] * smoothed_cosines(omega.to(U), phase.to(U), coef.to(U), tilted_mean, cov)
 
 
 def token_moments(omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, noise_var: float) -> tuple[Tensor, Tensor]:
@@ -126,16 +128,29 @@ def linear_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, 
     r"""Infinite-prompt normalised linear attention's prediction :math:`v^\top \mathbb{E}[zz^\top]\, U z_q` for cosine
     labels (:func:`token_moments`): linear in :math:`x_q`. U, V ``(D, D)``, coef ``(..., m)``, query ``(..., D)`` ->
     ``(...)``."""
-    omega, phase, coef, cov = _cosine_terms(omega, phase, coef, cov)
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
-    xy, yy = token_moments(omega, phase, coef, cov, checks.positive_float("noise_var", noise_var, allow_zero=True))
+    cov = cov.to(U)
+    xy, yy = token_moments(omega.to(U), phase.to(U), coef.to(U), cov, noise_var)
     u = query @ U.T
     u_x, u_y = u[..., :d], u[..., d]
     v = V[d]
     m_x = u_x @ cov + xy * u_y.unsqueeze(-1)  # E[x z^T] u
     m_y = (xy * u_x).sum(-1) + yy * u_y  # E[y z^T] u
     return m_x @ v[:d] + v[d] * m_y
+
+
+def _checked(limit):
+    """``limit`` (:func:`softmax_limit`, :func:`linear_limit`) with its cosine arrays checked first
+    (:func:`_cosine_terms`: NumPy arrays read, a wrong shape a ``ValueError`` naming the argument); ``inspect`` shows
+    the limit's own source."""
+    @functools.wraps(limit)
+    def checked(U, V, omega, phase, coef, cov, *args, **kwargs):
+        return limit(U, V, *_cosine_terms(omega, phase, coef, cov), *args, **kwargs)
+    return checked
+
+
+softmax_limit, linear_limit = _checked(softmax_limit), _checked(linear_limit)
 
 
 def finite_prompt_predictions(task, U, V, a: Tensor, query: Tensor, L: int, generator: torch.Generator,
