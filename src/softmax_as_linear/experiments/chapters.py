@@ -42,7 +42,7 @@ class Reproduction:
     def merged(self, preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool,
                start: float) -> dict:
         """The result of one process joined from the ``n`` shards' files in ``out`` (a
-        :class:`~softmax_as_linear.experiments.shards.ShardError` names a missing, unfinished or foreign shard)."""
+        :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing, unfinished or foreign shard)."""
         raise NotImplementedError
 
     def refused_options(self) -> str:
@@ -60,7 +60,7 @@ class Depth(Reproduction):
     example = "reproduce depth --preset lecture                 # Chapter 7: one and two layers"
 
     def seeds(self, preset, seeds=None):
-        from .reproduce import depth_seeds
+        from .depth_reproduction import depth_seeds
 
         return depth_seeds(preset, seeds)
 
@@ -70,12 +70,12 @@ class Depth(Reproduction):
         return depth_file(depth_run(preset, seeds))
 
     def reproduce(self, preset, device, out, deadline, seeds, restart, shard, dirty):
-        from .reproduce import reproduce_depth
+        from .depth_reproduction import reproduce_depth
 
         return [reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty)]
 
     def merged(self, preset, seeds, n, out, command, dirty, start):
-        from .shards import merged_depth
+        from .merging import merged_depth
 
         return merged_depth(preset, seeds, n, out, command, dirty, start)
 
@@ -99,13 +99,13 @@ class Nonlinear(Reproduction):
 
     def reproduce(self, preset, device, out, deadline, seeds, restart, shard, dirty):
         from .nonlinear import reproduce_nonlinear
-        from .reproduce import shard_seeds
+        from .presets import shard_seeds
 
         part = None if shard is None else shard_seeds(self.seeds(preset), *shard)
         return [reproduce_nonlinear(preset, device, out, deadline, restart, dirty, shard, part)]
 
     def merged(self, preset, seeds, n, out, command, dirty, start):
-        from .shards import merged_nonlinear
+        from .merging import merged_nonlinear
 
         return merged_nonlinear(preset, n, out, command, dirty, start)
 
@@ -129,13 +129,13 @@ class NonlinearDepth(Reproduction):
 
     def reproduce(self, preset, device, out, deadline, seeds, restart, shard, dirty):
         from .nonlinear_depth import reproduce_nonlinear_depth
-        from .reproduce import shard_seeds
+        from .presets import shard_seeds
 
         part = None if shard is None else shard_seeds(self.seeds(preset), *shard)
         return [reproduce_nonlinear_depth(preset, device, out, deadline, restart, dirty, shard, part)]
 
     def merged(self, preset, seeds, n, out, command, dirty, start):
-        from .shards import merged_nonlinear_depth
+        from .merging import merged_nonlinear_depth
 
         return merged_nonlinear_depth(preset, n, out, command, dirty, start)
 

@@ -193,7 +193,7 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
     nothing is measured (the same call resumes). A complete file of the same settings is left as it is ("up to
     date"). ``restart`` trains afresh. ``dirty``: the library had uncommitted changes (recorded).
 
-    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds` of the
+    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds` of the
     preset's): train those seeds only, main sweep and dependence, into ``out`` (the caller's shard folder); the file
     then holds those seeds' rows of :data:`PER_SEED` and
     :data:`DEPENDENCE_PER_SEED`, and leaves what needs every seed or none (the window exponent, the references) to

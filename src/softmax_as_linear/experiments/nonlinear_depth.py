@@ -150,7 +150,7 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     checkpoint). A complete file of the same settings is left as it is ("up to date"). ``restart`` trains afresh.
     ``dirty``: the library had uncommitted changes (recorded).
 
-    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds` of the
+    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds` of the
     preset's): train those seeds only, into ``out`` (the caller's shard folder); the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`) joins the shards' per-seed readings into the file one
     process writes (every run draws from its own seed's streams)."""

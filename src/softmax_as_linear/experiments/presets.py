@@ -192,3 +192,13 @@ NONLINEAR_DEPTH_SETTINGS = {
     "smoke": dict(lengths=(5, 10), seeds=(0, 1), steps=12, batch_size=8, record_every=4, held_out_prompts=16,
                   final_prompts=64),
 }
+
+
+def shard_seeds(seeds: tuple[int, ...], k: int, n: int) -> tuple[int, ...]:
+    """The seeds of shard ``k`` of ``n`` (``1 <= k <= n <= len(seeds)``): consecutive blocks, the first
+    ``len(seeds) % n`` one seed longer, in the reproduction's order (so shards 1..n, joined, are ``seeds``)."""
+    if not 1 <= k <= n <= len(seeds):
+        raise ValueError(f"shard must be k/n with 1 <= k <= n <= {len(seeds)} (the number of seeds), got {k}/{n}")
+    size, extra = divmod(len(seeds), n)
+    start = (k - 1) * size + min(k - 1, extra)
+    return tuple(seeds[start:start + size + (k <= extra)])

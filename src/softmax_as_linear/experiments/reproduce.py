@@ -1,6 +1,6 @@
-"""The reproduction of the paper's figures and of Chapters 6 and 7: train (or reuse) each sweep, measure its final risks,
-write one result file per figure (or per covariate law) with its provenance (what ``python -m softmax_as_linear
-reproduce`` runs).
+"""The reproduction of the paper's figures and of Chapter 6 (train or reuse each sweep, measure its final risks, write one
+result file per figure or per covariate law with its provenance), and of every chapter in the registry (what
+``python -m softmax_as_linear reproduce`` runs).
 
 Figures 2-4 share one isotropic sweep and Figures 6-8 one anisotropic sweep: the sweep is trained
 once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
@@ -67,9 +67,17 @@ from ..registry import (
 from .chapters import REPRODUCTIONS
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, sweep_provenance
-from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config, sweep_seeds
-from .result_files import beyond_stem, figure_file, run_name, sweep_stem
-from .stages import damaged, passed, train_stage
+from .presets import (
+    BEYOND_FINAL_PROMPTS,
+    CHANGE_PROMPTS,
+    FINAL_PROMPTS,
+    beyond_config,
+    shard_seeds,
+    sweep_config,
+    sweep_seeds,
+)
+from .result_files import beyond_stem, figure_file, overrides_of, run_name, shard_folder, sweep_stem
+from .stages import damaged, train_stage
 
 #: The covariate laws of Chapter 6's reproduction when none is named.
 BEYOND_COVARIATES = ("uniform", "rademacher")
@@ -104,36 +112,6 @@ def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tu
     if seeds is not None:
         return sweep_seeds(seeds)
     return beyond_config(preset).seeds if beyond else sweep_config(preset).seeds
-
-
-def shard_seeds(seeds: tuple[int, ...], k: int, n: int) -> tuple[int, ...]:
-    """The seeds of shard ``k`` of ``n`` (``1 <= k <= n <= len(seeds)``): consecutive blocks, the first
-    ``len(seeds) % n`` one seed longer, in the reproduction's order (so shards 1..n, joined, are ``seeds``)."""
-    if not 1 <= k <= n <= len(seeds):
-        raise ValueError(f"shard must be k/n with 1 <= k <= n <= {len(seeds)} (the number of seeds), got {k}/{n}")
-    size, extra = divmod(len(seeds), n)
-    start = (k - 1) * size + min(k - 1, extra)
-    return tuple(seeds[start:start + size + (k <= extra)])
-
-
-def shard_folder(out: pathlib.Path, k: int, n: int) -> pathlib.Path:
-    """Where shard ``k`` of ``n`` writes: ``<out>/shards/<k>-of-<n>/``."""
-    return pathlib.Path(out) / "shards" / f"{k}-of-{n}"
-
-
-def overrides_of(seeds: int | None = None, sampler: str = "paper", rng: str = "auto", lengths=None,
-                 shard: tuple[int, int] | None = None) -> dict:
-    """The settings of a reproduction that are not its preset's, as its files record them."""
-    out = {} if seeds is None else {"seeds": int(seeds)}
-    if sampler != "paper":
-        out["sampler"] = sampler
-    if rng != "auto":
-        out["rng"] = rng
-    if lengths is not None:
-        out["lengths"] = [int(L) for L in lengths]
-    if shard is not None:
-        out["shard"] = f"{shard[0]}/{shard[1]}"
-    return out
 
 
 def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
@@ -268,8 +246,8 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     ``"nonlinear_depth"``, both of which shard) take their seeds and stream from their preset.
     ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
     prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
-    ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`shard_seeds`), writing into
-    :func:`shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
+    ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
+    :func:`~softmax_as_linear.experiments.result_files.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has
     uncommitted changes (:func:`check_clean`), saying so in every file.
     """
@@ -301,7 +279,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)
-            data["provenance"] = {**data.get("provenance", {}), **_written_with(dirty)}
+            data["provenance"] = {**data.get("provenance", {}), **({"allow_dirty": True} if dirty else {})}
             used = "paper"
         else:
             covariance, used = sweep_of(name, sampler)
@@ -312,7 +290,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
                 result = _sweep(config, stem, preset, device, out, deadline, restart)
                 evaluation = _final(result, out / f"{stem}.npz", FINAL_PROMPTS[preset], device, restart)
                 origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)
-                origin.update(overrides=recorded, **_written_with(dirty))
+                origin.update(overrides=recorded, **({"allow_dirty": True} if dirty else {}))
                 if shard is not None:
                     origin["shard"] = f"{shard[0]}/{shard[1]}"
                 sweeps[covariance] = result, evaluation, origin
@@ -339,11 +317,6 @@ def keep_other_seeds(path: pathlib.Path, seeds) -> None:
         raise SettingsMismatchError(
             path, f"{path} holds the seeds {', '.join(map(str, stored))}, and this command would replace it with the "
                   f"seeds {', '.join(map(str, seeds))}: write elsewhere with --out, or pass --restart to replace it")
-
-
-def _written_with(dirty: bool) -> dict:
-    """What a file says of the library's state beyond :func:`~softmax_as_linear.core.provenance.provenance`."""
-    return {"allow_dirty": True} if dirty else {}
 
 
 def beyond_run(preset: str, seeds: int | None = None, lengths=None) -> str:
@@ -379,133 +352,7 @@ def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard,
         evaluation = _final(result, out / f"sweep_{stem}.npz", BEYOND_FINAL_PROMPTS[preset], device, restart)
         data = {**beyond_readings(result, evaluation, preset), "run": run}
         data["provenance"] = {**beyond_provenance(result, preset, device, time.monotonic() - start, trained),
-                              "run": run, "overrides": recorded, **_written_with(dirty)}
+                              "run": run, "overrides": recorded, **({"allow_dirty": True} if dirty else {})}
         written.append(save_json(out / f"{stem}.json", data))
         print(f"wrote {written[-1]}", flush=True)
     return written
-
-
-# Chapter 7 ------------------------------------------------------------------------------------------------------
-
-def depth_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
-    """The seeds of a Chapter 7 regression reproduction: the preset's, or the first ``seeds`` of
-    :func:`~softmax_as_linear.experiments.presets.sweep_seeds`."""
-    from .depth_regression import depth_settings
-
-    return depth_settings(preset).seeds if seeds is None else sweep_seeds(seeds)
-
-
-def depth_shard_settings(preset: str, seeds: int | None = None, shard=None):
-    """The :class:`~softmax_as_linear.experiments.depth_regression.DepthSettings` a reproduction (or one of its shards)
-    trains."""
-    from .depth_regression import depth_settings
-
-    chosen = depth_seeds(preset, seeds)
-    if shard is not None:
-        chosen = shard_seeds(chosen, *shard)
-    return depth_settings(preset, seeds=chosen)
-
-
-def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
-    """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, then its warm stage (two-layer
-    softmax from the trained two-layer linear weights) and that stage's equal-budget control (the same steps from the
-    block-start two-layer softmax weights) trained and read, written as ``depth_<run>.json`` (a shard's into its
-    folder). A file whose sweep is complete but whose warm stage or control is missing or unfinished resumes there
-    without training the sweep again."""
-    from ..core.artifacts import load_json
-    from .depth_regression import depth_provenance, depth_readings, depth_references, train_depth, warm_settings
-    from .result_files import depth_file, depth_run
-
-    run = depth_run(preset, seeds)
-    settings = depth_shard_settings(preset, seeds, shard)
-    warm = warm_settings(preset)
-    path = out / depth_file(run)
-    checkpoint = out / "checkpoints" / f"depth_{run}.pt"
-    warm_checkpoint = out / "checkpoints" / f"depth_{run}_warm.pt"
-    control_checkpoint = out / "checkpoints" / f"depth_{run}_control.pt"
-    data = None
-    if restart:
-        for stale in (checkpoint, warm_checkpoint, control_checkpoint):
-            stale.unlink(missing_ok=True)
-    elif path.exists():
-        try:
-            saved = load_json(path)
-        except DamagedFileError as error:
-            raise damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
-                                 "sweep again if there is none)") from None
-        if saved.get("main_complete", saved.get("complete")) and \
-                config_fields(saved.get("provenance", {}).get("settings") or {}) == settings.as_dict():
-            if saved.get("complete") and _stage_done(saved, "warm", warm) and _stage_done(saved, "control", warm):
-                print(f"{path}: up to date")
-                return path
-            data = {**saved, "main_complete": True}  # the sweep is done: only the warm stage or its control is left
-    start = time.monotonic()
-    if data is None:
-        what = f"the Chapter 7 regression sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
-        stepper, records = train_stage(what, checkpoint, settings, settings.steps,
-                                       lambda **kw: train_depth(settings, device, progress=True, **kw), device,
-                                       deadline, restart)
-        if records.complete:
-            print(f"Chapter 7 regression sweep: complete, {records.seconds:.0f} s of training; measuring the final "
-                  "risks and the references", flush=True)
-            data = depth_readings(stepper, records, settings, depth_references(settings))
-        else:  # stopped at the deadline: nothing measured
-            print(f"Chapter 7 regression sweep: stopped at step {records.last_step} of {settings.steps} (partial), "
-                  f"{records.seconds:.0f} s of training", flush=True)
-            data = {"experiment": "depth_regression", "complete": False, "lengths": list(settings.lengths),
-                    "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
-        data["main_complete"] = data["complete"]
-        data["run"] = run
-        data["provenance"] = {**depth_provenance(settings, preset, device, time.monotonic() - start, records),
-                              "run": run, "overrides": overrides_of(seeds, shard=shard), **_written_with(dirty)}
-        if shard is not None:
-            data["provenance"]["shard"] = f"{shard[0]}/{shard[1]}"
-    for name, source, stage_checkpoint in (("warm", "linear_2", warm_checkpoint),
-                                           ("control", "softmax_2", control_checkpoint)):
-        ready = data["main_complete"] and (name == "warm" or _stage_done(data, "warm", warm))
-        if ready and not passed(deadline) and not _stage_done(data, name, warm):
-            data[name] = _depth_warm(settings, warm, data, device, stage_checkpoint, deadline, restart, source)
-    data["complete"] = bool(data["main_complete"] and _stage_done(data, "warm", warm)
-                            and _stage_done(data, "control", warm))  # a file is complete when every stage is
-    save_json(path, data)
-    print(f"wrote {path}", flush=True)
-    return path
-
-
-def dataclass_dict(value) -> dict:
-    """A settings dataclass as the JSON files record it."""
-    import dataclasses
-
-    return json.loads(json.dumps(dataclasses.asdict(value)))
-
-
-def _stage_done(data: dict, name: str, warm) -> bool:
-    """Whether the file ``data`` holds its second stage ``name`` (``warm``, ``control``) complete, with the settings
-    ``warm``."""
-    stage = data.get(name) or {}
-    return bool(stage.get("complete")) and stage.get("settings") == dataclass_dict(warm)
-
-
-def _depth_warm(settings, warm, data, device, checkpoint, deadline, restart: bool = False,
-                source: str = "linear_2") -> dict:
-    """A second stage of a finished sweep ``data``: two-layer softmax trained (or resumed) from its trained model
-    ``source`` (the two-layer linear weights: the warm stage; the block-start two-layer softmax weights: its
-    equal-budget control), read."""
-    from ..core.provenance import device_name, provenance, utc_now
-    from .depth_regression import WarmCheckpointKey, train_warm, warm_readings
-
-    U, v = np.asarray(data["per_seed"]["U"]), np.asarray(data["per_seed"]["v"])
-    what = ("the warm stage (two-layer softmax from the trained two-layer linear weights)" if source == "linear_2"
-            else "the equal-budget control (the warm stage's steps from the block-start two-layer softmax weights)")
-    stepper, records = train_stage(
-        what, checkpoint, WarmCheckpointKey(settings, warm, source), warm.steps,
-        lambda **kw: train_warm(settings, warm, U, v, device, progress=True, source=source, **kw), device, deadline,
-        restart)
-    if not records.complete:  # stopped at the deadline: nothing measured
-        return {"settings": dataclass_dict(warm), "complete": False, "source": source,
-                "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
-    start = time.monotonic()
-    out = {**warm_readings(stepper, records, settings, warm, U, v), "source": source}
-    out["provenance"] = {**provenance(device, time.monotonic() - start + float(records.seconds)),
-                         "device_name": device_name(device), "engine_path": records.engine_path, "date": utc_now()}
-    return out

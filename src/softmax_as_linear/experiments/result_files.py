@@ -326,6 +326,26 @@ def saved_depth(run: str = "lecture", folder=None, required: bool = False) -> di
     return _read(depth_file(run), folder, depth_command(run), required)
 
 
+def shard_folder(out: pathlib.Path, k: int, n: int) -> pathlib.Path:
+    """Where shard ``k`` of ``n`` writes: ``<out>/shards/<k>-of-<n>/``."""
+    return pathlib.Path(out) / "shards" / f"{k}-of-{n}"
+
+
+def overrides_of(seeds: int | None = None, sampler: str = "paper", rng: str = "auto", lengths=None,
+                 shard: tuple[int, int] | None = None) -> dict:
+    """The settings of a reproduction that are not its preset's, as its files record them."""
+    out = {} if seeds is None else {"seeds": int(seeds)}
+    if sampler != "paper":
+        out["sampler"] = sampler
+    if rng != "auto":
+        out["rng"] = rng
+    if lengths is not None:
+        out["lengths"] = [int(L) for L in lengths]
+    if shard is not None:
+        out["shard"] = f"{shard[0]}/{shard[1]}"
+    return out
+
+
 # Chapter 8 ------------------------------------------------------------------------------------------------------
 
 def nonlinear_file(preset: str = "lecture") -> str:
