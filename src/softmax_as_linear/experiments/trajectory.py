@@ -62,9 +62,8 @@ import numpy as np
 from ..core import checks, stats
 from ..registry import ACTIVATIONS
 from . import uncertainty
+from .uncertainty import WINDOWS  # the fractions over which the raw fall R_start - R_{T-1} is reported
 
-#: Fractions of training over which the raw fall :math:`R_{start} - R_{T-1}` is reported (descriptive only).
-WINDOWS = {"tenth": 0.1, "quarter": 0.25, "half": 0.5}
 #: Draws and seed of the simulation that gives :func:`critical_value`.
 NULL_DRAWS, NULL_SEED = 400_000, 20251211
 
@@ -122,7 +121,8 @@ class TrajectoryReading:
       descends), its standard error, and the smallest fall the test resolves, ``critical * fall_se``;
     - ``moving``, ``descending``, ``rising``, ``diverged``: booleans (the first three False for a diverged run);
     - ``settled_index`` (``-1`` when still moving or diverged) and ``settled_at`` (step, NaN then);
-    - ``raw_fall``: ``{window: R_start - R_end}`` over the last tenth, quarter and half (descriptive);
+    - ``raw_fall``: ``{window: R_start - R_end}`` over the last half, quarter and tenth
+      (:data:`~softmax_as_linear.experiments.uncertainty.WINDOWS`, descriptive);
     - ``final``, ``final_se``: the last record's risk and its Monte Carlo standard error;
     - ``method``: how the records' standard errors were had.
     """
