@@ -101,8 +101,16 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.experiments.trajectory`: a recorded trajectory read as a whole: whether each run
     still moves at the end (a trend test whose null is a stationary training process, its error from the run's own
     scatter), the smallest fall it resolves, and since when the run has settled.
-  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapters 6
-    and 7, file by file.
+  - :mod:`~softmax_as_linear.experiments.stages`: one stage of a reproduction trained or resumed under a deadline,
+    the one loop behind every chapter's sweeps, with the documented errors for a foreign or damaged checkpoint.
+  - :mod:`~softmax_as_linear.experiments.chapters`: each chapter's reproduction of its own stages as one object,
+    and the registry that the command, the merge and the option checks iterate over.
+  - :mod:`~softmax_as_linear.experiments.depth_reproduction`: Chapter 7's reproduction, its sweep, warm stage and
+    control in turn, complete when every stage is.
+  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapter 6, file
+    by file, and of every chapter in the registry.
+  - :mod:`~softmax_as_linear.experiments.merging`: the shards of a reproduction read and joined, one rule for the
+    provenance of the joined file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
   - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the

@@ -40,13 +40,13 @@ exit codes:
 RESULTS_RULE = ("the results folder, where the chapters read: $SOFTMAX_AS_LINEAR_RESULTS if set, else "
                 "results/ of the source checkout, else ./results in the working directory")
 
-EXAMPLES = """\
+_EXAMPLES = """\
 examples:
   python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --device cuda
   python -m softmax_as_linear reproduce all --preset paper --max-minutes 60   # time-boxed; run again to resume
   python -m softmax_as_linear reproduce fig1                                  # lecture preset, a few minutes
   python -m softmax_as_linear reproduce beyond --preset paper --device cuda    # Chapter 6: uniform and Rademacher
-  python -m softmax_as_linear reproduce depth --preset lecture                 # Chapter 7: one and two layers
+{chapters}
   # Chapter 6 on a 2-core CPU, reduced (written as beyond_<covariates>_paper_3seeds_L10-30-100-300-1000.json)
   python -m softmax_as_linear reproduce beyond --preset paper --seeds 3 --lengths 10 30 100 300 1000
   SOFTMAX_AS_LINEAR_RESULTS=~/runs python -m softmax_as_linear reproduce fig6 fig7 fig8
@@ -56,6 +56,19 @@ examples:
   # or by hand, shard by shard (anywhere, in any order), then merged
   python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --seeds 10 --shard 2/5
   python -m softmax_as_linear merge fig2 fig3 fig4 --preset paper --seeds 10 --shards 5"""
+
+
+def _examples() -> str:
+    """The examples, with one line per chapter's reproduction from the registry."""
+    from .experiments.chapters import REPRODUCTIONS
+
+    return _EXAMPLES.format(chapters="\n".join(f"  python -m softmax_as_linear {r.example}"
+                                                for r in REPRODUCTIONS.values()))
+
+def _reproductions():
+    from .experiments.chapters import REPRODUCTIONS
+
+    return REPRODUCTIONS.values()
 
 # ValueErrors of the library name its parameters; the command line names its options.
 OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
@@ -169,11 +182,10 @@ def _common_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("figure", nargs="+", choices=FIGURE_CHOICES, metavar="FIGURE",
                          help=f"one or more of {', '.join(FIGURE_CHOICES)}; the figures of one sweep (2-4, 6-8) "
                               "share its training; beyond: Chapter 6's sweeps, one per covariate law (--covariates), "
-                              "written as beyond_<covariates>_<preset>.json; depth: Chapter 7's in-context regression with one and "
-                              "two layers, written as depth_<preset>.json; nonlinear: Chapter 8's nonlinear task, "
-                              "written as nonlinear_<preset>.json; nonlinear_depth: its one- and two-layer sweep, written as "
-                              "nonlinear_depth_<preset>.json; all: the paper's figures (not beyond, not depth, "
-                              "not nonlinear, not nonlinear_depth)")
+                              "written as beyond_<covariates>_<preset>.json; "
+                              + "; ".join(f"{r.name}: {r.summary}" for r in _reproductions())
+                              + "; all: the paper's figures (not beyond, not "
+                              + ", not ".join(r.name for r in _reproductions()) + ")")
     command.add_argument("--preset", choices=PRESETS, default="lecture",
                          help="paper: the paper's settings (about 45 min of a 2-core CPU for one sweep of one seed, "
                               "minutes on a GPU); lecture: the same stories in minutes on a CPU; smoke: seconds, "
@@ -215,7 +227,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m softmax_as_linear", formatter_class=_Formatter,
         description="Reproduce the figures of Boyer & Boursier, Softmax as Linear Attention in the "
                     "Large-Prompt Regime (arXiv 2512.11784).",
-        epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
+        epilog=f"{_examples()}\n\n{EXIT_CODES}")
     parser.add_argument("--version", action="version", version=f"softmax_as_linear {VERSION}")
     commands = parser.add_subparsers(title="commands", dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
@@ -224,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
                     "per figure (beyond_COVARIATES_PRESET.json per covariate law of Chapter 6), with the sweep it came from, into the "
                     "output folder.",
-        epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
+        epilog=f"{_examples()}\n\n{EXIT_CODES}")
     _common_options(rep)
     rep.set_defaults(command_parser=rep)
     rep.add_argument("--max-minutes", metavar="M", type=_positive_float, default=None,
@@ -261,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         "merge", formatter_class=_Formatter, help="join the shards of a reproduction into its files",
         description="Join the shards written by 'reproduce ... --shard K/N' (K = 1..N) in DIR/shards/ and write "
                     "the files one process would have written into DIR; Figures 1 and 5 are computed here.",
-        epilog=f"{EXAMPLES}\n\n{EXIT_CODES}")
+        epilog=f"{_examples()}\n\n{EXIT_CODES}")
     _common_options(merge)
     merge.set_defaults(command_parser=merge)
     merge.add_argument("--shards", metavar="N", type=_positive_int, required=True, help="the number of shards")

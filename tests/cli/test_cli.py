@@ -122,7 +122,7 @@ def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
     runner = ("import sys\nfrom softmax_as_linear.experiments import reproduce\nreal = reproduce.sweep_config\n"
               "reproduce.sweep_config = lambda p, c='isotropic', **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
               "record_every=10, eval_prompts=32, batch_size=16), **kw})\n"
-              "reproduce.CHECKPOINT_EVERY, reproduce.CHECKPOINT_SECONDS = 20, 0.0\n"
+              "from softmax_as_linear.experiments import stages\nstages.CHECKPOINT_EVERY, stages.CHECKPOINT_SECONDS = 20, 0.0\n"
               "from softmax_as_linear import cli\nsys.exit(cli.main(sys.argv[1:]))")
     process = subprocess.Popen([sys.executable, "-c", runner, "reproduce", "fig2", "--device", "cpu",
                                 "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -178,3 +178,14 @@ def test_reproduce_with_the_counter_based_stream_records_it_and_reuses_the_sweep
     stamp = (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns
     assert cli.main(argv) == 0  # the same stream resolved the same way: the sweep is up to date
     assert (tmp_path / "sweep_isotropic_smoke.npz").stat().st_mtime_ns == stamp
+
+
+def test_help_names_every_chapters_reproduction_with_an_example():
+    """The help lists, from the registry, every chapter's reproduction with what it writes and an example, Chapter 8's
+    among them."""
+    from softmax_as_linear.experiments.chapters import REPRODUCTIONS
+
+    text = _command("--help").stdout + _command("reproduce", "--help").stdout
+    for reproduction in REPRODUCTIONS.values():
+        assert f"python -m softmax_as_linear reproduce {reproduction.name} --preset" in text, reproduction.name
+    assert "reproduce nonlinear --preset lecture" in text and "reproduce nonlinear_depth --preset lecture" in text

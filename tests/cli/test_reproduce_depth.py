@@ -81,3 +81,30 @@ def test_depth_shards_merge_into_the_file_of_one_process(tiny_depth, one_process
     assert joined["references"] == one["references"]
     assert np.allclose(joined["warm"]["risk"], one["warm"]["risk"], rtol=1e-4)
     assert np.allclose(joined["control"]["risk"], one["control"]["risk"], rtol=1e-4)
+
+
+def test_a_control_stopped_by_the_time_limit_leaves_the_file_partial(tmp_path, tiny_depth, run_cli, monkeypatch):
+    """The deadline passing inside the equal-budget control (the sweep and the warm stage done) writes a partial file
+    and exits with the partial code; the same command then finishes the control alone."""
+    real = depth_regression.train_warm
+
+    def control_stops(settings, warm, U, v, device="cpu", checkpoint=None, should_stop=None, source="linear_2",
+                      **kwargs):
+        if source == "softmax_2" and stop_control:
+            should_stop = lambda: True  # noqa: E731
+        return real(settings, warm, U, v, device, checkpoint, should_stop, source=source, **kwargs)
+
+    monkeypatch.setattr(depth_regression, "train_warm", control_stops)
+    stop_control = True
+    code, out, err = run_cli(*RUN, "--out", str(tmp_path))
+    assert code == cli.EXIT_PARTIAL, err
+    data = _load(tmp_path / "depth_smoke.json")
+    assert data["warm"]["complete"] and not data["control"]["complete"] and data["complete"] is False
+    with pytest.raises(result_files.PartialResultError):
+        result_files.saved_depth("smoke", tmp_path, required=True)
+    stop_control = False
+    code, out, err = run_cli(*RUN, "--out", str(tmp_path))
+    assert code == cli.EXIT_COMPLETE, err
+    assert "resuming" in out and "equal-budget control" in out
+    data = _load(tmp_path / "depth_smoke.json")
+    assert data["control"]["complete"] and data["complete"] is True

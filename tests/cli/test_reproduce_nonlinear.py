@@ -6,7 +6,7 @@ import json
 import pytest
 
 import softmax_as_linear.cli as cli
-from softmax_as_linear.experiments import nonlinear, nonlinear_depth
+from softmax_as_linear.experiments import presets
 
 RUN = ["reproduce", "nonlinear", "--preset", "smoke", "--device", "cpu"]
 
@@ -14,11 +14,11 @@ RUN = ["reproduce", "nonlinear", "--preset", "smoke", "--device", "cpu"]
 @pytest.fixture
 def tiny_nonlinear(monkeypatch):
     """The smoke preset shrunk further: 8 steps, fewer prompts, two settings of the window's dependence."""
-    monkeypatch.setitem(nonlinear.PRESET_SETTINGS, "smoke", {**nonlinear.PRESET_SETTINGS["smoke"], "steps": 8,
+    monkeypatch.setitem(presets.NONLINEAR_SETTINGS, "smoke", {**presets.NONLINEAR_SETTINGS["smoke"], "steps": 8,
                                                              "record_every": 4, "eval_prompts": 16})
-    monkeypatch.setitem(nonlinear.FINAL_PROMPTS, "smoke", 64)
-    monkeypatch.setitem(nonlinear.REFERENCE_PROMPTS, "smoke", 32)
-    monkeypatch.setattr(nonlinear, "DEPENDENCE", nonlinear.DEPENDENCE[:2])
+    monkeypatch.setitem(presets.NONLINEAR_FINAL_PROMPTS, "smoke", 64)
+    monkeypatch.setitem(presets.NONLINEAR_REFERENCE_PROMPTS, "smoke", 32)
+    monkeypatch.setattr(presets, "NONLINEAR_DEPENDENCE", presets.NONLINEAR_DEPENDENCE[:2])
 
 
 @pytest.mark.slow
@@ -45,7 +45,7 @@ def test_nonlinear_shards_merge_into_the_file_of_one_process(tiny_nonlinear, one
 def test_merge_refuses_a_shard_of_other_settings(tiny_nonlinear, tmp_path, run_cli, monkeypatch):
     for k in (1, 2):
         assert run_cli(*RUN, "--shard", f"{k}/2", "--out", str(tmp_path))[0] == 0
-    monkeypatch.setitem(nonlinear.PRESET_SETTINGS, "smoke", {**nonlinear.PRESET_SETTINGS["smoke"], "steps": 12})
+    monkeypatch.setitem(presets.NONLINEAR_SETTINGS, "smoke", {**presets.NONLINEAR_SETTINGS["smoke"], "steps": 12})
     code, out, err = run_cli("merge", *RUN[1:], "--shards", "2", "--out", str(tmp_path))
     assert code == cli.EXIT_ERROR and "shard 1/2" in err and "steps" in err
     assert not (tmp_path / "nonlinear_smoke.json").exists()
@@ -71,7 +71,58 @@ def test_nonlinear_depth_shards_merge_into_the_file_of_one_process(one_process_a
     assert {"device", "torch", "commit", "wall_seconds", "merged", "settings"} <= set(merged)
     # a shard of other settings is named, and nothing is written
     (tmp_path / "sharded" / "nonlinear_depth_smoke.json").unlink()
-    monkeypatch.setitem(nonlinear_depth.PRESET_SETTINGS, "smoke", {**nonlinear_depth.PRESET_SETTINGS["smoke"], "steps": 16})
+    monkeypatch.setitem(presets.NONLINEAR_DEPTH_SETTINGS, "smoke", {**presets.NONLINEAR_DEPTH_SETTINGS["smoke"],
+                                                                    "steps": 16})
     code, out, err = run_cli("merge", *run[1:], "--shards", "2", "--out", str(tmp_path / "sharded"))
     assert code == cli.EXIT_ERROR and "shard 1/2" in err and "steps" in err
     assert not (tmp_path / "sharded" / "nonlinear_depth_smoke.json").exists()
+
+
+def _stop_early(monkeypatch):
+    """The deadline passes right after the start (the clock jumps ahead)."""
+    import time
+
+    clock = iter([0.0] + [1e9] * 100_000)
+    monkeypatch.setattr(time, "monotonic", lambda: next(clock))
+
+
+@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth"])
+def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_nonlinear, tmp_path, run_cli,
+                                                                   monkeypatch):
+    """Chapter 8's sweeps map a checkpoint of other settings, and a damaged one, to the documented messages and exit
+    code 1, as the other reproductions do: no traceback."""
+    run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_COMPLETE, err
+    table = presets.NONLINEAR_SETTINGS if name == "nonlinear" else presets.NONLINEAR_DEPTH_SETTINGS
+    monkeypatch.setitem(table, "smoke", {**table["smoke"], "steps": 16})
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_ERROR, err
+    assert "was written for other settings" in err and "run the command that started it again" in err
+    assert "--restart" in err and "Traceback" not in err
+    checkpoint = tmp_path / "checkpoints" / f"{name}_smoke.pt"
+    checkpoint.write_bytes(checkpoint.read_bytes()[:100])
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_ERROR, err
+    assert str(checkpoint) in err and "delete it to train" in err and "from step 0" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth"])
+def test_the_time_limit_stops_before_anything_is_measured_and_the_rerun_resumes(name, tiny_nonlinear, tmp_path,
+                                                                                run_cli, monkeypatch):
+    """``--max-minutes`` passed inside training: the file is partial, nothing is measured or printed as final (no
+    window, no final risk); the same command then says it resumes, and finishes."""
+    import time
+
+    run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
+    _stop_early(monkeypatch)
+    code, out, err = run_cli(*run, "--max-minutes", "1")
+    assert code == cli.EXIT_PARTIAL, err
+    data = json.loads((tmp_path / f"{name}_smoke.json").read_text())
+    assert data["complete"] is False and "final" not in data and "per_seed" not in data and "window at" not in out
+    assert "provenance" in data
+    monkeypatch.setattr(time, "monotonic", lambda: 0.0)
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_COMPLETE, err
+    assert "resuming Chapter 8's" in out and "from step 4 of" in out
+    assert json.loads((tmp_path / f"{name}_smoke.json").read_text())["complete"] is True

@@ -83,3 +83,20 @@ def test_a_bug_is_not_read_as_a_damaged_file(tmp_path, monkeypatch):
     monkeypatch.setattr(torch, "load", lambda *a, **k: (_ for _ in ()).throw(ValueError("a bug")))
     with pytest.raises(ValueError, match="a bug"):
         load_checkpoint(checkpoint, cfg, "cpu")
+
+
+def test_a_results_folder_without_the_file_falls_back_to_the_course_copy(tmp_path, monkeypatch):
+    """With ``SOFTMAX_AS_LINEAR_RESULTS`` naming a folder that lacks a file (a reproduction's --out folder, say), a
+    chapter reads the course's own copy: in a clone, the checkout's results/ (where the package's copy is not)."""
+    from softmax_as_linear.core import artifacts
+
+    monkeypatch.setenv(artifacts.ENV_VAR, str(tmp_path))
+    monkeypatch.setattr(artifacts, "SHIPPED", tmp_path / "no-shipped-copy")  # a clone: nothing inside the package
+    if not artifacts._from_checkout():
+        import pytest
+
+        pytest.skip("not a source checkout")
+    found = artifacts.find_result("nonlinear_depth_lecture.json")
+    assert found == artifacts._CHECKOUT / "results" / "nonlinear_depth_lecture.json"
+    (tmp_path / "nonlinear_depth_lecture.json").write_text("{}")
+    assert artifacts.find_result("nonlinear_depth_lecture.json") == tmp_path / "nonlinear_depth_lecture.json"

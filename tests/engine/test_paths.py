@@ -186,3 +186,27 @@ def test_the_uv_parametrisation_trains_as_the_reference_does(path, init):
                         np.testing.assert_allclose(result.params[name][s, l, a, k], expected.double().numpy(),
                                                    rtol=1e-5, atol=1e-6,
                                                    err_msg=f"{name} of {activation}, L={L}, seed {seed}, step {step}")
+
+
+def test_a_path_asked_for_is_checked_on_the_last_leg_of_a_resumed_run(tmp_path, monkeypatch):
+    """A CUDA run resumed from a checkpoint saved before its step was captured as a graph records
+    ``"tensor, then tensor+graph"``: the path asked for ran, and no fallback error follows the training. Emulated
+    on a CPU by a stepper that reports its graph."""
+    import softmax_as_linear.engine.train as train_module
+
+    cfg = CFG.replace(rng="torch", steps=6, record_every=2)
+    checkpoint = tmp_path / "run.pt"
+    train(cfg, device="cpu", path="cpu", checkpoint=checkpoint, should_stop=lambda: True)
+    real = train_module.make_stepper
+
+    def graphed(*args, **kwargs):
+        stepper = real(*args, **kwargs)
+        type(stepper).path = property(lambda self: "cpu+graph")
+        return stepper
+
+    from softmax_as_linear.engine.tensor_step import TensorStepper
+
+    monkeypatch.setattr(TensorStepper, "path", TensorStepper.path)  # restored after the test
+    monkeypatch.setattr(train_module, "make_stepper", graphed)
+    result = train(cfg, device="cpu", path="cpu", checkpoint=checkpoint)
+    assert result.complete and result.engine_path == "cpu, then cpu+graph"

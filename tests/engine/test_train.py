@@ -466,3 +466,23 @@ def test_a_diverged_run_stops_updating_under_either_optimiser(optimizer):
             assert torch.equal(w[dead], stopped[n]), n
     finally:
         stepper.close()
+
+
+def test_a_run_resumed_twice_remembers_the_path_of_every_leg(tmp_path):
+    """The checkpoint carries the path of the earlier legs, not of the last one alone: a run trained on one path, then
+    resumed twice on another, says ``"cpu, then tensor"``."""
+    from softmax_as_linear.engine.train import run
+
+    class OnCpu(_CountingStepper):
+        path = "cpu"
+
+    class OnTensor(_CountingStepper):
+        path = "tensor"
+
+    cfg, checkpoint = TrainConfig(steps=6, record_every=2), tmp_path / "c.pt"
+    first = run(OnCpu(), 6, [0, 2, 4, 6], config=cfg, checkpoint=checkpoint, should_stop=lambda: True)
+    assert first.engine_path == "cpu" and first.last_step == 2
+    second = run(OnTensor(), 6, [0, 2, 4, 6], config=cfg, checkpoint=checkpoint, should_stop=lambda: True)
+    assert second.engine_path == "cpu, then tensor" and second.last_step == 4
+    third = run(OnTensor(), 6, [0, 2, 4, 6], config=cfg, checkpoint=checkpoint)
+    assert third.complete and third.engine_path == "cpu, then tensor"

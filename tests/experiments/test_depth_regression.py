@@ -110,3 +110,26 @@ def test_read_stages_flags_a_descending_run_and_not_stationary_ones():
     assert reading.shape == (2, 3, 4) and reading.batches == 8
     assert reading.descending[reading.index(0, 8, "linear_2")]
     assert reading.moving.sum() <= 2                                       # the ramp, and at most one false alarm
+
+
+@pytest.mark.parametrize("source", dr.STAGE_SOURCES)
+def test_a_diverged_second_stage_run_is_scored_nan_as_read_stages_calls_it(source):
+    """The warm stage and its equal-budget control score a diverged run with NaN weights (as the sweep's readings
+    do), not with the blown-up weights of its last step: its risk and its paired differences are NaN, the other runs'
+    stay finite, and the warm stage's gap slope leaves the seed out."""
+    import torch
+
+    stepper, records = dr.train_depth(SETTINGS)
+    U, v = (x.double().numpy() for x in dr.final_weights(stepper))
+    warm = dr.warm_settings("smoke", steps=6, record_every=2)
+    second, second_records = dr.train_warm(SETTINGS, warm, U, v, source=source)
+    with torch.no_grad():
+        second.U[0, 1, 0] *= 1e3  # what a diverged run leaves
+    second.alive[0, 1, 0] = False
+    second.diverged_at[0, 1, 0] = 3
+    for name in second_records.history:
+        second_records.history[name][0, 1, 0, [k for k, step in enumerate(second_records.steps) if step > 3]] = np.nan
+    read = dr.warm_readings(second, second_records, SETTINGS, warm, U, v)
+    assert np.isnan(read["risk"][0][1]) and np.isfinite(read["risk"][1][1]) and np.isfinite(read["risk"][0][0])
+    for name in dr.MODEL_NAMES:
+        assert np.isnan(read["minus"][name][0][1]) and np.isfinite(read["minus"][name][1][1])

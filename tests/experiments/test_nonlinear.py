@@ -8,7 +8,7 @@ from softmax_as_linear.core.artifacts import load_json
 from softmax_as_linear.engine.evaluation import final_evaluation
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import resolved, train
-from softmax_as_linear.experiments import nonlinear
+from softmax_as_linear.experiments import nonlinear, presets
 from softmax_as_linear.experiments.reproduce import check_options, reproduce
 from softmax_as_linear.experiments.result_files import command_for, nonlinear_file
 from softmax_as_linear.figures import nonlinear as figures
@@ -53,7 +53,7 @@ def test_window_readings_and_exponent():
     assert np.isnan(partial["per_seed"][0]) and partial["seeds_fitted"] == 2
 
 
-def test_reproduce_nonlinear_writes_a_complete_file_and_resumes(tmp_path):
+def test_reproduce_nonlinear_writes_a_complete_file_and_resumes(tmp_path, monkeypatch):
     written = reproduce("nonlinear", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)
     assert written == [tmp_path / nonlinear_file("smoke")]
     data = load_json(written[0])
@@ -65,10 +65,17 @@ def test_reproduce_nonlinear_writes_a_complete_file_and_resumes(tmp_path):
     assert ref["noise_floor"] < ref["bayes"][-1] <= ref["bayes"][0] < ref["zero"]
     assert np.asarray(data["final"]["risk"]).shape == (2, 2, 2)
     dependence = data["dependence"]
-    assert np.asarray(dependence["w"]).shape == (len(nonlinear.DEPENDENCE), 2) and dependence["complete"]
-    # a second call resumes from the finished checkpoint: no training, the same numbers
-    again = load_json(reproduce("nonlinear", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0])
-    assert again["final"]["risk"] == data["final"]["risk"]
+    assert np.asarray(dependence["w"]).shape == (len(presets.NONLINEAR_DEPENDENCE), 2) and dependence["complete"]
+    from softmax_as_linear.engine.tensor_step import TensorStepper
+
+    steps, real = [], TensorStepper.step
+    monkeypatch.setattr(TensorStepper, "step", lambda self: steps.append(1) or real(self))
+    again = reproduce("nonlinear", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0]
+    assert load_json(again) == data and steps == []  # up to date: the file is left as it is
+    again.unlink()  # the finished checkpoints are still there: measured again from them, no step taken
+    resumed = load_json(reproduce("nonlinear", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0])
+    assert steps == [] and resumed["final"]["risk"] == data["final"]["risk"]
+    assert resumed["dependence"]["w"] == data["dependence"]["w"]
     for build in (figures.risk_figure, figures.window_figure):
         assert build(data).layout.title.text
     json.dumps(figures.window_figure(data, 0.4).to_plotly_json(), default=str)

@@ -47,10 +47,10 @@ def test_a_missing_file_names_absolute_folders_and_its_command(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv(artifacts.ENV_VAR, "relative-results")
     with pytest.raises(FileNotFoundError) as caught:
-        result_files.load_result("fig6_paper_published.json")
+        result_files.load_result("fig6_lecture_published.json")  # a file the course does not ship
     message = str(caught.value)
     assert str(tmp_path / "relative-results") in message
-    assert "reproduce fig6 fig7 fig8 --preset paper --sampler published" in message
+    assert "reproduce fig6 fig7 fig8 --preset lecture --sampler published" in message
 
 
 def test_run_names_record_what_differs_from_the_preset():
@@ -218,3 +218,23 @@ def test_chapter_7_on_a_partial_file_stops_with_the_refusal_not_a_key_error(tmp_
     for cell in ("fed5c413", "083b1007"):
         exec(cells[cell], namespace)
     assert namespace["regression"]["complete"] is True
+
+
+@pytest.mark.parametrize("name", ["nonlinear_lecture.json", "nonlinear_depth_lecture.json", "depth_lecture.json"])
+def test_a_result_file_without_a_field_a_chapter_reads_names_the_file_and_the_field(name, tmp_path):
+    """A file that is valid JSON but lacks what a chapter reads (``{"preset": "lecture"}``) is named, with the field
+    and what to do, not a bare ``KeyError``."""
+    from softmax_as_linear.core.artifacts import DamagedFileError
+
+    (tmp_path / name).write_text(json.dumps({"preset": "lecture", "complete": True}))
+    with pytest.raises(DamagedFileError, match="lacks the field") as caught:
+        result_files.load_result(name, tmp_path)
+    assert str(tmp_path / name) in str(caught.value) and "write it again" in str(caught.value)
+    readers = {"nonlinear_lecture.json": result_files.saved_nonlinear,
+               "nonlinear_depth_lecture.json": result_files.saved_nonlinear_depth,
+               "depth_lecture.json": result_files.saved_depth}
+    whole = json.loads((pathlib.Path(result_files.__file__).parents[3] / "results" / name).read_text())
+    del whole["provenance"]
+    (tmp_path / name).write_text(json.dumps(whole))
+    with pytest.raises(DamagedFileError, match="lacks the field 'provenance'"):
+        readers[name]("lecture", tmp_path, required=True)

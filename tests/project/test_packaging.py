@@ -232,9 +232,11 @@ def test_results_folder_rule(tmp_path, monkeypatch):
     assert artifacts.results_folder() == ROOT / "results"  # a source checkout
     assert artifacts.find_result("fig2_paper.json") == ROOT / "results" / "fig2_paper.json"
     monkeypatch.setenv(artifacts.ENV_VAR, str(tmp_path))
-    assert artifacts.results_folder() == tmp_path and artifacts.find_result("fig2_paper.json") is None
-    with pytest.raises(FileNotFoundError, match=r"fig2_paper\.json.*\n.*reproduce fig2 fig3 fig4 --preset paper"):
-        result_files.load_result("fig2_paper.json")
+    assert artifacts.results_folder() == tmp_path  # a folder without the file: the course's copy is read
+    assert artifacts.find_result("fig2_paper.json") == ROOT / "results" / "fig2_paper.json"
+    assert artifacts.find_result("fig2_lecture.json") is None  # a file the course does not ship
+    with pytest.raises(FileNotFoundError, match=r"fig2_lecture\.json.*\n.*reproduce fig2 fig3 fig4 --preset lecture"):
+        result_files.load_result("fig2_lecture.json")
     artifacts.save_json(tmp_path / "fig2_paper.json", {"complete": True})
     assert artifacts.load_result("fig2_paper.json") == {"complete": True}
     monkeypatch.setattr(artifacts, "SHIPPED", ROOT / "results")  # as in an installed package

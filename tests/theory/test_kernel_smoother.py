@@ -1,4 +1,5 @@
 """Softmax attention on the sphere as a Nadaraya-Watson smoother."""
+import pytest
 import torch
 
 from softmax_as_linear.theory import kernel_smoother as ks
@@ -43,3 +44,21 @@ def test_the_infinite_prompt_smoother_is_the_long_prompt_one():
     query = torch.cat([x_q, torch.zeros(64, 1, dtype=torch.float64)], -1)
     finite = 0.5 * (ks.nadaraya_watson(tokens, query, 5.0) - task.function(a, x_q.unsqueeze(1))[:, 0]) ** 2
     assert abs(float(finite.mean() - losses[0].mean())) < 0.05 * float(losses[0].mean()) + 1e-4
+
+
+@pytest.mark.parametrize("function", ["kernel_weights", "softmax_weights", "nadaraya_watson", "effective_sample_size"])
+def test_the_smoother_names_a_wrong_argument_and_takes_numpy_arrays(function):
+    import numpy as np
+
+    from softmax_as_linear.theory import kernel_smoother
+
+    tokens = torch.randn(4, 6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    query = torch.tensor([[1.0, 0.0, 0.0]] * 4, dtype=torch.float64)
+    call = getattr(kernel_smoother, function)
+    assert torch.equal(call(tokens.numpy(), query.numpy(), np.float64(2.0)), call(tokens, query, 2.0))
+    with pytest.raises(ValueError, match="query"):
+        call(tokens, torch.ones(4, 2, dtype=torch.float64), 2.0)
+    with pytest.raises(ValueError, match="query"):
+        call(tokens, torch.tensor(1.0), 2.0)
+    with pytest.raises(ValueError, match="tokens"):
+        call(torch.tensor(1.0), query, 2.0)

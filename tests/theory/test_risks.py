@@ -298,3 +298,57 @@ def test_a_seeded_bayes_estimate_is_drawn_once_per_law(monkeypatch):
     risks.bayes_risk(7, task, n_samples=301, seed=5)
     risks.bayes_risk(7, task, n_samples=300, seed=6)
     assert len(drawn) == 1 + len(others) + 3
+
+
+def _exact_linear_attention_risk(U, V, L: int, task) -> float:
+    r"""The risk of linear attention at (U, V) computed by exact quadrature, knowing nothing of the closed form: the
+    loss is a polynomial of degree at most 4 in each standard draw (the covariate draws :math:`\xi` of every token,
+    :math:`w / \tau`, the query's Gaussian draws, every label noise), so a three-point Gauss rule per draw is exact:
+    Gauss-Hermite for the Gaussian ones, Gauss-Legendre on :math:`[-\sqrt3, \sqrt3]` for the uniform law, the two
+    signs for the Rademacher one. Prompts are built as the task defines them: :math:`x = F\xi`, :math:`y = w^\top x +
+    \varepsilon`, the query :math:`x_q \sim N(0, Q)` (its law does not matter: the loss is quadratic in it)."""
+    import itertools
+
+    import numpy as np
+
+    d = task.d
+    hermite = np.polynomial.hermite_e.hermegauss(3)
+    hermite = (hermite[0], hermite[1] / hermite[1].sum())
+    laws = {"rademacher": (np.array([-1.0, 1.0]), np.array([0.5, 0.5])),
+            "uniform": (np.sqrt(3) * np.polynomial.legendre.leggauss(3)[0], np.polynomial.legendre.leggauss(3)[1] / 2)}
+    rules = [laws[task.covariates]] * (L * d) + [hermite] * (d + d + L + 1)  # xi, w, x_q, noises
+    nodes = np.array(list(itertools.product(*[r[0] for r in rules])))
+    weights = np.prod(np.array(list(itertools.product(*[r[1] for r in rules]))), axis=1)
+    nodes = torch.as_tensor(nodes)
+    xi = nodes[:, :L * d].reshape(-1, L, d)
+    eta = nodes[:, L * d:L * d + d]
+    q = nodes[:, L * d + d:L * d + 2 * d]
+    noise = math.sqrt(task.noise_var) * nodes[:, L * d + 2 * d:]
+    F = task.prompt_factor.double()
+    w = math.sqrt(task.task_var) * eta
+    x = xi @ F.T
+    y = (x * w[:, None]).sum(-1) + noise[:, :L]
+    x_q = q @ torch.linalg.cholesky(task.query_covariance.double()).T
+    tokens = torch.cat([x, y[..., None]], -1)
+    query = torch.cat([x_q, torch.zeros(len(x_q), 1, dtype=x_q.dtype)], -1)
+    prediction = linear_attention(tokens, query, U, V)[:, -1]
+    loss = 0.5 * (prediction - ((x_q * w).sum(-1) + noise[:, L])) ** 2
+    return float((torch.as_tensor(weights) * loss).sum())
+
+
+@pytest.mark.parametrize("covariates", ["rademacher", "uniform"])
+@pytest.mark.parametrize("kind", ["isotropic", "kms"])
+def test_linear_attention_risk_under_a_covariate_law_is_exact(covariates, kind):
+    """Chapter 6's closed-form risk of linear attention at a finite prompt, fourth-moment correction included, against
+    an exact quadrature of the same expectation (d = 2, L = 2: every prompt's terms enumerated): equal to rounding,
+    where the correction moves the risk by far more (half of it would be caught a thousand times over)."""
+    task = (regression.RegressionTask.isotropic(2, 0.7, 0.2, covariates=covariates) if kind == "isotropic"
+            else regression.RegressionTask.kms(2, 0.6, 0.7, 0.2, covariates=covariates))
+    U, V = random_uv(5, D=3, scale=0.6)
+    L = 2
+    exact = _exact_linear_attention_risk(U, V, L, task)
+    closed = float(risks.linear_attention_risk(U, V, L, task))
+    gaussian = float(risks.linear_attention_risk(U, V, L, regression.RegressionTask(2, task.covariance, task.task_var,
+                                                                                    task.noise_var)))
+    assert closed == pytest.approx(exact, rel=1e-10, abs=1e-12)
+    assert abs(closed - gaussian) > 1e3 * 1e-10 * abs(exact)  # the correction is far beyond the tolerance

@@ -90,3 +90,51 @@ def test_quadratic_labels_approach_their_limits():
         gaps = [float(((tl.finite_prompt_predictions(labels, U, V, dummy, query, L, g, activation) - limit) ** 2).mean()) * L
                 for L in (300, 3000)]
         assert 0.4 < gaps[1] / gaps[0] < 2.5, (activation, gaps)
+
+
+def _limit_arguments():
+    import numpy as np
+
+    from softmax_as_linear.theory.cosine_task import CosineTask
+
+    task = CosineTask(d=2, features=8, frequency=1.0, noise_var=0.1, inputs="gaussian")
+    U, V = torch.zeros(3, 3, dtype=torch.float64), torch.zeros(3, 3, dtype=torch.float64)
+    U[:2, :2] = torch.eye(2)
+    V[2] = torch.tensor([0.3, 0.0, 1.0])
+    coef = tl.cosine_coefficients(task, torch.ones(1, 8, dtype=torch.float64))
+    args = dict(U=U, V=V, omega=task.omega, phase=task.phase, coef=coef, cov=torch.eye(2, dtype=torch.float64),
+                query=torch.tensor([[0.5, 0.0, 0.0]], dtype=torch.float64))
+    return args, np
+
+
+@pytest.mark.parametrize("limit", ["softmax_limit", "linear_limit"])
+@pytest.mark.parametrize("name, bad", [("U", "shape"), ("V", "shape"), ("query", "shape"), ("query", "0-d"),
+                                       ("omega", "shape"), ("phase", "shape"), ("coef", "shape"), ("coef", "0-d"),
+                                       ("cov", "shape")])
+def test_the_limits_name_a_wrong_argument_and_take_numpy_arrays(limit, name, bad):
+    """Wrong shapes and 0-d tensors are ValueErrors naming the argument (not raw torch errors); NumPy arrays are
+    read as tensors, with the same result."""
+    args, np = _limit_arguments()
+    extra = {"noise_var": 0.1} if limit == "linear_limit" else {}
+    call = getattr(tl, limit)
+    expected = call(**args, **extra)
+    as_numpy = call(**{k: np.asarray(v) for k, v in args.items()}, **extra)
+    assert torch.equal(torch.as_tensor(as_numpy), expected)
+    value = args[name]
+    if bad == "0-d":
+        args[name] = torch.tensor(1.0, dtype=torch.float64)
+    elif name == "omega":  # a wider omega would be read as wider inputs (then cov is named): a vector instead
+        args[name] = value[0]
+    else:
+        args[name] = torch.cat([value, value[..., :1]], -1)
+    with pytest.raises(ValueError, match=name):
+        call(**args, **extra)
+
+
+def test_the_limit_panel_names_its_own_seed():
+    """Chapter 8's limit view refuses a negative seed naming ``seed``, the argument its caller used."""
+    from softmax_as_linear.panels import nonlinear as panel
+
+    with pytest.raises(ValueError, match=r"^seed") as caught:
+        panel.limit_view(1.0, 1.0, 0.1, 16, seed=-1)
+    assert "feature_seed" not in str(caught.value)

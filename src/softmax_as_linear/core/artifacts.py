@@ -90,12 +90,13 @@ RESULTS = results_folder()
 
 
 def search_path(folder=None) -> list[pathlib.Path]:
-    """The folders a result file is looked for in: ``folder`` alone when given, else the results
-    folder and then the copy shipped with the package."""
+    """The folders a result file is looked for in: ``folder`` alone when given, else the results folder, then the
+    course's own copy: the checkout's ``results/`` (a clone) and the copy shipped with the package."""
     if folder is not None:
         return [pathlib.Path(folder)]
+    checkout = [_CHECKOUT / "results"] if _from_checkout() else []  # a clone: the course's copy is there
     shipped = [SHIPPED] if SHIPPED.is_dir() else []
-    return list(dict.fromkeys([results_folder(), *shipped]))
+    return list(dict.fromkeys([results_folder(), *checkout, *shipped]))
 
 
 def find_result(name: str, folder=None) -> pathlib.Path | None:

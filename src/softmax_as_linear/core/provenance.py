@@ -17,21 +17,30 @@ _PACKAGE = pathlib.Path(__file__).resolve().parents[1]  # softmax_as_linear/: th
 def _git(*args: str) -> str | None:
     """The output of ``git args`` run in the package's folder, or None outside a checkout."""
     try:
-        out = subprocess.run(["git", *args], cwd=pathlib.Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10, check=True)
+        out = subprocess.run(["git", *args], cwd=_PACKAGE, capture_output=True, text=True, timeout=10, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip()
 
 
+def _library_git(*args: str) -> str | None:
+    """:func:`_git`'s output when the git repository around the package is the library's own (it tracks the
+    package's ``__init__.py``), else None: a library installed into a virtual environment inside a user's own git
+    project is not that project's, and its commit is not the library's."""
+    if _git("ls-files", "--error-unmatch", "--", str(_PACKAGE / "__init__.py")) is None:
+        return None
+    return _git(*args)
+
+
 def library_changes() -> list[str] | None:
     """The library's files (this package's folder) with uncommitted changes, untracked files included (a module
     never committed changes what a result computes as much as an edit does), their paths as ``git status
-    --porcelain`` lists them (an empty list for a clean tree), or None when unknown: outside a checkout, or when
-    ``SOFTMAX_AS_LINEAR_COMMIT`` names the commit (a copy of the source tree may carry a stale ``.git``)."""
+    --porcelain`` lists them (an empty list for a clean tree), or None when unknown: outside a checkout of the
+    library (installed, even inside another git project), or when ``SOFTMAX_AS_LINEAR_COMMIT`` names the commit (a
+    copy of the source tree may carry a stale ``.git``)."""
     if os.environ.get("SOFTMAX_AS_LINEAR_COMMIT"):
         return None
-    status = _git("status", "--porcelain", "--untracked-files=all", "--", str(_PACKAGE))
+    status = _library_git("status", "--porcelain", "--untracked-files=all", "--", str(_PACKAGE))
     return None if status is None else [line.split(maxsplit=1)[-1] for line in status.splitlines()]
 
 
@@ -46,7 +55,7 @@ def provenance(device, seconds: float) -> dict:
     import torch
 
     device = str(device)
-    commit = os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or _git("rev-parse", "HEAD") or None
+    commit = os.environ.get("SOFTMAX_AS_LINEAR_COMMIT") or _library_git("rev-parse", "HEAD") or None
     changed = library_changes()
     changes = None if changed is None else bool(changed)
     where = {"device": device, "torch": torch.__version__, "python": platform.python_version(),

@@ -12,6 +12,28 @@ import torch
 from ..core import checks
 from .deep import DeepConfig, DeepStepper
 
+#: Fractions of training over which the paired fall of the risk is measured (from that record to the end).
+FALL_FRACTIONS = (0.5, 0.25, 0.1)
+
+
+class DecaySchedule:
+    """The record steps of a run of ``steps`` Adam steps whose rate is divided once, at ``decay_at`` of training (the
+    settings of the sweeps :class:`DecayedDeepStepper` trains inherit it; they hold ``steps``, ``decay_at`` and
+    ``record_every``)."""
+
+    @property
+    def decay_step(self) -> int:
+        return int(round(self.decay_at * self.steps))
+
+    def fall_step(self, fraction: float) -> int:
+        """The record from which the fall over the last ``fraction`` of training is measured."""
+        return int(round((1 - fraction) * self.steps))
+
+    def record_steps(self) -> list[int]:
+        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
+        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
+        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
+
 
 class DecayedDeepStepper(DeepStepper):
     """:class:`~softmax_as_linear.engine.deep.DeepStepper` whose learning rate is multiplied by ``decay_factor`` from

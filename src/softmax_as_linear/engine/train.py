@@ -124,7 +124,8 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
 
     def save(state):
         if file is not None:
-            save_checkpoint(file, {"config": config.as_dict(), "seconds": seconds, "engine_path": stepper.path,
+            save_checkpoint(file, {"config": config.as_dict(), "seconds": seconds,
+                                   "engine_path": joined_path(earlier_path, stepper.path),
                                    **records.state(), **state})
 
     bar = None
@@ -167,9 +168,21 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
     seconds += time.perf_counter() - clock
     save(stepper.state())
     records.last_step, records.seconds, records.complete = step, seconds, complete
-    records.engine_path = (stepper.path if earlier_path in (None, stepper.path)
-                           else f"{earlier_path}, then {stepper.path}")
+    records.engine_path = joined_path(earlier_path, stepper.path)
     return records
+
+
+def joined_path(earlier: str | None, current: str) -> str:
+    """The paths of every leg of a run, ``"cpu, then tensor"``: the ``earlier`` legs' (None for a fresh run) and the
+    ``current`` one, named once when it is the last earlier leg's."""
+    if earlier is None or last_leg(earlier) == current:
+        return current if earlier is None else earlier
+    return f"{earlier}, then {current}"
+
+
+def last_leg(engine_path: str) -> str:
+    """The path of the last leg of ``engine_path`` (:func:`joined_path`), with its ``"+graph"`` mark."""
+    return engine_path.split(", then ")[-1]
 
 
 def _copy(value):
@@ -229,7 +242,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
             return cached
     if path != "auto" and checkpoint is not None and pathlib.Path(checkpoint).exists():
         written_on = str(load_checkpoint(checkpoint, cfg, device).get("engine_path", "unknown"))
-        if written_on.split(", then ")[-1].split("+")[0] != path:
+        if last_leg(written_on).split("+")[0] != path:
             raise ValueError(f"path {path!r} was asked for, but checkpoint {checkpoint} was written on path "
                              f"{written_on!r}: resume it with path='auto' (the result then names both paths), or "
                              "delete it to train again on the path asked for")
@@ -237,7 +250,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     records = run(stepper, cfg.steps, cfg.record_steps(), config=cfg, checkpoint=checkpoint,
                   checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
                   should_stop=should_stop)
-    if path != "auto" and records.engine_path.split("+")[0] != path:
+    if path != "auto" and last_leg(records.engine_path).split("+")[0] != path:
         raise RuntimeError(f"path {path!r} was asked for, but {records.engine_path!r} ran (a fallback: see the "
                            "warnings above)")
     kept = records.up_to(records.last_step)

@@ -39,7 +39,7 @@ from ..core.artifacts import jsonable
 from ..core.provenance import device_name, provenance, utc_now
 from ..core.stats import loglog_slope, mean_se_along
 from ..engine.deep import DeepConfig
-from ..engine.deep_schedule import DecayedDeepStepper
+from ..engine.deep_schedule import FALL_FRACTIONS, DecayedDeepStepper, DecaySchedule
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.preconditioned_gd import best_preconditioners
@@ -52,29 +52,9 @@ MODEL_NAMES = ("softmax_1", "linear_1", "softmax_2", "linear_2")
 #: Paired differences read from the final evaluation: name -> (model, minus model).
 DIFFERENCES = {"second_layer_softmax": ("softmax_2", "softmax_1"), "second_layer_linear": ("linear_2", "linear_1"),
                "softmax_minus_linear_1": ("softmax_1", "linear_1"), "softmax_minus_linear_2": ("softmax_2", "linear_2")}
-#: Fractions of training over which the paired fall of the risk is measured (from that record to the end).
-FALL_FRACTIONS = (0.5, 0.25, 0.1)
 #: Fraction of the steps taken at the full learning rate before it is divided by ten.
 DECAY_AT, DECAY_FACTOR = 0.75, 0.1
 _EVAL_CHUNK = 1024
-
-
-class DecaySchedule:
-    """The record steps of a run of ``steps`` Adam steps whose rate is divided once, at ``decay_at`` of training (the
-    settings classes of Chapters 7 and 8 that train with a step decay inherit it)."""
-
-    @property
-    def decay_step(self) -> int:
-        return int(round(self.decay_at * self.steps))
-
-    def fall_step(self, fraction: float) -> int:
-        """The record from which the fall over the last ``fraction`` of training is measured."""
-        return int(round((1 - fraction) * self.steps))
-
-    def record_steps(self) -> list[int]:
-        """Step 0, every ``record_every`` steps, the decay step, the fall fractions' steps and the last step."""
-        marks = {0, self.steps, self.decay_step, *range(0, self.steps + 1, self.record_every)}
-        return sorted(marks | {self.fall_step(f) for f in FALL_FRACTIONS})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -163,7 +143,7 @@ def final_weights(stepper) -> tuple[torch.Tensor, torch.Tensor]:
     return U, v
 
 
-def final_evaluation(stepper, records, settings: DepthSettings) -> dict:
+def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     r"""Risks of the last weights and of the records at the fall fractions, on ``final_prompts`` fresh prompts per
     seed (the ``"evaluation"`` stream of the seed at the longest length; the run of length ``L`` reads their first
     ``L`` tokens), every model and record on the same prompts.
@@ -258,7 +238,7 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     return out
 
 
-def references(settings: DepthSettings) -> dict:
+def depth_references(settings: DepthSettings) -> dict:
     r"""The references at every length, computed without the trainer: :math:`R^*_{\mathrm{lin}}(L)`, the
     :math:`L`-Bayes risk (with its Monte Carlo standard error), one and two steps of preconditioned gradient descent
     with the best scalar preconditioners :math:`\Gamma_k = c_k I` (for isotropic inputs the best full matrices are
@@ -285,7 +265,7 @@ def references(settings: DepthSettings) -> dict:
 def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None = None) -> dict:
     """What Chapter 7 reads from a trained sweep, JSON-ready, without provenance: ``per_seed`` arrays (final
     evaluation, held-out trajectories, final weights, divergences), ``references``, ``complete``."""
-    evaluation = final_evaluation(stepper, records, settings)
+    evaluation = deep_final_evaluation(stepper, records, settings)
     kept = records.up_to(records.last_step)
     per_seed = {"seeds": list(settings.seeds),
                 "risk": evaluation["risk"], "risk_se": evaluation["risk_se"],
@@ -301,7 +281,7 @@ def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None 
             "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
             "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
             "fall_fractions": list(FALL_FRACTIONS), "per_seed": jsonable(per_seed),
-            "references": refs if refs is not None else references(settings)}
+            "references": refs if refs is not None else depth_references(settings)}
 
 
 def depth_provenance(settings: DepthSettings, preset: str, device, wall_seconds: float, records) -> dict:
@@ -456,12 +436,13 @@ def warm_settings(preset: str, **overrides) -> WarmSettings:
 STAGE_SOURCES = ("linear_2", "softmax_2")
 
 
-class _WarmCheckpointKey:
+class WarmCheckpointKey:
     """What a second-stage checkpoint is written for: the sweep's settings, the stage's, and the model it starts from
-    (recorded only when it is not the warm start's ``linear_2``)."""
+    (recorded only when it is not the warm start's ``linear_2``); ``seeds`` and ``steps`` (the stage's)."""
 
     def __init__(self, settings: DepthSettings, warm: WarmSettings, source: str = "linear_2"):
         self.settings, self.warm, self.source = settings, warm, source
+        self.seeds, self.steps = settings.seeds, warm.steps
 
     def as_dict(self) -> dict:
         out = {**self.settings.as_dict(), "warm": dataclasses.asdict(self.warm)}
@@ -482,21 +463,21 @@ def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", 
     with torch.no_grad():
         stepper.U.copy_(torch.as_tensor(np.asarray(U))[:, :, a:a + 1].to(stepper.U))
         stepper.v.copy_(torch.as_tensor(np.asarray(v))[:, :, a:a + 1].to(stepper.v))
-    records = run(stepper, warm.steps, warm.record_steps(), config=_WarmCheckpointKey(settings, warm, source),
+    records = run(stepper, warm.steps, warm.record_steps(), config=WarmCheckpointKey(settings, warm, source),
                   checkpoint=checkpoint, checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds,
                   progress=progress, should_stop=should_stop)
     return stepper, records
 
 
 def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings, U, v) -> dict:
-    """The warm stage read on the sweep's own fresh prompts (the same as :func:`final_evaluation`'s, so paired with the
+    """The warm stage read on the sweep's own fresh prompts (the same as :func:`deep_final_evaluation`'s, so paired with the
     four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
     ``minus_se`` ``{model: (S, nL)}`` (warm start minus each model); ``fall``, ``fall_se`` over the last half,
     quarter, tenth; the held-out ``trajectory``; ``complete``, ``steps``; the settings."""
     from ..engine.deep import DeepStepper
 
     main = DeepStepper(settings.deep_config(), stepper.device)
-    weights = {"final": (stepper.U.detach(), stepper.v.detach())}
+    weights = {"final": final_weights(stepper)}  # a diverged run: NaN, as read_stages calls it
     history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
     last = records.last_step
     for fraction in FALL_FRACTIONS:
@@ -532,7 +513,8 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     return jsonable(out)
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmSettings",
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmCheckpointKey",
+           "WarmSettings",
            "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
-           "final_evaluation", "merge_per_seed", "read_stages", "references", "seed_slopes", "stage_window",
+           "deep_final_evaluation", "merge_per_seed", "read_stages", "depth_references", "seed_slopes", "stage_window",
            "train_depth", "train_warm", "warm_readings", "warm_settings"]

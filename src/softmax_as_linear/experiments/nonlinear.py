@@ -37,41 +37,21 @@ from ..core.artifacts import results_folder, save_json
 from ..core.devices import resolve_device
 from ..core.provenance import provenance
 from ..engine.sweep import TrainConfig
-from ..engine.train import train
+from ..engine.train import resolved, train
 from ..registry import PRESETS
 from ..theory.kernel_smoother import best_bandwidth
 from ..theory.models import predict_unchecked
+from . import presets
 from .result_files import nonlinear_command, nonlinear_file
-
-#: The sweep of each preset. ``lecture`` trains in about ten minutes of one CPU core; ``paper`` is the GPU-sized one.
-PRESET_SETTINGS = {
-    "lecture": dict(lengths=(10, 32, 100, 316, 1000), seeds=(0, 1, 2, 3), steps=1500, batch_size=64,
-                    record_every=50, eval_prompts=512),
-    "paper": dict(lengths=(10, 32, 100, 316, 1000, 3162), seeds=tuple(range(10)), steps=20000, batch_size=256,
-                  record_every=200, eval_prompts=2048),
-    "smoke": dict(lengths=(10, 32), seeds=(0, 1), steps=20, batch_size=16, record_every=10, eval_prompts=64),
-}
-#: The task and the optimiser, the same at every preset.
-TASK_SETTINGS = dict(d=2, labels="cosine", features=64, frequency=2.0, noise_var=0.05, task_var=1.0,
-                     optimizer="adam", lr=0.1, init_scale=0.1)
-#: Fresh prompts per length of the final evaluation, and prompts of the references (Bayes, Nadaraya-Watson).
-FINAL_PROMPTS = {"lecture": 4096, "paper": 16384, "smoke": 256}
-REFERENCE_PROMPTS = {"lecture": 2048, "paper": 8192, "smoke": 128}
-
-CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
-
-#: The window's dependence on the task: (frequency scale, label noise) pairs trained at one length, softmax only,
-#: changing one setting of :data:`TASK_SETTINGS` at a time.
-DEPENDENCE = ((1.0, 0.05), (2.0, 0.05), (4.0, 0.05), (2.0, 0.01), (2.0, 0.25))
-#: The length at which the dependence is trained, per preset.
-DEPENDENCE_LENGTH = {"lecture": 100, "paper": 316, "smoke": 32}
+from .stages import train_stage
 
 
 def nonlinear_config(preset: str = "lecture", **overrides) -> TrainConfig:
-    """The training sweep of ``preset`` (:data:`PRESET_SETTINGS`, :data:`TASK_SETTINGS`), fields overridden by
+    """The training sweep of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_SETTINGS`,
+    :data:`~softmax_as_linear.experiments.presets.NONLINEAR_TASK`), fields overridden by
     ``overrides``."""
     checks.one_of("preset", preset, PRESETS)
-    return TrainConfig(**{**TASK_SETTINGS, **PRESET_SETTINGS[preset], **overrides})
+    return TrainConfig(**{**presets.NONLINEAR_TASK, **presets.NONLINEAR_SETTINGS[preset], **overrides})
 
 
 def window_readings(U: np.ndarray, V: np.ndarray, d: int) -> dict:
@@ -112,9 +92,10 @@ def window_exponent(lengths, w: np.ndarray, keep: np.ndarray | None = None, leve
 KERNEL_ANISOTROPY = 0.5
 
 
-def final_risks(result, n_prompts: int, device) -> dict:
+def nonlinear_final_risks(result, n_prompts: int) -> dict:
     """Each run's final risk on ``n_prompts`` fresh prompts of its length (stream ``"evaluation"`` of its seed, the
-    same prompts for both activations) with its standard error, and the paired difference softmax minus linear."""
+    same prompts for both activations) with its standard error, and the paired difference softmax minus linear;
+    computed on the CPU in float64, whatever device trained (the same numbers from every device's weights)."""
     cfg = result.config
     task = cfg.task()
     U_all, V_all = (torch.as_tensor(np.asarray(m)[:, :, :, -1], dtype=torch.float64) for m in result.uv())
@@ -161,34 +142,38 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
 
 
 def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
-                      restart: bool = False, seeds: tuple[int, ...] | None = None) -> dict:
-    r"""Softmax attention trained at one length (:data:`DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
-    noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds (or ``seeds``), each checkpointed: its final window :math:`w`
-    and anisotropy per seed, its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task.
-    Returns ``{"length", "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w",
-    "complete"}``."""
-    L = DEPENDENCE_LENGTH[preset]
-    out_w, out_a, out_r, best, complete = [], [], [], [], True
-    for k, (frequency, noise_var) in enumerate(DEPENDENCE):
+                      restart: bool = False, seeds: tuple[int, ...] | None = None) -> dict | None:
+    r"""Softmax attention trained at one length (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
+    noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds (or ``seeds``), each a stage of its own
+    (:func:`~softmax_as_linear.experiments.stages.train_stage`): its final window :math:`w` and anisotropy per seed,
+    its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task. Returns ``{"length",
+    "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w", "complete"}``, or None
+    when ``deadline`` stopped a stage (nothing is measured then)."""
+    L = presets.NONLINEAR_DEPENDENCE_LENGTH[preset]
+    out_w, out_a, out_r, best = [], [], [], []
+    for k, (frequency, noise_var) in enumerate(presets.NONLINEAR_DEPENDENCE):
         config = nonlinear_config(preset, frequency=frequency, noise_var=noise_var, lengths=(L,), models=("softmax",),
                                   **({} if seeds is None else {"seeds": tuple(seeds)}))
-        checkpoint = out / "checkpoints" / f"nonlinear_{preset}_dependence{k}.pt"
-        if restart:
-            checkpoint.unlink(missing_ok=True)
-        stop = None if deadline is None else (lambda: time.monotonic() > deadline)
-        result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
-                       checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
-        complete = complete and result.complete
+        what = (f"the window's dependence at L={L}, gamma={frequency:g}, s^2={noise_var:g} ({preset} preset, seeds "
+                f"{', '.join(map(str, config.seeds))})")
+        result = train_stage(what, out / "checkpoints" / f"nonlinear_{preset}_dependence{k}.pt",
+                             resolved(config, device), config.steps, lambda **kw: train(config, device=device, progress=True, **kw), device,
+                             deadline, restart)
+        if not result.complete:
+            return None
         U, V = result.uv()
         readings = window_readings(np.asarray(U), np.asarray(V), config.d)
         out_w.append(readings["w"][:, 0, 0, -1]), out_a.append(readings["anisotropy"][:, 0, 0, -1])
         out_r.append(result.eval_risk[:, 0, 0, -1])
-        best.append(best_bandwidth(config.task(), L, n_prompts=REFERENCE_PROMPTS[preset],
+    for frequency, noise_var in presets.NONLINEAR_DEPENDENCE:
+        task = nonlinear_config(preset, frequency=frequency, noise_var=noise_var).task()
+        best.append(best_bandwidth(task, L, n_prompts=presets.NONLINEAR_REFERENCE_PROMPTS[preset],
                                    seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))["w"])
-        print(f"window at L={L}, gamma={frequency:g}, s^2={noise_var:g}: trained w = {np.round(out_w[-1], 1).tolist()},"
-              f" best Nadaraya-Watson w* = {best[-1]:.3g}", flush=True)
-    return {"length": L, "settings": [list(x) for x in DEPENDENCE], "w": out_w, "anisotropy": out_a, "risk": out_r,
-            "best_w": best, "complete": complete}
+    for (frequency, noise_var), w, w_star in zip(presets.NONLINEAR_DEPENDENCE, out_w, best):
+        print(f"window at L={L}, gamma={frequency:g}, s^2={noise_var:g}: trained w = {np.round(w, 1).tolist()},"
+              f" best Nadaraya-Watson w* = {w_star:.3g}", flush=True)
+    return {"length": L, "settings": [list(x) for x in presets.NONLINEAR_DEPENDENCE], "w": out_w, "anisotropy": out_a, "risk": out_r,
+            "best_w": best, "complete": True}
 
 
 #: The arrays of the result file with a seed axis first, by section: a shard holds its seeds' rows, and
@@ -199,15 +184,16 @@ PER_SEED = {"trajectories": ("eval_risk", "eval_sd", "w"), "final": ("risk", "ri
 DEPENDENCE_PER_SEED = ("w", "anisotropy", "risk")
 
 
-def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
+def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadline: float | None = None,
                         restart: bool = False, dirty: bool = False,
                         shard: tuple[int, int] | None = None, seeds: tuple[int, ...] | None = None) -> pathlib.Path:
-    """Train (or resume) the sweep of ``preset``, measure it and its references, and write
-    ``nonlinear_<preset>.json`` atomically into ``out`` (default: the results folder). ``max_minutes`` stops training
-    after about that long (the file then says ``"complete": false``; the same call resumes). ``restart`` trains
-    afresh. ``dirty``: the library had uncommitted changes (recorded).
+    """Train (or resume) the sweep of ``preset`` and the window's dependence, measure them and the references, and
+    write ``nonlinear_<preset>.json`` atomically into ``out`` (default: the results folder). ``deadline`` (a
+    ``time.monotonic()`` reading) stops training: the file then says ``"complete": false`` with the steps reached, and
+    nothing is measured (the same call resumes). A complete file of the same settings is left as it is ("up to
+    date"). ``restart`` trains afresh. ``dirty``: the library had uncommitted changes (recorded).
 
-    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds` of the
+    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds` of the
     preset's): train those seeds only, main sweep and dependence, into ``out`` (the caller's shard folder); the file
     then holds those seeds' rows of :data:`PER_SEED` and
     :data:`DEPENDENCE_PER_SEED`, and leaves what needs every seed or none (the window exponent, the references) to
@@ -220,41 +206,60 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, max_mi
     out = results_folder() if out is None else pathlib.Path(out)
     seeds = nonlinear_config(preset).seeds if seeds is None else tuple(seeds)
     config = nonlinear_config(preset, seeds=seeds)
-    checkpoint = out / "checkpoints" / f"nonlinear_{preset}.pt"
-    if restart:
-        checkpoint.unlink(missing_ok=True)
-    deadline = None if max_minutes is None else start + 60 * checks.positive_float("max_minutes", max_minutes)
-    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
-    print(f"training Chapter 8's sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))}) on {device}; "
-          f"checkpoint {checkpoint}", flush=True)
-    result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
-                   checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
-    print(f"trained: {result.seconds:.0f} s, {int(result.diverged.sum())} diverged runs; measuring", flush=True)
-    U, V = result.uv()
-    readings = window_readings(np.asarray(U), np.asarray(V), config.d)
-    data = {
-        "preset": preset, "complete": bool(result.complete), "steps_reached": int(result.steps[-1]),
-        "config": config.as_dict(), "models": list(config.models),
-        "trajectories": {"steps": result.steps, "eval_risk": result.eval_risk, "eval_sd": result.eval_sd,
-                         "w": readings["w"]},
-        "final": final_risks(result, FINAL_PROMPTS[preset], device),
-        "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY},
-    }
-    data["dependence"] = window_dependence(preset, device, out, deadline, restart, seeds)
-    data["complete"] = data["complete"] and data["dependence"]["complete"]
-    if shard is None:
-        finish(data, preset, progress=True)
+    path = out / nonlinear_file(preset)
+    if not restart and _up_to_date(path, config, shard):
+        print(f"{path}: up to date")
+        return path
+    what = f"Chapter 8's sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
+    result = train_stage(what, out / "checkpoints" / f"nonlinear_{preset}.pt", resolved(config, device), config.steps,
+                         lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
+    dependence = window_dependence(preset, device, out, deadline, restart, seeds) if result.complete else None
+    origin = {"preset": preset, "seeds": list(config.seeds), "training_seconds": result.seconds,
+              "engine_path": result.engine_path, "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
+              "final_prompts": presets.NONLINEAR_FINAL_PROMPTS[preset], "reference_prompts": presets.NONLINEAR_REFERENCE_PROMPTS[preset],
+              **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
+    if dependence is None:  # stopped at the deadline: nothing measured, nothing printed as final
+        stopped = "the sweep" if not result.complete else "the window's dependence"
+        data = {"preset": preset, "complete": False, "steps_reached": int(result.steps[-1]),
+                "steps": [int(s) for s in result.steps], "stopped_in": stopped, "config": config.as_dict(),
+                "models": list(config.models)}
+        print(f"{what}: stopped at the time limit in {stopped} (step {int(result.steps[-1]):,} of the sweep's "
+              f"{config.steps:,}); the file is partial, and the same command resumes it", flush=True)
     else:
-        data["windows"]["exponent"], data["references"], data["shard"] = None, None, f"{shard[0]}/{shard[1]}"
-    data["provenance"] = {**provenance(device, time.monotonic() - start), "preset": preset,
-                          "seeds": list(config.seeds), "training_seconds": result.seconds,
-                          "engine_path": result.engine_path, "command": nonlinear_command(preset),
-                          "allow_dirty": bool(dirty), "final_prompts": FINAL_PROMPTS[preset],
-                          "reference_prompts": REFERENCE_PROMPTS[preset],
-                          **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
-    path = save_json(out / nonlinear_file(preset), data)
+        print(f"trained: {result.seconds:.0f} s, {int(result.diverged.sum())} diverged runs; measuring", flush=True)
+        U, V = result.uv()
+        readings = window_readings(np.asarray(U), np.asarray(V), config.d)
+        data = {
+            "preset": preset, "complete": True, "steps_reached": int(result.steps[-1]),
+            "config": config.as_dict(), "models": list(config.models),
+            "trajectories": {"steps": result.steps, "eval_risk": result.eval_risk, "eval_sd": result.eval_sd,
+                             "w": readings["w"]},
+            "final": nonlinear_final_risks(result, presets.NONLINEAR_FINAL_PROMPTS[preset]),
+            "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY},
+            "dependence": dependence,
+        }
+        if shard is None:
+            finish(data, preset, progress=True)
+        else:
+            data["windows"]["exponent"], data["references"], data["shard"] = None, None, f"{shard[0]}/{shard[1]}"
+    data["provenance"] = {**provenance(device, time.monotonic() - start), **origin}
+    save_json(path, data)
     print(f"wrote {path}", flush=True)
     return path
+
+
+def _up_to_date(path: pathlib.Path, config: TrainConfig, shard) -> bool:
+    """Whether ``path`` holds a complete result of ``config`` (and of the same shard), readable."""
+    from ..core.artifacts import DamagedFileError, jsonable, load_json
+
+    if not path.exists():
+        return False
+    try:
+        data = load_json(path)
+    except DamagedFileError:
+        return False  # rewritten
+    same_shard = data.get("shard") == (None if shard is None else f"{shard[0]}/{shard[1]}")
+    return bool(data.get("complete")) and same_shard and data.get("config") == jsonable(config.as_dict())
 
 
 def finish(data: dict, preset: str, progress: bool = False) -> dict:
@@ -267,7 +272,8 @@ def finish(data: dict, preset: str, progress: bool = False) -> dict:
     kernel_like = (np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < KERNEL_ANISOTROPY) & (final_w > 0)
     lengths = tuple(config["lengths"])
     data["windows"]["exponent"] = window_exponent(lengths, final_w, kernel_like) if len(lengths) > 1 else None
-    data["references"] = references(nonlinear_config(preset).task(), lengths, REFERENCE_PROMPTS[preset], progress)
+    data["references"] = references(nonlinear_config(preset).task(), lengths,
+                                    presets.NONLINEAR_REFERENCE_PROMPTS[preset], progress)
     return data
 
 

@@ -1,7 +1,7 @@
 r"""Chapter 8's second layer: one- and two-layer softmax and linear attention trained on the nonlinear task, paired
 (what ``python -m softmax_as_linear reproduce nonlinear_depth`` runs).
 
-The task is Chapter 8's (:data:`~softmax_as_linear.experiments.nonlinear.TASK_SETTINGS`: random-cosine-feature labels
+The task is Chapter 8's (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_TASK`: random-cosine-feature labels
 of inputs on the circle, :class:`~softmax_as_linear.theory.cosine_task.CosineTask`); the networks and the trainer are
 Chapter 7's: residual attention of :mod:`~softmax_as_linear.theory.depth` trained by
 :class:`~softmax_as_linear.engine.deep_schedule.DecayedDeepStepper` through the engine's loop, four columns
@@ -34,34 +34,23 @@ from ..core.artifacts import jsonable, results_folder, save_json
 from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
 from ..engine.deep import DeepConfig
-from ..engine.deep_schedule import DecayedDeepStepper
+from ..engine.deep_schedule import DecayedDeepStepper, DecaySchedule
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.cosine_task import CosineTask
+from . import presets
 from .depth_regression import (
     DECAY_AT,
     DECAY_FACTOR,
     DEPTH_MODELS,
     FALL_FRACTIONS,
     MODEL_NAMES,
-    DecaySchedule,
-    final_evaluation,
+    deep_final_evaluation,
     final_weights,
 )
-from .nonlinear import TASK_SETTINGS
+from .presets import NONLINEAR_TASK
 from .result_files import nonlinear_depth_command, nonlinear_depth_file
-
-#: The sweep of each preset (the lecture preset: about two minutes of one CPU core).
-PRESET_SETTINGS = {
-    "lecture": dict(lengths=(10, 32, 100), seeds=(0, 1, 2), steps=1500, batch_size=64, record_every=50,
-                    held_out_prompts=512, final_prompts=4096),
-    "paper": dict(lengths=(10, 32, 100, 316, 1000), seeds=tuple(range(10)), steps=20000, batch_size=256,
-                  record_every=200, held_out_prompts=2048, final_prompts=16384),
-    "smoke": dict(lengths=(5, 10), seeds=(0, 1), steps=12, batch_size=8, record_every=4, held_out_prompts=16,
-                  final_prompts=64),
-}
-
-CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
+from .stages import train_stage
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,11 +70,11 @@ class NonlinearDepthSettings(DecaySchedule):
     optimizer: str = "adam"
     decay_at: float = DECAY_AT
     decay_factor: float = DECAY_FACTOR
-    d: int = TASK_SETTINGS["d"]
-    features: int = TASK_SETTINGS["features"]
-    frequency: float = TASK_SETTINGS["frequency"]
-    task_var: float = TASK_SETTINGS["task_var"]
-    noise_var: float = TASK_SETTINGS["noise_var"]
+    d: int = NONLINEAR_TASK["d"]
+    features: int = NONLINEAR_TASK["features"]
+    frequency: float = NONLINEAR_TASK["frequency"]
+    task_var: float = NONLINEAR_TASK["task_var"]
+    noise_var: float = NONLINEAR_TASK["noise_var"]
 
     def __post_init__(self):
         checks.positive_int("steps", self.steps)
@@ -112,9 +101,9 @@ class NonlinearDepthSettings(DecaySchedule):
 
 
 def nonlinear_depth_settings(preset: str = "lecture", **overrides) -> NonlinearDepthSettings:
-    """The settings of ``preset`` (:data:`PRESET_SETTINGS`), fields overridden by ``overrides``."""
+    """The settings of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPTH_SETTINGS`), fields overridden by ``overrides``."""
     checks.one_of("preset", preset, PRESETS)
-    return NonlinearDepthSettings(**{**PRESET_SETTINGS[preset], **overrides})
+    return NonlinearDepthSettings(**{**presets.NONLINEAR_DEPTH_SETTINGS[preset], **overrides})
 
 
 def layer_windows(U: np.ndarray, d: int) -> np.ndarray:
@@ -123,18 +112,18 @@ def layer_windows(U: np.ndarray, d: int) -> np.ndarray:
 
 
 def train_nonlinear_depth(settings: NonlinearDepthSettings, device="cpu", checkpoint=None, should_stop=None,
-                          progress: bool = False):
+                          progress: bool = False, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0):
     """Train the sweep with the engine's loop; returns ``(stepper, records)`` (the stepper holds the last weights)."""
     stepper = DecayedDeepStepper(settings.deep_config(), settings.decay_step, settings.decay_factor, device)
     records = run(stepper, settings.steps, settings.record_steps(), config=settings, checkpoint=checkpoint,
-                  checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS, progress=progress,
+                  checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
                   should_stop=should_stop)
     return stepper, records
 
 
 def nonlinear_depth_readings(stepper, records, settings: NonlinearDepthSettings) -> dict:
     """What Chapter 8 reads from the trained sweep, JSON-ready, without provenance."""
-    evaluation = final_evaluation(stepper, records, settings)
+    evaluation = deep_final_evaluation(stepper, records, settings)
     kept = records.up_to(records.last_step)
     U, v = (x.double().cpu().numpy() for x in final_weights(stepper))
     per_seed = {"seeds": list(settings.seeds),
@@ -152,15 +141,16 @@ def nonlinear_depth_readings(stepper, records, settings: NonlinearDepthSettings)
             "fall_fractions": list(FALL_FRACTIONS), "per_seed": jsonable(per_seed)}
 
 
-def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, max_minutes: float | None = None,
+def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, deadline: float | None = None,
                               restart: bool = False, dirty: bool = False, shard: tuple[int, int] | None = None,
                               seeds: tuple[int, ...] | None = None) -> pathlib.Path:
     """Train (or resume) the sweep of ``preset``, read it and write ``nonlinear_depth_<preset>.json`` atomically into
-    ``out`` (default: the results folder). ``max_minutes`` stops training after about that long (the file then says
-    ``"complete": false``; the same call resumes from the checkpoint). ``restart`` trains afresh. ``dirty``: the
-    library had uncommitted changes (recorded).
+    ``out`` (default: the results folder). ``deadline`` (a ``time.monotonic()`` reading) stops training: the file then
+    says ``"complete": false`` with the steps reached and nothing is measured (the same call resumes from the
+    checkpoint). A complete file of the same settings is left as it is ("up to date"). ``restart`` trains afresh.
+    ``dirty``: the library had uncommitted changes (recorded).
 
-    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.reproduce.shard_seeds` of the
+    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds` of the
     preset's): train those seeds only, into ``out`` (the caller's shard folder); the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`) joins the shards' per-seed readings into the file one
     process writes (every run draws from its own seed's streams)."""
@@ -170,23 +160,42 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
     settings = nonlinear_depth_settings(preset, **({} if seeds is None else {"seeds": tuple(seeds)}))
-    checkpoint = out / "checkpoints" / f"nonlinear_depth_{preset}.pt"
-    if restart:
-        checkpoint.unlink(missing_ok=True)
-    deadline = None if max_minutes is None else start + 60 * checks.positive_float("max_minutes", max_minutes)
-    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
-    print(f"training Chapter 8's one- and two-layer sweep ({preset} preset, seeds "
-          f"{', '.join(map(str, settings.seeds))}) on {device}; checkpoint {checkpoint}", flush=True)
-    stepper, records = train_nonlinear_depth(settings, device, checkpoint, stop, progress=True)
-    data = nonlinear_depth_readings(stepper, records, settings)
+    path = out / nonlinear_depth_file(preset)
+    if not restart and _up_to_date(path, settings):
+        print(f"{path}: up to date")
+        return path
+    what = f"Chapter 8's one- and two-layer sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
+    stepper, records = train_stage(what, out / "checkpoints" / f"nonlinear_depth_{preset}.pt", settings,
+                                   settings.steps, lambda **kw: train_nonlinear_depth(settings, device, progress=True,
+                                                                                     **kw), device, deadline, restart)
+    if records.complete:
+        data = nonlinear_depth_readings(stepper, records, settings)
+    else:  # stopped at the deadline: nothing measured
+        data = {"experiment": "nonlinear_depth", "complete": False, "models": list(MODEL_NAMES),
+                "lengths": list(settings.lengths), "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
+        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command resumes "
+              "it", flush=True)
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": settings.as_dict(), "seeds": list(settings.seeds),
                           "engine_path": records.engine_path, "training_seconds": round(float(records.seconds), 1),
                           "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty), "date": utc_now(),
                           **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
-    path = save_json(out / nonlinear_depth_file(preset), data)
+    save_json(path, data)
     print(f"wrote {path}", flush=True)
     return path
+
+
+def _up_to_date(path: pathlib.Path, settings: NonlinearDepthSettings) -> bool:
+    """Whether ``path`` holds a complete, readable result of ``settings``."""
+    from ..core.artifacts import DamagedFileError, load_json
+
+    if not path.exists():
+        return False
+    try:
+        data = load_json(path)
+    except DamagedFileError:
+        return False  # rewritten
+    return bool(data.get("complete")) and (data.get("provenance") or {}).get("settings") == settings.as_dict()
 
 
 def second_layer_effect(data: dict, model: str = "softmax") -> dict:

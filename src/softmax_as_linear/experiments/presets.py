@@ -11,6 +11,8 @@ concentration figures (1 and 5) and the first run of the live training panel.
   prompt counts of softmax against linear attention at the initialisation, ``"lecture"``, ``"paper"`` and
   ``"smoke"``.
 - The live training panel of Chapters 4 and 5 (:data:`PANEL`): its first click, built from the lecture preset.
+- Chapter 6's sweeps (:func:`beyond_config`), Chapter 7's (:data:`DEPTH_SETTINGS`, :data:`DEPTH_WARM`) and Chapter 8's
+  (:data:`NONLINEAR_SETTINGS` and :data:`NONLINEAR_TASK`, :data:`NONLINEAR_DEPTH_SETTINGS`).
 
 The paper preset uses the published code's task, model, PyTorch initialisation, batch size, optimiser,
 learning rate, steps and lengths. For KMS inputs it draws prompt and query inputs from the paper's
@@ -154,3 +156,49 @@ DEPTH_WARM = {
     "lecture": dict(steps=6_000, lr=0.003, record_every=100),
     "smoke": dict(steps=8, lr=0.003, record_every=4),
 }
+
+
+# Chapter 8 ---------------------------------------------------------------------------------------------------------
+
+#: Chapter 8 (:mod:`~softmax_as_linear.experiments.nonlinear`): the sweep of each preset. ``lecture`` trains in about
+#: ten minutes of one CPU core; ``paper`` is the GPU-sized one.
+NONLINEAR_SETTINGS = {
+    "lecture": dict(lengths=(10, 32, 100, 316, 1000), seeds=(0, 1, 2, 3), steps=1500, batch_size=64,
+                    record_every=50, eval_prompts=512),
+    "paper": dict(lengths=(10, 32, 100, 316, 1000, 3162), seeds=tuple(range(10)), steps=20000, batch_size=256,
+                  record_every=200, eval_prompts=2048),
+    "smoke": dict(lengths=(10, 32), seeds=(0, 1), steps=20, batch_size=16, record_every=10, eval_prompts=64),
+}
+#: The task and the optimiser, the same at every preset.
+NONLINEAR_TASK = dict(d=2, labels="cosine", features=64, frequency=2.0, noise_var=0.05, task_var=1.0,
+                      optimizer="adam", lr=0.1, init_scale=0.1)
+#: Fresh prompts per length of the final evaluation, and prompts of the references (Bayes, Nadaraya-Watson).
+NONLINEAR_FINAL_PROMPTS = {"lecture": 4096, "paper": 16384, "smoke": 256}
+NONLINEAR_REFERENCE_PROMPTS = {"lecture": 2048, "paper": 8192, "smoke": 128}
+
+#: The window's dependence on the task: (frequency scale, label noise) pairs trained at one length, softmax only,
+#: changing one setting of :data:`NONLINEAR_TASK` at a time.
+NONLINEAR_DEPENDENCE = ((1.0, 0.05), (2.0, 0.05), (4.0, 0.05), (2.0, 0.01), (2.0, 0.25))
+#: The length at which the dependence is trained, per preset.
+NONLINEAR_DEPENDENCE_LENGTH = {"lecture": 100, "paper": 316, "smoke": 32}
+
+#: Chapter 8's one- and two-layer sweep (:mod:`~softmax_as_linear.experiments.nonlinear_depth`) of each preset
+#: (the lecture preset: about two minutes of one CPU core).
+NONLINEAR_DEPTH_SETTINGS = {
+    "lecture": dict(lengths=(10, 32, 100), seeds=(0, 1, 2), steps=1500, batch_size=64, record_every=50,
+                    held_out_prompts=512, final_prompts=4096),
+    "paper": dict(lengths=(10, 32, 100, 316, 1000), seeds=tuple(range(10)), steps=20000, batch_size=256,
+                  record_every=200, held_out_prompts=2048, final_prompts=16384),
+    "smoke": dict(lengths=(5, 10), seeds=(0, 1), steps=12, batch_size=8, record_every=4, held_out_prompts=16,
+                  final_prompts=64),
+}
+
+
+def shard_seeds(seeds: tuple[int, ...], k: int, n: int) -> tuple[int, ...]:
+    """The seeds of shard ``k`` of ``n`` (``1 <= k <= n <= len(seeds)``): consecutive blocks, the first
+    ``len(seeds) % n`` one seed longer, in the reproduction's order (so shards 1..n, joined, are ``seeds``)."""
+    if not 1 <= k <= n <= len(seeds):
+        raise ValueError(f"shard must be k/n with 1 <= k <= n <= {len(seeds)} (the number of seeds), got {k}/{n}")
+    size, extra = divmod(len(seeds), n)
+    start = (k - 1) * size + min(k - 1, extra)
+    return tuple(seeds[start:start + size + (k <= extra)])

@@ -1,6 +1,6 @@
-"""The reproduction of the paper's figures and of Chapters 6 and 7: train (or reuse) each sweep, measure its final risks,
-write one result file per figure (or per covariate law) with its provenance (what ``python -m softmax_as_linear
-reproduce`` runs).
+"""The reproduction of the paper's figures and of Chapter 6 (train or reuse each sweep, measure its final risks, write one
+result file per figure or per covariate law with its provenance), and of every chapter in the registry (what
+``python -m softmax_as_linear reproduce`` runs).
 
 Figures 2-4 share one isotropic sweep and Figures 6-8 one anisotropic sweep: the sweep is trained
 once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
@@ -52,7 +52,7 @@ from ..core.artifacts import (
 from ..core.devices import resolve_device
 from ..core.provenance import library_changes
 from ..engine.evaluation import final_evaluation
-from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_checkpoint, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
 from ..engine.train import resolved, train
 from ..registry import (
     CONCENTRATION_FIGURES,
@@ -64,17 +64,20 @@ from ..registry import (
     SAMPLERS,
     TRAINING_FIGURES,
 )
+from .chapters import REPRODUCTIONS
 from .concentration_figures import concentration_figure
 from .paper_figures import figure_data, sweep_provenance
-from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config, sweep_seeds
-from .result_files import beyond_stem, figure_file, run_name, sweep_stem
-
-# A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed
-# since the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a
-# fast GPU sweep does not spend its time writing checkpoints.
-CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 1000, 60.0
-
-RESTART_ADVICE = "or run the same command again with --restart to train this sweep afresh"
+from .presets import (
+    BEYOND_FINAL_PROMPTS,
+    CHANGE_PROMPTS,
+    FINAL_PROMPTS,
+    beyond_config,
+    shard_seeds,
+    sweep_config,
+    sweep_seeds,
+)
+from .result_files import beyond_stem, figure_file, overrides_of, run_name, shard_folder, sweep_stem
+from .stages import damaged, train_stage
 
 #: The covariate laws of Chapter 6's reproduction when none is named.
 BEYOND_COVARIATES = ("uniform", "rademacher")
@@ -111,88 +114,24 @@ def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tu
     return beyond_config(preset).seeds if beyond else sweep_config(preset).seeds
 
 
-def shard_seeds(seeds: tuple[int, ...], k: int, n: int) -> tuple[int, ...]:
-    """The seeds of shard ``k`` of ``n`` (``1 <= k <= n <= len(seeds)``): consecutive blocks, the first
-    ``len(seeds) % n`` one seed longer, in the reproduction's order (so shards 1..n, joined, are ``seeds``)."""
-    if not 1 <= k <= n <= len(seeds):
-        raise ValueError(f"shard must be k/n with 1 <= k <= n <= {len(seeds)} (the number of seeds), got {k}/{n}")
-    size, extra = divmod(len(seeds), n)
-    start = (k - 1) * size + min(k - 1, extra)
-    return tuple(seeds[start:start + size + (k <= extra)])
-
-
-def shard_folder(out: pathlib.Path, k: int, n: int) -> pathlib.Path:
-    """Where shard ``k`` of ``n`` writes: ``<out>/shards/<k>-of-<n>/``."""
-    return pathlib.Path(out) / "shards" / f"{k}-of-{n}"
-
-
-def overrides_of(seeds: int | None = None, sampler: str = "paper", rng: str = "auto", lengths=None,
-                 shard: tuple[int, int] | None = None) -> dict:
-    """The settings of a reproduction that are not its preset's, as its files record them."""
-    out = {} if seeds is None else {"seeds": int(seeds)}
-    if sampler != "paper":
-        out["sampler"] = sampler
-    if rng != "auto":
-        out["rng"] = rng
-    if lengths is not None:
-        out["lengths"] = [int(L) for L in lengths]
-    if shard is not None:
-        out["shard"] = f"{shard[0]}/{shard[1]}"
-    return out
-
-
-def _damaged(error: DamagedFileError, what: str) -> DamagedFileError:
-    return error.advise(f"{what}; {RESTART_ADVICE}")
-
-
-def _resume_point(checkpoint: pathlib.Path, config: TrainConfig) -> int | None:
-    """The step a checkpoint resumes from (None without one); a :class:`SettingsMismatchError` when it was written
-    for other settings (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``), a
-    :class:`DamagedFileError` when it cannot be read."""
-    if not checkpoint.exists():
-        return None
-    try:
-        state = load_checkpoint(checkpoint, config, "cpu")
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this sweep from step 0") from None
-    except ValueError:  # load_checkpoint's one ValueError: a configuration other than this one
-        raise SettingsMismatchError(
-            checkpoint, f"checkpoint {checkpoint} was written for other settings of this sweep than this command's "
-                        f"(seeds {', '.join(map(str, config.seeds))}, lengths {', '.join(map(str, config.lengths))}, "
-                        f"{config.steps} steps, rng {config.rng}): run the command that started it again (the same "
-                        "--preset, --seeds, --lengths, --sampler, --rng) to resume it, " + RESTART_ADVICE) from None
-    return int(state["step"])
-
-
 def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
            restart: bool = False) -> TrainResult:
+    """A figure's (or Chapter 6's) sweep: read from ``<stem>.npz`` when it is there, complete, of ``config``
+    ("up to date"); else trained or resumed (:func:`~softmax_as_linear.experiments.stages.train_stage`) and saved."""
     path = out / f"{stem}.npz"
-    checkpoint = out / "checkpoints" / f"{stem}.pt"
-    if restart:
-        checkpoint.unlink(missing_ok=True)
-    elif path.exists():
+    if not restart and path.exists():
         try:
             result = load_sweep(path)
         except DamagedFileError as error:
-            raise _damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains "
-                                  "the sweep again if there is none)") from None
+            raise damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains "
+                                 "the sweep again if there is none)") from None
         if result.config == config and result.complete:
             print(f"{path}: up to date")
             return result
-    step = _resume_point(checkpoint, config)
-    what = f"{'Chapter 6 ' + config.covariates if config.covariates != 'gaussian' else config.covariance} sweep"
-    if step is None:
-        print(f"training the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) on {device}; "
-              f"checkpoint {checkpoint}", flush=True)
-    else:
-        print(f"resuming the {what} ({preset} preset, seeds {', '.join(map(str, config.seeds))}) from step {step:,} "
-              f"of {config.steps:,} on {device}; checkpoint {checkpoint}", flush=True)
-    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
-    try:
-        result = train(config, device=device, progress=True, checkpoint=checkpoint, checkpoint_every=CHECKPOINT_EVERY,
-                       checkpoint_seconds=CHECKPOINT_SECONDS, should_stop=stop)
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this sweep from step 0") from None
+    kind = f"Chapter 6 {config.covariates}" if config.covariates != "gaussian" else config.covariance
+    what = f"the {kind} sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
+    result = train_stage(what, out / "checkpoints" / f"{stem}.pt", config, config.steps,
+                         lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
     save_sweep(path, result)
     status = "complete" if result.complete else f"stopped at step {int(result.steps[-1])} of {config.steps} (partial)"
     print(f"{path}: {status}, {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
@@ -235,8 +174,8 @@ def _final(result, path: pathlib.Path, n_prompts: int, device, restart: bool = F
         try:
             cached = load_npz(final)
         except DamagedFileError as error:
-            raise _damaged(error, "delete it (the same command then measures the final risks again, "
-                                  "without training)") from None
+            raise damaged(error, "delete it (the same command then measures the final risks again, "
+                                 "without training)") from None
         if same_final_key(str(cached.pop("key", "")), key):
             return cached
     start = time.monotonic()
@@ -265,28 +204,19 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
                          "(reproduce beyond)")
     for covariate in covariates or ():
         checks.one_of("covariates", covariate, COVARIATES)
-    if "nonlinear" in names and (seeds is not None or sampler != "paper" or rng != "auto"):
-        raise ValueError("seeds, sampler and rng do not apply to Chapter 8's sweep (reproduce nonlinear): its "
-                         "preset fixes them")
-    if "nonlinear_depth" in names and (seeds is not None or sampler != "paper" or rng != "auto"):
-        raise ValueError("seeds, sampler and rng do not apply to Chapter 8's one- and two-layer sweep "
-                         "(reproduce nonlinear_depth): its preset fixes them")
+    for name in names:
+        if name in REPRODUCTIONS and REPRODUCTIONS[name].fixed_seeds and (seeds is not None or sampler != "paper"
+                                                                          or rng != "auto"):
+            raise ValueError(REPRODUCTIONS[name].refused_options())
     if beyond:
         beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
     if shard is not None:
         k, n = shard
         counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
         counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
-        counts += [len(depth_seeds(preset, seeds))] if "depth" in names else []
-        fixed_counts = []  # Chapter 8's presets fix their seeds
-        if "nonlinear" in names:
-            from .nonlinear import nonlinear_config
-
-            fixed_counts.append(len(nonlinear_config(preset).seeds))
-        if "nonlinear_depth" in names:
-            from .nonlinear_depth import nonlinear_depth_settings
-
-            fixed_counts.append(len(nonlinear_depth_settings(preset).seeds))
+        own = [REPRODUCTIONS[name] for name in names if name in REPRODUCTIONS]
+        counts += [len(r.seeds(preset, seeds)) for r in own if not r.fixed_seeds]
+        fixed_counts = [len(r.seeds(preset)) for r in own if r.fixed_seeds]  # Chapter 8's presets fix their seeds
         counts += fixed_counts
         count = min(counts, default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
@@ -316,8 +246,8 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     ``"nonlinear_depth"``, both of which shard) take their seeds and stream from their preset.
     ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
     prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
-    ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`shard_seeds`), writing into
-    :func:`shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
+    ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
+    :func:`~softmax_as_linear.experiments.result_files.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has
     uncommitted changes (:func:`check_clean`), saying so in every file.
     """
@@ -344,26 +274,12 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
         if name == "beyond":
             written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths, dirty)
             continue
-        if name == "depth":
-            written.append(_reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty))
-            continue
-        if name == "nonlinear":
-            from .nonlinear import nonlinear_config, reproduce_nonlinear
-
-            minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
-            part = None if shard is None else shard_seeds(nonlinear_config(preset).seeds, *shard)
-            written.append(reproduce_nonlinear(preset, device, out, minutes, restart, dirty, shard, part))
-            continue
-        if name == "nonlinear_depth":
-            from .nonlinear_depth import nonlinear_depth_settings, reproduce_nonlinear_depth
-
-            minutes = None if deadline is None else max((deadline - time.monotonic()) / 60, 1e-3)
-            part = None if shard is None else shard_seeds(nonlinear_depth_settings(preset).seeds, *shard)
-            written.append(reproduce_nonlinear_depth(preset, device, out, minutes, restart, dirty, shard, part))
+        if name in REPRODUCTIONS:  # a chapter's reproduction of its own stages
+            written += REPRODUCTIONS[name].reproduce(preset, device, out, deadline, seeds, restart, shard, dirty)
             continue
         if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
             data = concentration_figure(name, preset, device=device, progress=True)
-            data["provenance"] = {**data.get("provenance", {}), **_written_with(dirty)}
+            data["provenance"] = {**data.get("provenance", {}), **({"allow_dirty": True} if dirty else {})}
             used = "paper"
         else:
             covariance, used = sweep_of(name, sampler)
@@ -374,7 +290,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
                 result = _sweep(config, stem, preset, device, out, deadline, restart)
                 evaluation = _final(result, out / f"{stem}.npz", FINAL_PROMPTS[preset], device, restart)
                 origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)
-                origin.update(overrides=recorded, **_written_with(dirty))
+                origin.update(overrides=recorded, **({"allow_dirty": True} if dirty else {}))
                 if shard is not None:
                     origin["shard"] = f"{shard[0]}/{shard[1]}"
                 sweeps[covariance] = result, evaluation, origin
@@ -401,11 +317,6 @@ def keep_other_seeds(path: pathlib.Path, seeds) -> None:
         raise SettingsMismatchError(
             path, f"{path} holds the seeds {', '.join(map(str, stored))}, and this command would replace it with the "
                   f"seeds {', '.join(map(str, seeds))}: write elsewhere with --out, or pass --restart to replace it")
-
-
-def _written_with(dirty: bool) -> dict:
-    """What a file says of the library's state beyond :func:`~softmax_as_linear.core.provenance.provenance`."""
-    return {"allow_dirty": True} if dirty else {}
 
 
 def beyond_run(preset: str, seeds: int | None = None, lengths=None) -> str:
@@ -441,165 +352,7 @@ def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard,
         evaluation = _final(result, out / f"sweep_{stem}.npz", BEYOND_FINAL_PROMPTS[preset], device, restart)
         data = {**beyond_readings(result, evaluation, preset), "run": run}
         data["provenance"] = {**beyond_provenance(result, preset, device, time.monotonic() - start, trained),
-                              "run": run, "overrides": recorded, **_written_with(dirty)}
+                              "run": run, "overrides": recorded, **({"allow_dirty": True} if dirty else {})}
         written.append(save_json(out / f"{stem}.json", data))
         print(f"wrote {written[-1]}", flush=True)
     return written
-
-
-# Chapter 7 ------------------------------------------------------------------------------------------------------
-
-def depth_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
-    """The seeds of a Chapter 7 regression reproduction: the preset's, or the first ``seeds`` of
-    :func:`~softmax_as_linear.experiments.presets.sweep_seeds`."""
-    from .depth_regression import depth_settings
-
-    return depth_settings(preset).seeds if seeds is None else sweep_seeds(seeds)
-
-
-def depth_shard_settings(preset: str, seeds: int | None = None, shard=None):
-    """The :class:`~softmax_as_linear.experiments.depth_regression.DepthSettings` a reproduction (or one of its shards)
-    trains."""
-    from .depth_regression import depth_settings
-
-    chosen = depth_seeds(preset, seeds)
-    if shard is not None:
-        chosen = shard_seeds(chosen, *shard)
-    return depth_settings(preset, seeds=chosen)
-
-
-def _reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
-    """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, then its warm stage (two-layer
-    softmax from the trained two-layer linear weights) and that stage's equal-budget control (the same steps from the
-    block-start two-layer softmax weights) trained and read, written as ``depth_<run>.json`` (a shard's into its
-    folder). A file whose sweep is complete but whose warm stage or control is missing or unfinished resumes there
-    without training the sweep again."""
-    from ..core.artifacts import load_json
-    from .depth_regression import depth_provenance, depth_readings, references, train_depth, warm_settings
-    from .result_files import depth_file, depth_run
-
-    run = depth_run(preset, seeds)
-    settings = depth_shard_settings(preset, seeds, shard)
-    warm = warm_settings(preset)
-    path = out / depth_file(run)
-    checkpoint = out / "checkpoints" / f"depth_{run}.pt"
-    warm_checkpoint = out / "checkpoints" / f"depth_{run}_warm.pt"
-    control_checkpoint = out / "checkpoints" / f"depth_{run}_control.pt"
-    data = None
-    if restart:
-        checkpoint.unlink(missing_ok=True)
-        warm_checkpoint.unlink(missing_ok=True)
-        control_checkpoint.unlink(missing_ok=True)
-    elif path.exists():
-        try:
-            saved = load_json(path)
-        except DamagedFileError as error:
-            raise _damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
-                                  "sweep again if there is none)") from None
-        if saved.get("main_complete", saved.get("complete")) and \
-                config_fields(saved.get("provenance", {}).get("settings") or {}) == settings.as_dict():
-            if saved.get("complete") and _stage_done(saved, "warm", warm) and _stage_done(saved, "control", warm):
-                print(f"{path}: up to date")
-                return path
-            data = {**saved, "main_complete": True}  # the sweep is done: only the warm stage or its control is left
-    start = time.monotonic()
-    stop = None if deadline is None else (lambda: time.monotonic() > deadline)
-    if data is None:
-        step = _depth_resume_point(checkpoint, settings)
-        what = f"the Chapter 7 regression sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
-        if step is None:
-            print(f"training {what} on {device}; checkpoint {checkpoint}", flush=True)
-        else:
-            print(f"resuming {what} from step {step:,} of {settings.steps:,} on {device}; checkpoint {checkpoint}",
-                  flush=True)
-        try:
-            stepper, records = train_depth(settings, device, checkpoint, stop, progress=True,
-                                           checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS)
-        except DamagedFileError as error:
-            raise _damaged(error, "delete it to train this sweep from step 0") from None
-        status = "complete" if records.complete else f"stopped at step {records.last_step} of {settings.steps} (partial)"
-        print(f"Chapter 7 regression sweep: {status}, {records.seconds:.0f} s of training; measuring the final risks "
-              "and the references", flush=True)
-        data = depth_readings(stepper, records, settings, references(settings))
-        data["main_complete"] = data["complete"]
-        data["run"] = run
-        data["provenance"] = {**depth_provenance(settings, preset, device, time.monotonic() - start, records),
-                              "run": run, "overrides": overrides_of(seeds, shard=shard), **_written_with(dirty)}
-        if shard is not None:
-            data["provenance"]["shard"] = f"{shard[0]}/{shard[1]}"
-    if data["main_complete"] and not (stop is not None and stop()):
-        if not _stage_done(data, "warm", warm):
-            data["warm"] = _depth_warm(settings, warm, data, device, warm_checkpoint, stop)
-        if data["warm"]["complete"] and not (stop is not None and stop()) and not _stage_done(data, "control", warm):
-            data["control"] = _depth_warm(settings, warm, data, device, control_checkpoint, stop, source="softmax_2")
-    data["complete"] = bool(data["main_complete"] and data.get("warm", {}).get("complete", False))
-    save_json(path, data)
-    print(f"wrote {path}", flush=True)
-    return path
-
-
-def dataclass_dict(value) -> dict:
-    """A settings dataclass as the JSON files record it."""
-    import dataclasses
-
-    return json.loads(json.dumps(dataclasses.asdict(value)))
-
-
-def _stage_done(data: dict, name: str, warm) -> bool:
-    """Whether the file ``data`` holds its second stage ``name`` (``warm``, ``control``) complete, with the settings
-    ``warm``."""
-    stage = data.get(name) or {}
-    return bool(stage.get("complete")) and stage.get("settings") == dataclass_dict(warm)
-
-
-def _depth_warm(settings, warm, data, device, checkpoint, stop, source: str = "linear_2") -> dict:
-    """A second stage of a finished sweep ``data``: two-layer softmax trained (or resumed) from its trained model
-    ``source`` (the two-layer linear weights: the warm stage; the block-start two-layer softmax weights: its
-    equal-budget control), read."""
-    from .depth_regression import train_warm, warm_readings
-
-    U, v = np.asarray(data["per_seed"]["U"]), np.asarray(data["per_seed"]["v"])
-    step = _depth_resume_point(checkpoint, _WarmKey(settings, warm, source))
-    what = ("the warm stage (two-layer softmax from the trained two-layer linear weights)" if source == "linear_2"
-            else "the equal-budget control (the warm stage's steps from the block-start two-layer softmax weights)")
-    print(("training" if step is None else f"resuming from step {step:,} of {warm.steps:,}")
-          + f" {what} on {device}; checkpoint {checkpoint}", flush=True)
-    try:
-        stepper, records = train_warm(settings, warm, U, v, device, checkpoint, stop, progress=True,
-                                      checkpoint_every=CHECKPOINT_EVERY, checkpoint_seconds=CHECKPOINT_SECONDS,
-                                      source=source)
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this stage from step 0") from None
-    from ..core.provenance import device_name, provenance, utc_now
-
-    start = time.monotonic()
-    out = {**warm_readings(stepper, records, settings, warm, U, v), "source": source}
-    out["provenance"] = {**provenance(device, time.monotonic() - start + float(records.seconds)),
-                         "device_name": device_name(device), "engine_path": records.engine_path, "date": utc_now()}
-    return out
-
-
-class _WarmKey:
-    def __init__(self, settings, warm, source: str = "linear_2"):
-        from .depth_regression import _WarmCheckpointKey
-
-        self._key = _WarmCheckpointKey(settings, warm, source)
-        self.seeds, self.steps = settings.seeds, warm.steps
-
-    def as_dict(self):
-        return self._key.as_dict()
-
-
-def _depth_resume_point(checkpoint: pathlib.Path, settings) -> int | None:
-    if not checkpoint.exists():
-        return None
-    try:
-        state = load_checkpoint(checkpoint, settings, "cpu")
-    except DamagedFileError as error:
-        raise _damaged(error, "delete it to train this sweep from step 0") from None
-    except ValueError:
-        raise SettingsMismatchError(
-            checkpoint, f"checkpoint {checkpoint} was written for other settings of this sweep than this command's "
-                        f"(seeds {', '.join(map(str, settings.seeds))}, {settings.steps} steps): run the command that "
-                        "started it again (the same --preset, --seeds) to resume it, " + RESTART_ADVICE) from None
-    return int(state["step"])

@@ -126,7 +126,23 @@ def _read(filename: str, folder, command: str, required: bool) -> dict | None:
         raise error.advise(damaged_advice(path, command)) from None
     if required and data.get("complete", True) is False:
         raise PartialResultError(path, data, command)
+    if required:
+        missing = next((field for field in _fields_read(filename) if field not in data), None)
+        if missing is not None:
+            raise DamagedFileError(path, f"it lacks the field {missing!r} that its chapter reads",
+                                   damaged_advice(path, command))
     return data
+
+
+#: The fields a chapter reads from a complete result file, by the start of the file's name (the longest first).
+FIELDS_READ = {"nonlinear_depth_": ("per_seed", "lengths", "models", "steps", "provenance"),
+               "nonlinear_": ("config", "models", "trajectories", "final", "windows", "references", "dependence",
+                              "provenance"),
+               "depth_": ("per_seed", "lengths", "steps", "decay_step", "references", "provenance")}
+
+
+def _fields_read(filename: str) -> tuple[str, ...]:
+    return next((fields for start, fields in FIELDS_READ.items() if filename.startswith(start)), ())
 
 
 def sweep_stem(covariance: str, preset: str, sampler: str = "paper") -> str:
@@ -308,6 +324,26 @@ def saved_depth(run: str = "lecture", folder=None, required: bool = False) -> di
     With ``required`` (what Chapter 7 reads), a partial file (the sweep or its warm stage stopped at a time limit)
     is refused with a :class:`PartialResultError` naming how far it went and the command that finishes it."""
     return _read(depth_file(run), folder, depth_command(run), required)
+
+
+def shard_folder(out: pathlib.Path, k: int, n: int) -> pathlib.Path:
+    """Where shard ``k`` of ``n`` writes: ``<out>/shards/<k>-of-<n>/``."""
+    return pathlib.Path(out) / "shards" / f"{k}-of-{n}"
+
+
+def overrides_of(seeds: int | None = None, sampler: str = "paper", rng: str = "auto", lengths=None,
+                 shard: tuple[int, int] | None = None) -> dict:
+    """The settings of a reproduction that are not its preset's, as its files record them."""
+    out = {} if seeds is None else {"seeds": int(seeds)}
+    if sampler != "paper":
+        out["sampler"] = sampler
+    if rng != "auto":
+        out["rng"] = rng
+    if lengths is not None:
+        out["lengths"] = [int(L) for L in lengths]
+    if shard is not None:
+        out["shard"] = f"{shard[0]}/{shard[1]}"
+    return out
 
 
 # Chapter 8 ------------------------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """A reproduction split into shards of seeds that run anywhere (a SLURM job array through submitit, one GPU
 per process, or one process after another), resume independently, and merge into the files of one run.
 
-Shard ``k`` of ``n`` trains the seeds :func:`~softmax_as_linear.experiments.reproduce.shard_seeds` gives it
+Shard ``k`` of ``n`` trains the seeds :func:`~softmax_as_linear.experiments.presets.shard_seeds` gives it
 (consecutive blocks of the reproduction's seeds) into ``<out>/shards/<k>-of-<n>/``, with its own
 checkpoints (``reproduce ... --shard k/n``). :func:`merge` joins the shards' sweeps and final evaluations
 along the seed axis and writes, into ``<out>``, exactly the files one process training every seed
@@ -31,9 +31,11 @@ from ..core import checks
 from ..core.artifacts import DamagedFileError, load_json, load_npz, results_folder, save_json, save_npz
 from ..core.devices import resolve_device
 from ..core.provenance import provenance, utc_now
-from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
 from ..registry import CONCENTRATION_FIGURES, LAUNCHERS, TRAINING_FIGURES
+from .chapters import REPRODUCTIONS
 from .concentration_figures import concentration_figure
+from .merging import ShardError, ShardsPartial, common_origin
 from .paper_figures import figure_data
 from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config
 from .reproduce import (
@@ -54,15 +56,7 @@ from .reproduce import (
 from .result_files import beyond_stem, figure_file, sweep_stem
 
 #: The arrays of a final evaluation that have a seed axis (the others, ``n_prompts``, are shared).
-_PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
-
-
-class ShardError(RuntimeError):
-    """A shard that is missing, incomplete or failed: the message names it and the command that completes it."""
-
-
-class ShardsPartial(ShardError):
-    """Shards that stopped at their time limit (``max_minutes``): the same call resumes them."""
+EVALUATION_PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
 
 
 def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: str, k: int, n: int,
@@ -129,7 +123,7 @@ def _merge_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathli
                          np.concatenate([r.diverged_at for r in results]), float(sum(r.seconds for r in results)), True,
                          np.concatenate([r.eval_sd for r in results]),
                          ", ".join(dict.fromkeys(r.engine_path for r in results)))  # the path, or each one that ran
-    evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in _PER_SEED}
+    evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in EVALUATION_PER_SEED}
     evaluation["n_prompts"] = evaluations[0]["n_prompts"]
     save_sweep(out / f"{stem}.npz", merged)
     save_npz(out / f"{stem}_final.npz", key=np.array(final_key(merged, final_prompts)), **evaluation)
@@ -146,12 +140,7 @@ def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], se
     every shard in ``shards``), the preset, its overrides and the settings of the whole reproduction, the summed
     training time, and the merge."""
     first = origins[0]
-    top = {key: first.get(key) for key in ("device", "device_name", "gpu", "torch", "python", "commit",
-                                           "uncommitted_changes", "allow_dirty", "engine_path", "machine")
-           if key in first}
-    for key in ("device_name", "torch", "commit", "uncommitted_changes", "engine_path"):
-        if len({str(o.get(key)) for o in origins}) > 1:
-            top[key] = "several (see shards)"
+    top = {**common_origin(origins), **({"allow_dirty": True} if first.get("allow_dirty") else {})}
     merged = provenance("cpu", seconds)
     return {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "overrides": overrides,
             "settings": result.config.as_dict(), "training_seconds": round(float(result.seconds), 1),
@@ -199,10 +188,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                 hint = (f" (it holds {', '.join(others)}: were the shards trained with other --seeds or --lengths "
                         "than this merge's?)") if others else ""
                 raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
-    depth = _merge_depth(preset, seeds, shards, out, command, dirty, start) if "depth" in names else None
-    nonlinear = _merge_nonlinear(preset, shards, out, command, dirty, start) if "nonlinear" in names else None
-    nonlinear_depth = (_merge_nonlinear_depth(preset, shards, out, command, dirty, start)
-                       if "nonlinear_depth" in names else None)
+    own = {name: REPRODUCTIONS[name].merged(preset, seeds, shards, out, command, dirty, start)  # before any write
+           for name in names if name in REPRODUCTIONS}
     sweeps = {}
     for stem, (config, final_prompts, shard_file) in needed.items():
         merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
@@ -212,22 +199,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
                                                               recorded, dirty)
     written = []
     for name in names:
-        if name == "depth":
-            from .result_files import depth_file
-
-            written.append(save_json(out / depth_file(depth["run"]), depth))
-            print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name == "nonlinear":
-            from .result_files import nonlinear_file
-
-            written.append(save_json(out / nonlinear_file(preset), nonlinear))
-            print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name == "nonlinear_depth":
-            from .result_files import nonlinear_depth_file
-
-            written.append(save_json(out / nonlinear_depth_file(preset), nonlinear_depth))
+        if name in own:
+            written.append(save_json(out / REPRODUCTIONS[name].file(preset, seeds), own[name]))
             print(f"wrote {written[-1]}", flush=True)
             continue
         if name == "beyond":
@@ -253,160 +226,6 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
         written.append(save_json(out / figure_file(name, preset, used), data))
         print(f"wrote {written[-1]}", flush=True)
     return written
-
-
-def _shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
-    """Shard ``k`` of ``n``'s result file, or a :class:`ShardError` naming the command that writes it again (or
-    completes it, where the shard stopped before the end)."""
-    if not path.exists():
-        raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
-    try:
-        data = load_json(path)
-    except DamagedFileError as error:
-        raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
-    if not data.get("complete"):
-        raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
-                         f"    {command(k)}")
-    return data
-
-
-def _common_origin(origins: list[dict], keys: tuple[str, ...], several: tuple[str, ...]) -> dict:
-    """The ``keys`` of the first shard's provenance, each of ``several`` marked "several (see shards)" where the
-    shards differ."""
-    top = {key: origins[0].get(key) for key in keys if key in origins[0]}
-    for key in several:
-        if len({str(o.get(key)) for o in origins}) > 1:
-            top[key] = "several (see shards)"
-    return top
-
-
-def _merge_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
-    """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
-    along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
-    :class:`ShardError` names a missing, unfinished or foreign shard."""
-    from .depth_regression import merge_per_seed
-    from .reproduce import depth_shard_settings
-    from .result_files import depth_file, depth_run
-
-    run = depth_run(preset, seeds)
-    parts, origins = [], []
-    for k in range(1, n + 1):
-        path = shard_folder(out, k, n) / depth_file(run)
-        data = _shard_json(path, k, n, command)
-        expected = depth_shard_settings(preset, seeds, (k, n)).as_dict()
-        if config_fields(data.get("provenance", {}).get("settings") or {}) != expected:
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
-                             f"({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, this merge: "
-                             f"{expected['seeds']}). Run merge with the shards' --preset and --seeds, or train the "
-                             "shards again with these settings and --restart")
-        parts.append(data)
-        origin = dict(data["provenance"])
-        origin.pop("settings", None)
-        origins.append({**origin, "shard": f"{k}/{n}", "seeds": data["per_seed"]["seeds"]})
-    merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
-    merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
-    seeded = ("risk", "risk_se", "minus", "minus_se", "fall", "fall_se", "trajectory")
-    for stage in ("warm", "control"):  # the second stages' per-seed arrays, joined; their settings are the first's
-        if all(stage in p for p in parts):
-            merged[stage] = {**parts[0][stage], **merge_per_seed([{k: p[stage][k] for k in seeded} for p in parts]),
-                             "shards": [p[stage].get("provenance") for p in parts]}
-    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
-                                   "engine_path", "machine"), ("device_name", "torch", "commit", "uncommitted_changes"))
-    merged["provenance"] = {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "run": run,
-                            "overrides": overrides_of(seeds),
-                            "settings": depth_shard_settings(preset, seeds).as_dict(),
-                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
-                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", time.monotonic() - start)}
-    return merged
-
-
-def _merge_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
-    """Chapter 8's result joined from its ``n`` shards' ``nonlinear_<preset>.json``: the per-seed rows
-    (:data:`~softmax_as_linear.experiments.nonlinear.PER_SEED`, and the dependence's) joined in seed order, then what
-    needs every seed or none (the window exponent, the references) computed as one process computes it
-    (:func:`~softmax_as_linear.experiments.nonlinear.finish`), with the merged provenance; a :class:`ShardError`
-    names a missing, unfinished or foreign shard."""
-    from ..core.artifacts import jsonable
-    from .nonlinear import DEPENDENCE_PER_SEED, FINAL_PROMPTS, PER_SEED, REFERENCE_PROMPTS, finish, nonlinear_config
-    from .result_files import nonlinear_command, nonlinear_file
-
-    whole = nonlinear_config(preset)
-    parts, origins = [], []
-    for k in range(1, n + 1):
-        path = shard_folder(out, k, n) / nonlinear_file(preset)
-        data = _shard_json(path, k, n, command)
-        expected = jsonable(whole.replace(seeds=shard_seeds(whole.seeds, k, n)).as_dict())
-        if data.get("config") != expected:
-            differ = [key for key in expected if (data.get("config") or {}).get(key) != expected[key]]
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
-                             f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
-                             "the shards again with this library and --restart")
-        parts.append(data)
-        origins.append({**data["provenance"], "shard": f"{k}/{n}"})
-    first = parts[0]
-    merged = {"preset": preset, "complete": True, "steps_reached": first["steps_reached"],
-              "config": jsonable(whole.as_dict()), "models": first["models"]}
-    for section, names in PER_SEED.items():
-        merged[section] = {**first[section], **{name: [row for p in parts for row in p[section][name]] for name in names}}
-    dependence = first["dependence"]
-    merged["dependence"] = {**dependence, "complete": True, **{
-        name: [[value for p in parts for value in p["dependence"][name][i]] for i in range(len(dependence["settings"]))]
-        for name in DEPENDENCE_PER_SEED}}
-    import torch
-
-    threads = torch.get_num_threads()
-    try:  # the shards' number of threads: a CPU's sums, and so the references' last digits, depend on it
-        torch.set_num_threads(int(origins[0].get("torch_threads") or threads))
-        finish(merged, preset, progress=True)
-    finally:
-        torch.set_num_threads(threads)
-    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
-                                   "machine", "engine_path"), ("torch", "commit", "uncommitted_changes", "engine_path"))
-    wall = time.monotonic() - start
-    merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
-                            "preset": preset, "run": preset, "seeds": list(whole.seeds),
-                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
-                            "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
-                            "final_prompts": FINAL_PROMPTS[preset], "reference_prompts": REFERENCE_PROMPTS[preset],
-                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
-    return merged
-
-
-def _merge_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
-    """Chapter 8's one- and two-layer result joined from its ``n`` shards' ``nonlinear_depth_<preset>.json`` (the
-    per-seed readings concatenated along the seed axis), with the merged provenance; a :class:`ShardError` names a
-    missing, unfinished or foreign shard."""
-    from .depth_regression import merge_per_seed
-    from .nonlinear_depth import nonlinear_depth_settings
-    from .result_files import nonlinear_depth_command, nonlinear_depth_file
-
-    whole = nonlinear_depth_settings(preset)
-    parts, origins = [], []
-    for k in range(1, n + 1):
-        path = shard_folder(out, k, n) / nonlinear_depth_file(preset)
-        data = _shard_json(path, k, n, command)
-        expected = nonlinear_depth_settings(preset, seeds=shard_seeds(whole.seeds, k, n)).as_dict()
-        found = data.get("provenance", {}).get("settings") or {}
-        if found != expected:
-            differ = [key for key in expected if found.get(key) != expected[key]]
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
-                             f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
-                             "the shards again with this library and --restart")
-        parts.append(data)
-        origin = dict(data["provenance"])
-        origin.pop("settings", None)
-        origins.append({**origin, "shard": f"{k}/{n}"})
-    merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
-    merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
-    top = _common_origin(origins, ("device", "device_name", "torch", "python", "commit", "uncommitted_changes",
-                                   "machine", "engine_path"), ("device_name", "torch", "commit", "uncommitted_changes"))
-    wall = time.monotonic() - start
-    merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
-                            "preset": preset, "run": preset, "settings": whole.as_dict(), "seeds": list(whole.seeds),
-                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
-                            "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty),
-                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
-    return merged
 
 
 def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads: int = 1) -> list[str]:

@@ -37,7 +37,8 @@ not called moving may still move by less than that. It is per run, set by that r
 error of the records (a common offset of the shared held-out prompts).
 
 **Settled since** :math:`k_{t^*}`: the records are cut, back from the end, into batches of the test window's size
-:math:`b`; the run has settled since the first record of the earliest batch after which every batch mean lies
+:math:`b` (the :math:`T \bmod b` records left over at the start form a shorter first batch, its band widened for
+its shorter mean); the run has settled since the first record of the earliest batch after which every batch mean lies
 within :math:`q\,\hat\sigma\sqrt{1 + 1/m}` of the test window's mean, with :math:`\hat\sigma` the test window's
 batch-mean scatter above and :math:`q` the Student-t quantile (:math:`m - 1` degrees of freedom) at
 :math:`\ell / (2N)` for :math:`N` batches (Bonferroni): an earlier batch outside that band was at another level.
@@ -61,9 +62,8 @@ import numpy as np
 from ..core import checks, stats
 from ..registry import ACTIVATIONS
 from . import uncertainty
+from .uncertainty import WINDOWS  # the fractions over which the raw fall R_start - R_{T-1} is reported
 
-#: Fractions of training over which the raw fall :math:`R_{start} - R_{T-1}` is reported (descriptive only).
-WINDOWS = {"tenth": 0.1, "quarter": 0.25, "half": 0.5}
 #: Draws and seed of the simulation that gives :func:`critical_value`.
 NULL_DRAWS, NULL_SEED = 400_000, 20251211
 
@@ -121,7 +121,8 @@ class TrajectoryReading:
       descends), its standard error, and the smallest fall the test resolves, ``critical * fall_se``;
     - ``moving``, ``descending``, ``rising``, ``diverged``: booleans (the first three False for a diverged run);
     - ``settled_index`` (``-1`` when still moving or diverged) and ``settled_at`` (step, NaN then);
-    - ``raw_fall``: ``{window: R_start - R_end}`` over the last tenth, quarter and half (descriptive);
+    - ``raw_fall``: ``{window: R_start - R_end}`` over the last half, quarter and tenth
+      (:data:`~softmax_as_linear.experiments.uncertainty.WINDOWS`, descriptive);
     - ``final``, ``final_se``: the last record's risk and its Monte Carlo standard error;
     - ``method``: how the records' standard errors were had.
     """
@@ -249,16 +250,23 @@ def _resolved(steps, risk, start: int, batches: int, critical: float) -> tuple:
 
 def _settled_index(risk, window: int, batches: int, level: float) -> np.ndarray:
     """Index of the first record of the earliest batch (batches of the test window's size, counted back from the
-    end) from which every batch mean lies within the stationary band of the test window: ``(...)``."""
+    end; the records left over at the start form a shorter first batch) from which every batch mean lies within the
+    stationary band of the test window: ``(...)``."""
     size = window // batches
-    count = risk.shape[-1] // size
-    means = risk[..., risk.shape[-1] - count * size:].reshape(*risk.shape[:-1], count, size).mean(-1)
+    count, extra = divmod(risk.shape[-1], size)
+    means = risk[..., extra:].reshape(*risk.shape[:-1], count, size).mean(-1)
     tail = means[..., -batches:]
-    sigma = np.sqrt((np.diff(tail, axis=-1) ** 2).sum(-1) / (2 * (batches - 1)))
-    quantile = stats.scipy_stats().t.isf(level / (2 * count), batches - 1)
-    outside = np.abs(means - tail.mean(-1, keepdims=True)) > (quantile * sigma * np.sqrt(1 + 1 / batches))[..., None]
+    centre = tail.mean(-1, keepdims=True)
+    sigma = np.sqrt((np.diff(tail, axis=-1) ** 2).sum(-1) / (2 * (batches - 1)))[..., None]
+    quantile = stats.scipy_stats().t.isf(level / (2 * (count + (extra > 0))), batches - 1)
+    outside = np.abs(means - centre) > quantile * sigma * np.sqrt(1 + 1 / batches)
     last_out = np.where(outside.any(-1), count - 1 - np.argmax(outside[..., ::-1], axis=-1), -1)
-    return np.where(last_out < 0, 0, risk.shape[-1] - count * size + (last_out + 1) * size)
+    first = np.where(last_out < 0, 0, extra + (last_out + 1) * size)
+    if extra:  # a mean of `extra` records: its variance `size / extra` times a batch mean's
+        lead = risk[..., :extra].mean(-1, keepdims=True)
+        lead_out = (np.abs(lead - centre) > quantile * sigma * np.sqrt(size / extra + 1 / batches))[..., 0]
+        first = np.where((last_out < 0) & lead_out, extra, first)
+    return first
 
 
 def read_risks(steps, risk, se=None, level: float = 0.01, fraction: float = 0.25, batches: int = 8,

@@ -55,7 +55,8 @@ def limit_view(frequency: float, window: float, noise_var: float, L: int, seed: 
     if not 0 < window <= 5:
         raise ValueError(f"window: choose a score scale w in (0, 5], got {window!r}")
     checks.one_of("family", family, [value for _, value in FAMILIES])
-    g = torch.Generator().manual_seed(int(seed))
+    seed = checks.int_at_least("seed", seed, 0)
+    g = torch.Generator().manual_seed(seed)
     t = torch.linspace(-2.5, 2.5, n_points, dtype=torch.float64)
     query = torch.stack([t, torch.zeros_like(t), torch.zeros_like(t)], -1)
     U = torch.zeros(3, 3, dtype=torch.float64)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -146,14 +147,23 @@ class CosineTask:
         :math:`\tfrac{\tau^2}{2} \mathbb{E}_x\|\varphi(x) - \mu - Bx\|^2 + \tfrac{s^2}{2}` with :math:`\mu + Bx` the
         least-squares affine fit of the features. Every predictor affine in the query (linear attention at every
         :math:`L`, whatever its weights) has risk at least this. Fitted on :data:`MOMENT_SAMPLES` fixed inputs and
-        scored on as many others: (value, standard error)."""
-        x = self._moment_inputs()
-        x2 = self.draw_inputs((MOMENT_SAMPLES,), torch.Generator().manual_seed(self.feature_seed + 2))
-        design = lambda t: torch.cat([torch.ones_like(t[:, :1]), t], -1)  # noqa: E731
-        coef = torch.linalg.lstsq(design(x), self.feature_map(x)).solution  # (d + 1, m)
-        residual = ((self.feature_map(x2) - design(x2) @ coef) ** 2).sum(-1)
-        loss = 0.5 * self.task_var * residual
-        return float(loss.mean()) + 0.5 * self.noise_var, float(loss.std() / math.sqrt(loss.numel()))
+        scored on as many others: (value, standard error).
+
+        The same float to its last bit in every process, whatever the number of threads: the fit solves the normal
+        equations :math:`(X^\top X) c = X^\top \Phi` in float64 (a well-conditioned :math:`(d+1) \times (d+1)`
+        system: the inputs' moments), with every sum over samples taken by NumPy's pairwise summation, whose order is
+        fixed, rather than by a threaded BLAS or LAPACK call, whose order (and last digit) follows the threads."""
+        x = self._moment_inputs().numpy()
+        x2 = self.draw_inputs((MOMENT_SAMPLES,), torch.Generator().manual_seed(self.feature_seed + 2)).numpy()
+        design = lambda t: np.concatenate([np.ones_like(t[:, :1]), t], -1)  # noqa: E731
+        X, phi = design(x), self.feature_map(torch.as_tensor(x)).numpy()
+        gram = (X[:, :, None] * X[:, None, :]).sum(0)  # (d + 1, d + 1)
+        moments = (X[:, :, None] * phi[:, None, :]).sum(0)  # (d + 1, m)
+        coef = np.linalg.solve(gram, moments)
+        X2 = design(x2)
+        fit = sum(X2[:, k:k + 1] * coef[k] for k in range(X2.shape[1]))  # elementwise: no threaded product
+        loss = 0.5 * self.task_var * ((self.feature_map(torch.as_tensor(x2)).numpy() - fit) ** 2).sum(-1)
+        return float(loss.mean()) + 0.5 * self.noise_var, float(loss.std(ddof=1) / math.sqrt(loss.size))
 
     def posterior(self, tokens: Tensor, query: Tensor) -> tuple[Tensor, Tensor]:
         r"""The Bayes predictor of each prompt and its conditional excess risk: with :math:`\Phi` ``(L, m)`` the

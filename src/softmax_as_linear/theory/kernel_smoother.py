@@ -26,8 +26,21 @@ from torch import Tensor
 from ..core import checks
 
 
+def _prompt(tokens, query, w) -> tuple[Tensor, Tensor, Tensor]:
+    """``tokens (..., L, D)``, ``query (..., D)`` and ``w`` as float tensors (NumPy arrays accepted), their shapes
+    checked; a ``ValueError`` names the first that is not right."""
+    tokens = checks.as_float_tensor("tokens", tokens)
+    if tokens.ndim < 2 or tokens.shape[-1] < 2 or tokens.shape[-2] < 1:
+        raise ValueError(f"tokens must have shape (..., L, D) with L >= 1 and D >= 2, got {tuple(tokens.shape)}")
+    query = checks.as_float_tensor("query", query, like=tokens)
+    if query.ndim == 0 or query.shape[-1] != tokens.shape[-1]:
+        raise ValueError(f"query must have shape (..., {tokens.shape[-1]}) as the tokens, got {tuple(query.shape)}")
+    return tokens, query, checks.as_float_tensor("w", w, like=tokens)
+
+
 def kernel_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
     r"""The Gaussian-kernel weights :math:`e^{-w\|x_i - x_q\|^2/2} / \sum_j e^{-w\|x_j - x_q\|^2/2}`, ``(..., L)``."""
+    tokens, query, w = _prompt(tokens, query, w)
     x, x_q = tokens[..., :-1], query[..., :-1]
     return torch.softmax(-0.5 * torch.as_tensor(w).to(x).unsqueeze(-1) * ((x - x_q.unsqueeze(-2)) ** 2).sum(-1), -1)
 
@@ -35,6 +48,7 @@ def kernel_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
 def softmax_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
     r"""Softmax attention's weights with the score :math:`w\, x_i^\top x_q`, ``(..., L)``: :func:`kernel_weights` when
     every input lies on the unit sphere."""
+    tokens, query, w = _prompt(tokens, query, w)
     x, x_q = tokens[..., :-1], query[..., :-1]
     return torch.softmax(torch.as_tensor(w).to(x).unsqueeze(-1) * (x @ x_q.unsqueeze(-1)).squeeze(-1), -1)
 
@@ -42,6 +56,7 @@ def softmax_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
 def nadaraya_watson(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
     r""":math:`\hat y = \sum_i \mathrm{softmax}_i(w\, x_i^\top x_q)\, y_i`, ``(...)`` (``w`` broadcasts against the
     leading dimensions)."""
+    tokens, query, w = _prompt(tokens, query, w)
     return (softmax_weights(tokens, query, w) * tokens[..., -1]).sum(-1)
 
 

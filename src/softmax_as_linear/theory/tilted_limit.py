@@ -32,6 +32,8 @@ Shapes: frequencies ``omega (m, d)``, phases ``phase (m,)``, coefficients ``coef
 """
 from __future__ import annotations
 
+import functools
+
 import torch
 from torch import Tensor
 
@@ -64,11 +66,29 @@ def _weights(U, V, query, d):
     V = checks.as_float_tensor("V", V).double()
     query = checks.as_float_tensor("query", query).double()
     D = d + 1
-    checks.square("U", U, D)
-    checks.square("V", V, D)
-    if query.shape[-1] != D:
+    for name, value in (("U", U), ("V", V)):
+        if value.shape != (D, D):
+            raise ValueError(f"{name} must have shape ({D}, {D}) for inputs of dimension {d}, got {tuple(value.shape)}")
+    if query.ndim == 0 or query.shape[-1] != D:
         raise ValueError(f"query must have shape (..., {D}), got {tuple(query.shape)}")
     return U, V, query
+
+
+def _cosine_terms(omega, phase, coef, cov):
+    """The cosine labels' arrays as float64 tensors (NumPy arrays accepted), their shapes checked: omega ``(m, d)``,
+    phase ``(m,)``, coef ``(..., m)``, cov ``(d, d)``; a ``ValueError`` names the first that is not."""
+    omega, phase, coef, cov = (checks.as_float_tensor(name, value).double() for name, value in
+                               (("omega", omega), ("phase", phase), ("coef", coef), ("cov", cov)))
+    if omega.ndim != 2:
+        raise ValueError(f"omega must have shape (m, d), got {tuple(omega.shape)}")
+    m, d = omega.shape
+    if phase.shape != (m,):
+        raise ValueError(f"phase must have shape ({m},) for {m} features, got {tuple(phase.shape)}")
+    if coef.ndim == 0 or coef.shape[-1] != m:
+        raise ValueError(f"coef must have shape (..., {m}) for {m} features, got {tuple(coef.shape)}")
+    if cov.shape != (d, d):
+        raise ValueError(f"cov must have shape ({d}, {d}) for inputs of dimension {d}, got {tuple(cov.shape)}")
+    return omega, phase, coef, cov
 
 
 def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, query) -> Tensor:
@@ -118,6 +138,19 @@ def linear_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, 
     m_x = u_x @ cov + xy * u_y.unsqueeze(-1)  # E[x z^T] u
     m_y = (xy * u_x).sum(-1) + yy * u_y  # E[y z^T] u
     return m_x @ v[:d] + v[d] * m_y
+
+
+def _checked(limit):
+    """``limit`` (:func:`softmax_limit`, :func:`linear_limit`) with its cosine arrays checked first
+    (:func:`_cosine_terms`: NumPy arrays read, a wrong shape a ``ValueError`` naming the argument); ``inspect`` shows
+    the limit's own source."""
+    @functools.wraps(limit)
+    def checked(U, V, omega, phase, coef, cov, *args, **kwargs):
+        return limit(U, V, *_cosine_terms(omega, phase, coef, cov), *args, **kwargs)
+    return checked
+
+
+softmax_limit, linear_limit = _checked(softmax_limit), _checked(linear_limit)
 
 
 def finite_prompt_predictions(task, U, V, a: Tensor, query: Tensor, L: int, generator: torch.Generator,

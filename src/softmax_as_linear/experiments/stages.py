@@ -1,0 +1,99 @@
+"""Train or resume one stage of a reproduction under a deadline: the one loop behind every chapter's sweeps.
+
+A *stage* is one training run of a reproduction (a figure's sweep, Chapter 7's sweep, its warm stage or its control,
+Chapter 8's sweep or one setting of its window's dependence) with a checkpoint of its own. :func:`train_stage` trains
+it, or resumes it from its checkpoint, with a progress bar and atomic checkpoints at one cadence
+(:data:`CHECKPOINT_EVERY` steps once :data:`CHECKPOINT_SECONDS` have passed since the last save), stops it at a
+deadline, and says on stdout whether it starts at step 0 or resumes from step ``N``. A checkpoint it cannot use is
+one of two documented errors, the same for every chapter (the command line exits with 1 on either):
+
+- written for other settings: a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` that says to run
+  the command that started it again, or to pass ``--restart``;
+- damaged (truncated, say): a :class:`~softmax_as_linear.core.artifacts.DamagedFileError` that names it and says to
+  delete it to train the stage from step 0 (or to pass ``--restart``).
+"""
+from __future__ import annotations
+
+import pathlib
+import time
+from typing import Callable
+
+from ..core.artifacts import DamagedFileError, SettingsMismatchError
+from ..engine.sweep import load_checkpoint
+
+# A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed since
+# the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a fast GPU sweep
+# does not spend its time writing checkpoints (the test of the cadence is a clock reading every 100 steps).
+CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
+
+RESTART_ADVICE = "or run the same command again with --restart to train this sweep afresh"
+
+
+def stop_at(deadline: float | None) -> Callable[[], bool] | None:
+    """The ``should_stop`` of a stage trained until ``deadline`` (a ``time.monotonic()`` reading; None: no limit)."""
+    return None if deadline is None else (lambda: time.monotonic() > deadline)
+
+
+def passed(deadline: float | None) -> bool:
+    """Whether ``deadline`` has passed (never, without one)."""
+    return deadline is not None and time.monotonic() > deadline
+
+
+def damaged(error: DamagedFileError, what: str) -> DamagedFileError:
+    """``error`` with the advice ``what`` and the restart option."""
+    return error.advise(f"{what}; {RESTART_ADVICE}")
+
+
+def resume_point(checkpoint: pathlib.Path, key, what: str) -> int | None:
+    """The step the checkpoint of stage ``what`` resumes from (None without one), ``key`` (with ``as_dict()``,
+    ``seeds`` and ``steps``) being what it must have been written for; a :class:`SettingsMismatchError` when it was
+    written for other settings (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``),
+    a :class:`DamagedFileError` when it cannot be read."""
+    if not checkpoint.exists():
+        return None
+    try:
+        state = load_checkpoint(checkpoint, key, "cpu")
+    except DamagedFileError as error:
+        raise damaged(error, f"delete it to train {what} from step 0") from None
+    except ValueError:  # load_checkpoint's one ValueError: a configuration other than this one
+        raise SettingsMismatchError(
+            checkpoint, f"checkpoint {checkpoint} was written for other settings of {what} than this command's "
+                        f"({describe(key)}): run the command that started it again (the same options) to resume it, "
+                        + RESTART_ADVICE) from None
+    return int(state["step"])
+
+
+def describe(key) -> str:
+    """The settings a checkpoint is compared on, as the mismatch message lists them."""
+    seen = key.as_dict()
+    parts = [f"seeds {', '.join(map(str, seen['seeds']))}"]
+    if "lengths" in seen:
+        parts.append(f"lengths {', '.join(map(str, seen['lengths']))}")
+    parts.append(f"{seen.get('warm', {}).get('steps', seen.get('steps'))} steps")
+    if seen.get("rng") not in (None, "torch"):
+        parts.append(f"rng {seen['rng']}")
+    return ", ".join(parts)
+
+
+def train_stage(what: str, checkpoint: pathlib.Path, key, steps: int, train: Callable, device,
+                deadline: float | None = None, restart: bool = False):
+    """Train stage ``what`` (a phrase: "the Chapter 7 regression sweep (smoke preset, seeds 327, 0)") or resume it
+    from ``checkpoint``, until ``deadline``: ``train(checkpoint=..., should_stop=..., checkpoint_every=...,
+    checkpoint_seconds=...)`` takes its ``steps`` steps (with a progress bar) and returns what the caller reads.
+    ``key``: what the checkpoint must have been written for (:func:`resume_point`). ``restart``: delete the
+    checkpoint first. A damaged or foreign checkpoint is the documented error, before a step is taken."""
+    checkpoint = pathlib.Path(checkpoint)
+    if restart:
+        checkpoint.unlink(missing_ok=True)
+    step = resume_point(checkpoint, key, what)
+    start = f"training {what}" if step is None else f"resuming {what} from step {step:,} of {steps:,}"
+    print(f"{start} on {device}; checkpoint {checkpoint}", flush=True)
+    try:
+        return train(checkpoint=checkpoint, should_stop=stop_at(deadline), checkpoint_every=CHECKPOINT_EVERY,
+                     checkpoint_seconds=CHECKPOINT_SECONDS)
+    except DamagedFileError as error:
+        raise damaged(error, f"delete it to train {what} from step 0") from None
+
+
+__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "describe", "passed",
+           "resume_point", "stop_at", "train_stage"]
