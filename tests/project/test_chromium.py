@@ -147,11 +147,7 @@ def test_a_chromium_given_by_hand_is_used_as_it_is(tmp_path):
 @pytest.fixture
 def tool(monkeypatch):
     """tools/install_chromium.py with its commands recorded instead of run (each ends with the code given)."""
-<<<<<<< HEAD
     monkeypatch.syspath_prepend(str(ROOT / "tools"))
-=======
-    monkeypatch.syspath_prepend(str(ROOT / "tools"))  # taken off sys.path after the test
->>>>>>> issue-47
     import install_chromium
 
     ran, codes, found = [], {}, {}
