@@ -119,6 +119,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     a nonlinear task against its references, and the learned window.
   - :mod:`~softmax_as_linear.experiments.nonlinear_depth`: Chapter 8's second layer, one- and two-layer attention
     trained on the nonlinear task with Chapter 7's engine, paired.
+  - :mod:`~softmax_as_linear.experiments.nonlinear_reading`: Chapter 8's result files read: differences paired by
+    seed, the window's local exponent, the gap between linear and softmax attention split by reference.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
