@@ -165,3 +165,72 @@ def kernel_figure(angles, labels, weights: dict, query_angle: float, truth=None)
                                  name=f"weights at w = {w:g} (scaled)", line=dict(color=color, width=2)))
     fig.add_vline(x=query_angle, line=dict(color=style.COLORS["bayes"], width=1, dash="dash"))
     return fig
+
+
+def _log_band(summary: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Geometric-mean window over replicates and its ±2 standard-error band, from ``log_w`` and ``log_w_se``."""
+    log_w = np.asarray(summary["log_w"], dtype=float)
+    se = np.asarray(summary["log_w_se"], dtype=float)
+    return np.exp(log_w), np.exp(log_w - 2 * se), np.exp(log_w + 2 * se)
+
+
+def optimum_window_figure(optima: dict, data: dict | None = None) -> go.Figure:
+    """The best window of the one-layer softmax layer over all its weights and Nadaraya-Watson's best window against
+    :math:`L`, each the geometric mean over independent replicates with a band of :math:`\\pm 2` standard errors of
+    :math:`\\log w` (``optima``: a ``nonlinear_optima_<preset>.json`` result); with ``data`` (a
+    ``nonlinear_<preset>.json`` result), the trained softmax windows of every seed whose run reads as a kernel
+    smoother."""
+    lengths = np.asarray(optima["lengths"], dtype=float)
+    fig = style.new_figure("The best window of the softmax layer, Nadaraya-Watson's, and the trained windows",
+                           "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
+    for model, label, color, dash, symbol in (("softmax", "best softmax layer (all weights)", "softmax", "solid",
+                                               "circle"),
+                                              ("nadaraya_watson", "best Nadaraya-Watson (v_y = 1)", "theory",
+                                               "dashdot", "diamond")):
+        w, low, high = _log_band(optima["summary"][model])
+        fig.add_trace(style.band(lengths, low, high, style.COLORS[color], name=f"{label}: ±2 s.e."))
+        fig.add_trace(go.Scatter(x=lengths, y=w, mode="lines+markers",
+                                 name=f"{label}, {optima['replicates']} replicates",
+                                 error_y=dict(type="data", symmetric=False, array=high - w, arrayminus=w - low),
+                                 line=dict(color=style.COLORS[color], dash=dash), marker=dict(symbol=symbol, size=8)))
+    if data is not None:
+        soft = data["models"].index("softmax")
+        trained = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]
+        kept = np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < data["windows"].get(
+            "kernel_anisotropy", 0.5)
+        steps = data["config"].get("steps")
+        trained_lengths = np.broadcast_to(np.asarray(data["references"]["lengths"], dtype=float), trained.shape)
+        fig.add_trace(go.Scatter(x=trained_lengths[kept], y=trained[kept], mode="markers",
+                                 name=f"trained softmax, each seed ({steps:,} steps)" if steps else
+                                 "trained softmax, each seed",
+                                 marker=dict(color=style.COLORS["softmax"], symbol="square-open", size=9)))
+    return fig
+
+
+def optimum_risk_figure(optima: dict) -> go.Figure:
+    """The held-out risks of the optimised models against :math:`L` (mean over replicates, ±2 standard errors), with
+    the :math:`L = \\infty` risks of the best linear map of the query (linear attention's bound), of the best affine
+    predictor and the noise floor (``optima``: a ``nonlinear_optima_<preset>.json`` result)."""
+    lengths = np.asarray(optima["lengths"], dtype=float)
+    limits, summary = optima["limits"], optima["summary"]
+    fig = style.new_figure("The best one-layer risks at each L against the L = ∞ references", "prompt length L",
+                           "risk R = MSE/2 on fresh prompts", logx=True, logy=True)
+    flat = np.ones_like(lengths)
+    for y, label, color, dash in ((limits["linear"], "best linear map of x_q (L = ∞): linear attention's bound",
+                                   "linear", "dot"),
+                                  (limits["affine"], "best affine predictor (L = ∞)", "optimal_linear", "dash"),
+                                  (limits["noise_floor"], "noise floor s²/2", "noise", "longdash")):
+        fig.add_trace(go.Scatter(x=lengths, y=y * flat, mode="lines", name=label,
+                                 line=dict(color=style.COLORS[color], dash=dash, width=2)))
+    names = {"softmax": ("best softmax layer", "softmax", "circle"),
+             "nadaraya_watson": ("best Nadaraya-Watson", "theory", "diamond"),
+             "linear": ("best linear attention", "linear", "square"),
+             "affine": ("best linear attention + mean token", "optimal_linear", "triangle-up")}
+    for model in optima["models"]:
+        label, color, symbol = names[model]
+        mean = np.asarray(summary[model]["held_out"], dtype=float)
+        se = np.asarray(summary[model]["held_out_se"], dtype=float)
+        fig.add_trace(go.Scatter(x=lengths, y=mean, mode="lines+markers", name=f"{label} (±2 s.e.)",
+                                 error_y=dict(type="data", array=2 * se), line=dict(color=style.COLORS[color]),
+                                 marker=dict(symbol=symbol, size=8)))
+    return fig
