@@ -41,20 +41,24 @@ from .nonlinear import DEPENDENCE_LENGTH, exponent_heuristic, nonlinear_config, 
 OPTIMA_SEED = 100
 #: The models fitted, in this order.
 MODELS = ("nadaraya_watson", "softmax", "linear", "affine")
-#: Settings of each preset: lengths, replicates K, tokens per prompt set (prompts = tokens // L, capped), the
-#: lengths from which the exponent is read against the heuristic, and the dependence study's settings.
+#: Settings of each preset: lengths, replicates K, tokens per prompt set (prompts = tokens // L, capped; from
+#: ``large_from`` on, ``large_tokens``, as the risk flattens around the optimum there), the lengths from which the
+#: exponent is read against the heuristic, and the dependence study's settings.
 PRESETS = {
     "lecture": dict(lengths=(10, 32, 100, 316, 1000, 3162, 10000), replicates=8, tokens=1 << 20, max_prompts=1 << 14,
-                    large_from=1000, dependence_length=DEPENDENCE_LENGTH["lecture"], dependence_replicates=6,
+                    large_from=1000, large_tokens=1 << 22, dependence_length=DEPENDENCE_LENGTH["lecture"],
+                    dependence_replicates=6,
                     noise_levels=(0.01, 0.05, 0.25), frequencies=(1.0, 2.0, 4.0)),
-    "smoke": dict(lengths=(10, 100), replicates=3, tokens=1 << 13, max_prompts=256, large_from=10,
+    "smoke": dict(lengths=(10, 100), replicates=3, tokens=1 << 13, max_prompts=256, large_from=10, large_tokens=1 << 13,
                   dependence_length=32, dependence_replicates=3, noise_levels=(0.01, 0.25), frequencies=(1.0, 4.0)),
 }
 
 
 def prompt_count(settings: dict, L: int) -> int:
-    """Prompts per set at length ``L``: ``tokens // L``, at most ``max_prompts`` and at least 16."""
-    return max(16, min(settings["max_prompts"], settings["tokens"] // L))
+    """Prompts per set at length ``L``: ``tokens // L`` (``large_tokens // L`` from ``large_from`` on), at most
+    ``max_prompts`` and at least 16."""
+    tokens = settings["large_tokens"] if L >= settings["large_from"] else settings["tokens"]
+    return max(16, min(settings["max_prompts"], tokens // L))
 
 
 def replicate(task, L: int, n_prompts: int, k: int) -> dict:
@@ -152,6 +156,7 @@ def summarise(sweep: dict) -> dict:
             entry["log_w"], entry["log_w_se"] = [r[0] for r in rows], [r[1] for r in rows]
             entry["w"] = [math.exp(r[0]) for r in rows]
             entry["w_se"] = [math.exp(r[0]) * r[1] for r in rows]  # delta method
+            entry["w_median"] = [float(np.median(row)) for row in data["w"]]
         out[m] = entry
     out["gaps"] = {name: {"mean": [mean_se(r)[0] for r in rows], "se": [mean_se(r)[1] for r in rows]}
                    for name, rows in sweep["gaps"].items()}
