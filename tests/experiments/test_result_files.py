@@ -218,3 +218,15 @@ def test_chapter_7_on_a_partial_file_stops_with_the_refusal_not_a_key_error(tmp_
     for cell in ("fed5c413", "083b1007"):
         exec(cells[cell], namespace)
     assert namespace["regression"]["complete"] is True
+
+
+def test_chapter_8_optima_file_names_its_command_and_is_read(tmp_path):
+    command = "python -m softmax_as_linear.experiments.nonlinear_optima lecture"
+    assert result_files.command_for("nonlinear_optima_lecture.json") == command
+    assert result_files.nonlinear_optima_file("smoke") == "nonlinear_optima_smoke.json"
+    with pytest.raises(ValueError, match="preset"):
+        result_files.nonlinear_optima_file("huge")
+    with pytest.raises(FileNotFoundError, match="nonlinear_optima smoke"):
+        result_files.saved_nonlinear_optima("smoke", folder=tmp_path, required=True)
+    (tmp_path / "nonlinear_optima_smoke.json").write_text('{"lengths": [10, 100]}')
+    assert result_files.saved_nonlinear_optima("smoke", folder=tmp_path)["lengths"] == [10, 100]
