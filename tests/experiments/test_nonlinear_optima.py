@@ -79,3 +79,66 @@ def test_smoke_preset_writes_a_consistent_file(tmp_path):
     total = np.asarray(gaps["intercept"]["mean"]) + np.asarray(gaps["locality"]["mean"])
     assert total == pytest.approx(gaps["linear_minus_softmax"]["mean"])
     assert {d["setting"] for d in data["dependence"]["directions"]} == {"noise_var", "frequency"}
+
+
+RESULT = "nonlinear_optima_lecture.json"
+
+
+@pytest.fixture(scope="module")
+def lecture():
+    from softmax_as_linear.core.artifacts import find_result
+
+    path = find_result(RESULT)
+    assert path is not None, f"{RESULT} is missing from the results folder"
+    return load_json(path)
+
+
+def test_lecture_file_says_where_it_came_from(lecture):
+    prov = lecture["provenance"]
+    assert prov["commit"] and prov["uncommitted_changes"] is False and prov["torch_threads"] == 1
+    assert prov["replicate_seeds"] == [optima.OPTIMA_SEED + k for k in range(lecture["replicates"])]
+    assert lecture["settings"]["lengths"] == lecture["lengths"] == list(optima.PRESETS["lecture"]["lengths"])
+    assert lecture["prompts"] == [optima.prompt_count(optima.PRESETS["lecture"], L) for L in lecture["lengths"]]
+
+
+def test_lecture_fits_converged_and_summaries_are_their_replicates(lecture):
+    for model in ("softmax", "nadaraya_watson"):
+        rep = lecture["replicate"][model]
+        assert np.nanmax(rep["gradient_norm"]) < 1e-5
+        # the Newton step left on log w is far below the spread of log w* between replicates
+        assert np.nanmax(rep["newton_log_w"]) < 0.01 * np.min(lecture["summary"][model]["log_w_se"])
+        log_w = np.log(np.asarray(rep["w"]))
+        assert lecture["summary"][model]["log_w"] == pytest.approx(log_w.mean(1).tolist())
+        assert lecture["summary"][model]["log_w_se"] == pytest.approx(
+            (log_w.std(1, ddof=1) / math.sqrt(log_w.shape[1])).tolist())
+    assert np.min(lecture["replicate"]["softmax"]["curvature"]) > 0  # strict local minima
+    task = nonlinear.nonlinear_config("lecture").task()
+    assert lecture["limits"]["linear"] == pytest.approx(circle_quadrature.linear_limit_risk(task), abs=1e-12)
+    assert lecture["limits"]["intercept_share"] == pytest.approx(circle_quadrature.intercept_share(task), abs=1e-12)
+
+
+def test_lecture_optima_respect_the_bounds(lecture):
+    # theorems, checked within 3 standard errors over replicates: linear attention is linear in x_q given the prompt,
+    # the affine reference affine
+    s = lecture["summary"]
+    for model, bound in (("linear", lecture["limits"]["linear"]), ("affine", lecture["limits"]["affine"])):
+        assert np.all(np.asarray(s[model]["held_out"]) > bound - 3 * np.asarray(s[model]["held_out_se"]))
+    # on its fitting prompts softmax (started from Nadaraya-Watson's optimum) is at least as good, replicate by replicate
+    rep = lecture["replicate"]
+    assert np.all(np.asarray(rep["softmax"]["in_sample"]) <= np.asarray(rep["nadaraya_watson"]["in_sample"]) + 1e-12)
+    total = np.asarray(s["gaps"]["intercept"]["mean"]) + np.asarray(s["gaps"]["locality"]["mean"])
+    assert total == pytest.approx(s["gaps"]["linear_minus_softmax"]["mean"])
+
+
+@pytest.mark.slow
+def test_lecture_first_replicate_reproduces():
+    # retrain a prefix: replicate 0 at L = 10 from the library gives the file's numbers
+    from softmax_as_linear.core.artifacts import find_result
+
+    data = load_json(find_result(RESULT))
+    task = nonlinear.nonlinear_config("lecture").task()
+    L = data["lengths"][0]
+    record = optima.replicate(task, L, data["prompts"][0], 0)
+    for model in optima.MODELS:
+        assert record[model]["held_out"] == pytest.approx(data["replicate"][model]["held_out"][0][0], rel=1e-6)
+    assert record["softmax"]["w"] == pytest.approx(data["replicate"]["softmax"]["w"][0][0], rel=1e-4)
