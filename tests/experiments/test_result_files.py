@@ -220,6 +220,12 @@ def test_chapter_7_on_a_partial_file_stops_with_the_refusal_not_a_key_error(tmp_
     assert namespace["regression"]["complete"] is True
 
 
+def test_chapter_8_optima_presets_are_those_of_the_experiment():
+    from softmax_as_linear.experiments import nonlinear_optima
+
+    assert result_files.OPTIMA_PRESETS == tuple(nonlinear_optima.PRESETS)
+
+
 def test_chapter_8_optima_file_names_its_command_and_is_read(tmp_path):
     command = "python -m softmax_as_linear.experiments.nonlinear_optima lecture"
     assert result_files.command_for("nonlinear_optima_lecture.json") == command
