@@ -9,8 +9,14 @@ puts at the top of every chapter the front matter that makes JupyterLab number e
 equations as the book does (``Exercise 4.1``, ``(4.2)``), and ``:nonumber:`` on proofs. The book's
 build turns the links back into roles (``book/_ext/live_links.py``, which holds the format).
 
+A reference link whose label the cell does not define (``[Boyer & Boursier (2025)][boyer2025softmax]``
+with no ``[boyer2025softmax]: ...`` line below it) shows as raw text in JupyterLab, Colab and the book: the
+script adds the definition when the label is a citation key or another chapter's label, and reports any other
+as unresolved (exit 1).
+
 Idempotent: run it after editing a chapter. ``--check`` changes nothing and exits 1 if a chapter
-needs it. Only cell sources change; outputs and the notebooks' formatting stay as they are.
+needs it or holds an unresolved reference link. Only cell sources change; outputs and the notebooks'
+formatting stay as they are.
 
     python tools/live_references.py [--check] [notebooks/NN_name.ipynb ...]
 """
@@ -27,6 +33,8 @@ sys.path.insert(0, str(ROOT / "book" / "_ext"))
 
 import live_links  # noqa: E402
 
+# Where a Markdown reference link cannot be: inline code and inline or display mathematics.
+NOT_LINKS = re.compile(r"`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$", re.S)
 PROOF_FENCE = re.compile(r"^(?P<fence>:{3,}|`{3,})\{prf:proof\}[^\n]*\n(?!:nonumber:)", re.M)
 
 
@@ -96,6 +104,15 @@ class Rewriter:
         urls[found.label] = f"{self.base}{found.doc}.html#{found.anchor}"
         return f"[{text or found.text()}][{found.label}]"
 
+    def _known(self, label: str, doc: str) -> str | None:
+        """The book's address of a citation key or of another chapter's label, None for anything else."""
+        if label in self.names:
+            return f"{self.base}{live_links.BIBLIOGRAPHY}{label}"
+        found = self.targets.get(label)
+        if found is not None and found.doc != doc:
+            return f"{self.base}{found.doc}.html#{found.anchor}"
+        return None
+
     def _refresh(self, match: re.Match, urls: dict[str, str], used: list[str]) -> str:
         text, label = match.groups()
         if label not in urls:
@@ -116,6 +133,9 @@ class Rewriter:
         head, body = (head.group(0), source[head.end():]) if head else ("", source)
         urls = {label: url for label, url in live_links.DEFINITION.findall(body) if url.startswith(self.base)}
         text = live_links.DEFINITION.sub(lambda m: "" if m.group(2).startswith(self.base) else m.group(0), body)
+        for _, label in re.findall(live_links.USE, NOT_LINKS.sub("", text)):
+            if label not in urls and self._known(label, doc) and label.lower() not in defined_elsewhere(text):
+                urls[label] = self._known(label, doc)  # a link written without its definition
         text = live_links.ROLE.sub(lambda m: self._role(m, doc, urls), text.rstrip("\n") if urls else text)
         used: list[str] = []
         text = re.sub(live_links.USE, lambda m: self._refresh(m, urls, used), text)
@@ -123,6 +143,11 @@ class Rewriter:
         if used:
             text = text.rstrip("\n") + "\n\n" + "\n".join(f"[{label}]: {urls[label]}" for label in dict.fromkeys(used))
         return head + text
+
+    def unresolved(self, path: pathlib.Path) -> list[str]:
+        """The reference links of a chapter's Markdown cells that their cell does not define, ``[text][label]``."""
+        return [f"[{text}][{label}]" for source in live_links.markdown_cells(path)
+                for text, label in unresolved_links(source)]
 
     def notebook(self, path: pathlib.Path) -> tuple[str, str]:
         """The notebook's text before and after."""
@@ -148,6 +173,19 @@ class Rewriter:
         return before, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
 
 
+def defined_elsewhere(markdown: str) -> set[str]:
+    """The labels a Markdown text defines (``[label]: URL``), lower-cased as Markdown compares them."""
+    return {label.lower() for label, _ in live_links.DEFINITION.findall(markdown)}
+
+
+def unresolved_links(markdown: str) -> list[tuple[str, str]]:
+    """``(text, label)`` of every reference link ``[text][label]`` of ``markdown`` whose label it does not define:
+    Markdown leaves such a link as the raw text ``[text][label]``. Inline code and mathematics are not read."""
+    defined = defined_elsewhere(markdown)
+    return [(text, label) for text, label in re.findall(live_links.USE, NOT_LINKS.sub("", markdown))
+            if label.lower() not in defined]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebooks", nargs="*", type=pathlib.Path,
@@ -155,8 +193,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="change nothing; exit 1 if a chapter needs rewriting")
     args = parser.parse_args(argv)
     rewriter = Rewriter()
-    stale = []
-    for path in args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb")):
+    stale, paths = [], args.notebooks or sorted((ROOT / "notebooks").glob("*.ipynb"))
+    for path in paths:
         before, after = rewriter.notebook(path)
         if before != after:
             stale.append(path)
@@ -165,7 +203,12 @@ def main(argv: list[str] | None = None) -> int:
     for path in stale:
         print(f"{'needs rewriting' if args.check else 'rewrote'}: {path}"
               + (" (run python tools/live_references.py)" if args.check else ""))
-    return 1 if args.check and stale else 0
+    broken = {path: rewriter.unresolved(path) for path in paths}
+    for path, links in broken.items():
+        if links:
+            print(f"unresolved reference links in {path} (no definition in their cell; write the citation as "
+                  f"{{cite:t}}`key` or the reference as a role): {', '.join(links)}")
+    return 1 if (args.check and stale) or any(broken.values()) else 0
 
 
 if __name__ == "__main__":

@@ -51,6 +51,10 @@ Its folders are its layers; a module imports only from its own layer and the one
     Gaussian inputs, in closed form (Chapter 8).
   - :mod:`~softmax_as_linear.theory.kernel_smoother`: softmax attention on the sphere as a Nadaraya-Watson smoother,
     and its best bandwidth (Chapter 8).
+  - :mod:`~softmax_as_linear.theory.circle_quadrature`: the cosine task's feature moments on the circle and the
+    infinite-prompt risks of linear attention they give, by quadrature (Chapter 8).
+  - :mod:`~softmax_as_linear.theory.attention_optimum`: the best weights of one attention layer on fixed prompts
+    (sample-average optimisation), softmax, Nadaraya-Watson, linear and affine (Chapter 8).
 - ``engine``: training.
 
   - :mod:`~softmax_as_linear.engine.reference`: one run trained with plain autograd and ``torch.optim.SGD``, the
@@ -127,6 +131,12 @@ Its folders are its layers; a module imports only from its own layer and the one
     a nonlinear task against its references, and the learned window.
   - :mod:`~softmax_as_linear.experiments.nonlinear_depth`: Chapter 8's second layer, one- and two-layer attention
     trained on the nonlinear task with Chapter 7's engine, paired.
+  - :mod:`~softmax_as_linear.experiments.nonlinear_reading`: Chapter 8's result files read: differences paired by
+    seed, the window's local exponent, the gap between linear and softmax attention split by reference.
+  - :mod:`~softmax_as_linear.experiments.nonlinear_optima`: Chapter 8's optima, the layer's own best window against
+    :math:`L` with replicates, and the gap to linear attention split into intercept and locality.
+  - :mod:`~softmax_as_linear.experiments.window_reach`: how far trained softmax windows are from the layer's optimal
+    windows.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.

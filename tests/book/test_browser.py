@@ -180,6 +180,50 @@ def test_every_link_of_the_chapters_into_the_book_exists():
     assert not missing, missing
 
 
+class _Prose(html.parser.HTMLParser):
+    """The text of a page outside code, scripts, styles and mathematics (what Markdown rendered as prose)."""
+
+    SKIP = {"pre", "code", "script", "style", "math", "svg"}
+
+    def __init__(self):
+        super().__init__()
+        self.depth, self.parts = 0, []
+
+    def handle_starttag(self, tag, attrs):
+        classes = (dict(attrs).get("class") or "").split()
+        if tag in self.SKIP or "math" in classes or self.depth:
+            self.depth += tag not in ("br", "img", "input", "meta", "link", "hr", "wbr")
+
+    def handle_endtag(self, tag):
+        if self.depth:
+            self.depth -= 1
+
+    def handle_data(self, data):
+        if not self.depth:
+            self.parts.append(data)
+
+
+def unresolved_reference_links(page_html: str) -> list[str]:
+    """Reference-style links ``[text][label]`` that Markdown left as raw text: a label with no definition."""
+    parser = _Prose()
+    parser.feed(page_html)
+    return re.findall(r"\[[^\]\n]+\]\[[\w:./-]+\]", " ".join(parser.parts))
+
+
+def test_unresolved_reference_links_are_found():
+    raw = "<p>As [Boyer &amp; Boursier (2025)][boyer2025softmax] prove.</p>"
+    assert unresolved_reference_links(raw) == ["[Boyer & Boursier (2025)][boyer2025softmax]"]
+    assert unresolved_reference_links('<pre>data["a"]["b"]</pre><code>x[0][1]</code><p>a <a href="#x">link</a></p>'
+                                      '<span class="math">[a][b]</span>') == []
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_reference_link_is_left_unresolved(page):
+    """A citation or reference written as ``[text][label]`` without its definition shows as raw text."""
+    left = unresolved_reference_links(_text(page))
+    assert not left, f"{page} shows unresolved reference links (run tools/live_references.py): {left}"
+
+
 def test_citations_read_as_in_the_chapters():
     text = re.sub(r"<[^>]+>", "", _text("notebooks/00_quick_tour.html")).replace("&amp;", "&")
     assert "Boyer & Boursier (2025)" in text and "Castin et al. (2025)" in text

@@ -586,7 +586,8 @@ def _rendered(chapter: Chapter, settle: float = 3.0) -> dict:
               links: q('.jp-MarkdownCell a').map(e => [e.textContent.replace(/\\u00a0/g, ' ').trim(),
                                                        e.getAttribute('href') || '']),
               exercises: q('.jp-MarkdownCell aside.myst-exercise').map(e => e.innerText.trim().split('\\n')[0]),
-              raw: q('.jp-MarkdownCell').map(c => c.innerText).filter(t => /\\{(cite|eq|ref|doc|prf:ref)[^}]*\\}`/.test(t)),
+              raw: q('.jp-MarkdownCell').map(c => c.innerText)
+                .filter(t => /\\{(cite|eq|ref|doc|prf:ref)[^}]*\\}`|\\[[^\\]\\n]+\\]\\[[\\w:.\\/-]+\\]/.test(t)),
             };
         }""")
         if report == before or time.monotonic() > deadline:

@@ -86,3 +86,34 @@ def test_numbering_rule():
     assert found == {("equation", "3.1", "first"), ("equation", "3.2", ""), ("equation", "3.3", "inner"),
                      ("theorem", "3.1", "th"), ("exercise", "3.1", "ex"), ("lemma", "3.1", "lem")}
     assert {t.number for t in live_links.scan("book/notation", cells[:1])} == {"1", "2"}
+
+
+def test_a_reference_link_without_its_definition_is_repaired_or_reported():
+    rewriter = live_references.Rewriter()
+    doc = "notebooks/08_nonlinear_icl"
+    repaired = rewriter.markdown("As [Boyer & Boursier (2025)][boyer2025softmax] prove.", doc)
+    assert f"[boyer2025softmax]: {rewriter.base}book/bibliography.html#cite-boyer2025softmax" in repaired
+    assert live_references.unresolved_links(repaired) == []
+    assert live_references.unresolved_links("See [the text][nowhere].") == [("the text", "nowhere")]
+    assert live_references.unresolved_links("See [the text][Nowhere].\n\n[nowhere]: https://example.org") == []
+    assert live_references.unresolved_links("Code `data[0][1]` and math $[a][b]$ are not links.") == []
+
+
+def _chapter(tmp_path, cell: str) -> pathlib.Path:
+    path = tmp_path / "08_nonlinear_icl.ipynb"
+    cells = [{"cell_type": "markdown", "id": f"c{i}", "metadata": {}, "source": source}
+             for i, source in enumerate([live_links.front_matter(8) + "# 8. A chapter\n", cell])]
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1,
+                               ensure_ascii=False) + "\n")
+    return path
+
+
+def test_check_fails_on_an_unresolved_reference_link(tmp_path, capsys):
+    broken = _chapter(tmp_path, "As [a paper][no-such-label] shows.")
+    assert live_references.main(["--check", str(broken)]) == 1
+    assert live_references.main([str(broken)]) == 1, "a label the script cannot resolve is reported, not dropped"
+    assert "[a paper][no-such-label]" in capsys.readouterr().out
+    citation = _chapter(tmp_path, "As [Boyer & Boursier (2025)][boyer2025softmax] prove.")
+    assert live_references.main(["--check", str(citation)]) == 1
+    assert live_references.main([str(citation)]) == 0, "a citation key is repaired by adding its definition"
+    assert live_references.main(["--check", str(citation)]) == 0

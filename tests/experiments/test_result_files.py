@@ -238,3 +238,21 @@ def test_a_result_file_without_a_field_a_chapter_reads_names_the_file_and_the_fi
     (tmp_path / name).write_text(json.dumps(whole))
     with pytest.raises(DamagedFileError, match="lacks the field 'provenance'"):
         readers[name]("lecture", tmp_path, required=True)
+
+
+def test_chapter_8_optima_presets_are_those_of_the_experiment():
+    from softmax_as_linear.experiments import nonlinear_optima
+
+    assert result_files.OPTIMA_PRESETS == tuple(nonlinear_optima.PRESETS)
+
+
+def test_chapter_8_optima_file_names_its_command_and_is_read(tmp_path):
+    command = "python -m softmax_as_linear.experiments.nonlinear_optima lecture"
+    assert result_files.command_for("nonlinear_optima_lecture.json") == command
+    assert result_files.nonlinear_optima_file("smoke") == "nonlinear_optima_smoke.json"
+    with pytest.raises(ValueError, match="preset"):
+        result_files.nonlinear_optima_file("huge")
+    with pytest.raises(FileNotFoundError, match="nonlinear_optima smoke"):
+        result_files.saved_nonlinear_optima("smoke", folder=tmp_path, required=True)
+    (tmp_path / "nonlinear_optima_smoke.json").write_text('{"lengths": [10, 100]}')
+    assert result_files.saved_nonlinear_optima("smoke", folder=tmp_path)["lengths"] == [10, 100]

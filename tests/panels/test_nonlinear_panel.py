@@ -1,4 +1,5 @@
 """Chapter 8's panels: the limit view, and one click of the training panel."""
+import numpy as np
 import pytest
 
 from softmax_as_linear.engine.train import train
@@ -30,5 +31,19 @@ def test_the_panels_build():
 
 def test_one_click_trains_and_draws():
     cfg = nonlinear.training_config(2.0, 0.05, 10, 4, 0)
-    fig = nonlinear.training_figure(train(cfg, device="cpu"))
+    result = train(cfg, device="cpu")
+    fig = nonlinear.training_figure(result)
     assert "window" in fig.layout.title.text
+
+
+def test_the_training_figure_draws_two_standard_errors_around_each_risk():
+    cfg = nonlinear.training_config(2.0, 0.05, 10, 4, 0)
+    result = train(cfg, device="cpu")
+    fig = nonlinear.training_figure(result)
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(bands) == len(cfg.models) and "s.e." in fig.layout.yaxis.title.text
+    for a, band in enumerate(bands):
+        risk, se = result.eval_risk[0, 0, a], result.eval_se[0, 0, a]
+        n = len(result.steps)
+        assert np.isfinite(se).all() and (se > 0).all()
+        assert np.allclose(band.y[:n], risk + 2 * se) and np.allclose(band.y[n:][::-1], risk - 2 * se)

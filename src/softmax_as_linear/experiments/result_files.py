@@ -13,7 +13,9 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
 - ``nonlinear_<preset>.json`` for Chapter 8's nonlinear in-context regression, written by
   ``python -m softmax_as_linear reproduce nonlinear --preset <preset>``, with its checkpoint
   ``checkpoints/nonlinear_<preset>.pt``, and ``nonlinear_depth_<preset>.json`` for its one- and two-layer sweep, written
-  by ``python -m softmax_as_linear reproduce nonlinear_depth --preset <preset>``;
+  by ``python -m softmax_as_linear reproduce nonlinear_depth --preset <preset>``, and ``nonlinear_optima_<preset>.json``
+  for the optima of one attention layer, written by ``python -m softmax_as_linear.experiments.nonlinear_optima
+  <preset>``;
 - ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<covariates>_<run>.npz``: the training sweeps behind
   them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
 
@@ -385,11 +387,39 @@ def saved_nonlinear_depth(preset: str = "lecture", folder=None, required: bool =
     return _read(nonlinear_depth_file(preset), folder, nonlinear_depth_command(preset), required)
 
 
+#: The presets of :mod:`~softmax_as_linear.experiments.nonlinear_optima` (kept here: that module imports this one
+#: through :mod:`~softmax_as_linear.experiments.nonlinear`; a test checks that the two agree).
+OPTIMA_PRESETS = ("lecture", "smoke")
+
+
+def _optima_presets() -> tuple[str, ...]:
+    return OPTIMA_PRESETS
+
+
+def nonlinear_optima_file(preset: str = "lecture") -> str:
+    """File name of Chapter 8's optima of one attention layer: ``nonlinear_optima_<preset>.json``."""
+    checks.one_of("preset", preset, _optima_presets())
+    return f"nonlinear_optima_{preset}.json"
+
+
+def nonlinear_optima_command(preset: str = "lecture") -> str:
+    """The command that writes ``nonlinear_optima_<preset>.json`` into the results folder."""
+    checks.one_of("preset", preset, _optima_presets())
+    return f"python -m softmax_as_linear.experiments.nonlinear_optima {preset}"
+
+
+def saved_nonlinear_optima(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:
+    """The saved result ``nonlinear_optima_<preset>.json`` of Chapter 8's optima, as :func:`saved_nonlinear`."""
+    return _read(nonlinear_optima_file(preset), folder, nonlinear_optima_command(preset), required)
+
+
 # Any file ----------------------------------------------------------------------------------------------------------
 
 def command_for(filename: str) -> str:
     """The command that writes the result file ``filename`` (a figure's or a Chapter 6 file)."""
     stem = pathlib.Path(filename).stem
+    if stem.startswith("nonlinear_optima_"):
+        return nonlinear_optima_command(stem.removeprefix("nonlinear_optima_"))
     if stem.startswith("nonlinear_depth_"):
         return nonlinear_depth_command(stem.removeprefix("nonlinear_depth_"))
     if stem.startswith("nonlinear_"):
@@ -404,7 +434,8 @@ def command_for(filename: str) -> str:
     preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
     if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
         raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json, "
-                         f"beyond_<covariates>_<run>.json, depth_<run>.json, nonlinear_<preset>.json or nonlinear_depth_<preset>.json), got {filename!r}")
+                         f"beyond_<covariates>_<run>.json, depth_<run>.json, nonlinear_<preset>.json, nonlinear_depth_<preset>.json or "
+                         f"nonlinear_optima_<preset>.json), got {filename!r}")
     return figure_command(figure, preset, sampler)
 
 

@@ -57,16 +57,22 @@ def _seed_band(values: np.ndarray):
     return out[:, 0], out[:, 1], out[:, 2]
 
 
-def risk_figure(data: dict) -> go.Figure:
+def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
     """Final risks against :math:`L` of trained softmax and linear attention (mean over seeds, 95% interval over
     seeds) with the :math:`L`-Bayes risk, Nadaraya-Watson at its best :math:`w`, the best affine predictor that knows
-    :math:`f`, and the noise floor. ``data``: a ``nonlinear_<preset>.json`` result."""
+    :math:`f`, the noise floor and, when given, ``linear_bound``: the best linear function of the query without
+    intercept that knows :math:`f`, below which no linear attention network goes. ``data``: a
+    ``nonlinear_<preset>.json`` result."""
     ref, final = data["references"], data["final"]
     lengths = np.asarray(ref["lengths"], dtype=float)
     risk = np.asarray(final["risk"], dtype=float)
     fig = style.new_figure(f"A nonlinear task: trained attention against the references ({risk.shape[0]} seeds)",
                            "prompt length L", "risk R = MSE/2 on fresh prompts", logx=True, logy=True)
     flat = np.ones_like(lengths)
+    if linear_bound is not None:
+        fig.add_trace(go.Scatter(x=lengths, y=linear_bound * flat, mode="lines",
+                                 name="best linear map of x_q that knows f: linear attention's bound",
+                                 line=dict(color=style.COLORS["linear"], dash="dot", width=2)))
     for y, label, color, dash in ((ref["best_affine"] * flat, "best affine predictor that knows f", "optimal_linear",
                                    "dash"),
                                   (ref["nadaraya_watson"], "Nadaraya-Watson, best w at each L", "theory", "dashdot"),
@@ -84,38 +90,57 @@ def risk_figure(data: dict) -> go.Figure:
 
 
 def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Figure:
-    """The learned window :math:`w = \\operatorname{tr}(U_{xx})/d` of trained softmax attention against :math:`L`
-    (every seed, and the power law of the mean fitted exponent), with the best Nadaraya-Watson :math:`w` and, when
+    """The final window :math:`w = \\operatorname{tr}(U_{xx})/d` of trained softmax attention against :math:`L` (every
+    seed; runs that do not read as kernel smoothers drawn apart), with the best Nadaraya-Watson :math:`w` and, when
     given, a line of slope ``heuristic_exponent`` through its first point. ``data``: a ``nonlinear_<preset>.json``
-    result."""
+    result. No power law is fitted to the trained windows: at a fixed step budget they record where training stopped,
+    not an optimum."""
     ref, windows = data["references"], data["windows"]
     lengths = np.asarray(ref["lengths"], dtype=float)
     soft = data["models"].index("softmax")
     w = np.asarray(windows["w"], dtype=float)[:, :, soft]
-    fig = style.new_figure("The window narrows as the prompt grows", "prompt length L",
-                           "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
+    kept = np.asarray(windows["anisotropy"], dtype=float)[:, :, soft] < windows.get("kernel_anisotropy", 0.5)
+    steps = data["config"].get("steps")
+    fig = style.new_figure(f"Trained windows after {steps:,} steps against the best kernel smoother's window"
+                           if steps else "Trained windows against the best kernel smoother's window",
+                           "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
     for s, row in enumerate(w):
-        fig.add_trace(go.Scatter(x=lengths, y=row, mode="markers", name="trained softmax, each seed",
-                                 showlegend=s == 0, marker=dict(color=style.COLORS["softmax"], symbol="circle-open",
-                                                                size=9)))
-    exponent = windows.get("exponent")
-    if exponent is not None and exponent.get("mean") is not None:
-        # through the runs the exponent was fitted on (those that read as kernel smoothers)
-        kept = np.asarray(windows["anisotropy"], dtype=float)[:, :, soft] < windows.get("kernel_anisotropy", 0.5)
-        logs = np.log(np.clip(w, 1e-12, None)) - exponent["mean"] * np.log(lengths)
-        intercept = float(np.mean(logs[kept]))
-        fig.add_trace(go.Scatter(x=lengths, y=np.exp(intercept) * lengths ** exponent["mean"], mode="lines",
-                                 name=f"fit: w ∝ L^{exponent['mean']:.2f} "
-                                      f"(95%: {exponent['low']:.2f} to {exponent['high']:.2f})",
-                                 line=dict(color=style.COLORS["softmax"])))
+        fig.add_trace(go.Scatter(x=lengths[kept[s]], y=row[kept[s]], mode="markers",
+                                 name="trained softmax, each seed (kernel-like runs)", showlegend=s == 0,
+                                 marker=dict(color=style.COLORS["softmax"], symbol="circle-open", size=9)))
+    if (~kept).any():
+        fig.add_trace(go.Scatter(x=np.broadcast_to(lengths, w.shape)[~kept], y=w[~kept], mode="markers",
+                                 name="trained softmax, runs that are not kernel smoothers",
+                                 marker=dict(color=style.COLORS["softmax"], symbol="x", size=9)))
     fig.add_trace(go.Scatter(x=lengths, y=ref["nadaraya_watson_w"], mode="lines+markers",
-                             name="best Nadaraya-Watson w", line=dict(color=style.COLORS["theory"], dash="dashdot"),
+                             name="best Nadaraya-Watson w (grid argmin)",
+                             line=dict(color=style.COLORS["theory"], dash="dashdot"),
                              marker=dict(symbol="diamond", size=8)))
     if heuristic_exponent is not None:
         first = float(ref["nadaraya_watson_w"][0])
         fig.add_trace(go.Scatter(x=lengths, y=first * (lengths / lengths[0]) ** heuristic_exponent, mode="lines",
                                  name=f"slope {heuristic_exponent:.2f} (smooth-f heuristic)",
                                  line=dict(color=style.COLORS["noise"], dash="dot")))
+    return fig
+
+
+def window_paths_figure(data: dict, seed_index: int = 1) -> go.Figure:
+    """Trained softmax attention's window :math:`w` along training, one line per prompt length, for the seed at
+    ``seed_index`` of a ``nonlinear_<preset>.json`` result (its ``trajectories["w"]``, ``(S, nL, nA, T)``)."""
+    tr, lengths = data["trajectories"], data["references"]["lengths"]
+    seeds = data["config"]["seeds"]
+    if not 0 <= seed_index < len(seeds):
+        raise ValueError(f"seed_index: choose 0 to {len(seeds) - 1}, got {seed_index!r}")
+    soft = data["models"].index("softmax")
+    paths = np.asarray(tr["w"], dtype=float)[seed_index, :, soft]
+    steps = np.asarray(tr["steps"], dtype=float)
+    fig = style.new_figure(f"The window along training, seed {seeds[seed_index]}: one line per prompt length",
+                           "step", "window w", logy=True)
+    dashes = ("dot", "dash", "solid", "dashdot", "longdash", "longdashdot")
+    for i, (L, path) in enumerate(zip(lengths, paths)):
+        fig.add_trace(go.Scatter(x=steps[1:], y=path[1:], mode="lines", name=f"L = {L:,}",
+                                 line=dict(color=style.COLORS["softmax"], dash=dashes[i % len(dashes)],
+                                           width=1 + 0.6 * i)))
     return fig
 
 
@@ -139,4 +164,73 @@ def kernel_figure(angles, labels, weights: dict, query_angle: float, truth=None)
         fig.add_trace(go.Scatter(x=angles, y=labels.min() + span * a / a.max(), mode="lines",
                                  name=f"weights at w = {w:g} (scaled)", line=dict(color=color, width=2)))
     fig.add_vline(x=query_angle, line=dict(color=style.COLORS["bayes"], width=1, dash="dash"))
+    return fig
+
+
+def _log_band(summary: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Geometric-mean window over replicates and its ±2 standard-error band, from ``log_w`` and ``log_w_se``."""
+    log_w = np.asarray(summary["log_w"], dtype=float)
+    se = np.asarray(summary["log_w_se"], dtype=float)
+    return np.exp(log_w), np.exp(log_w - 2 * se), np.exp(log_w + 2 * se)
+
+
+def optimum_window_figure(optima: dict, data: dict | None = None) -> go.Figure:
+    """The best window of the one-layer softmax layer over all its weights and Nadaraya-Watson's best window against
+    :math:`L`, each the geometric mean over independent replicates with a band of :math:`\\pm 2` standard errors of
+    :math:`\\log w` (``optima``: a ``nonlinear_optima_<preset>.json`` result); with ``data`` (a
+    ``nonlinear_<preset>.json`` result), the trained softmax windows of every seed whose run reads as a kernel
+    smoother."""
+    lengths = np.asarray(optima["lengths"], dtype=float)
+    fig = style.new_figure("The best window of the softmax layer, Nadaraya-Watson's, and the trained windows",
+                           "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
+    for model, label, color, dash, symbol in (("softmax", "best softmax layer (all weights)", "softmax", "solid",
+                                               "circle"),
+                                              ("nadaraya_watson", "best Nadaraya-Watson (v_y = 1)", "theory",
+                                               "dashdot", "diamond")):
+        w, low, high = _log_band(optima["summary"][model])
+        fig.add_trace(style.band(lengths, low, high, style.COLORS[color], name=f"{label}: ±2 s.e."))
+        fig.add_trace(go.Scatter(x=lengths, y=w, mode="lines+markers",
+                                 name=f"{label}, {optima['replicates']} replicates",
+                                 error_y=dict(type="data", symmetric=False, array=high - w, arrayminus=w - low),
+                                 line=dict(color=style.COLORS[color], dash=dash), marker=dict(symbol=symbol, size=8)))
+    if data is not None:
+        soft = data["models"].index("softmax")
+        trained = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]
+        kept = np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < data["windows"].get(
+            "kernel_anisotropy", 0.5)
+        steps = data["config"].get("steps")
+        trained_lengths = np.broadcast_to(np.asarray(data["references"]["lengths"], dtype=float), trained.shape)
+        fig.add_trace(go.Scatter(x=trained_lengths[kept], y=trained[kept], mode="markers",
+                                 name=f"trained softmax, each seed ({steps:,} steps)" if steps else
+                                 "trained softmax, each seed",
+                                 marker=dict(color=style.COLORS["softmax"], symbol="square-open", size=9)))
+    return fig
+
+
+def optimum_risk_figure(optima: dict) -> go.Figure:
+    """The held-out risks of the optimised models against :math:`L` (mean over replicates, ±2 standard errors), with
+    the :math:`L = \\infty` risks of the best linear map of the query (linear attention's bound), of the best affine
+    predictor and the noise floor (``optima``: a ``nonlinear_optima_<preset>.json`` result)."""
+    lengths = np.asarray(optima["lengths"], dtype=float)
+    limits, summary = optima["limits"], optima["summary"]
+    fig = style.new_figure("The best one-layer risks at each L against the L = ∞ references", "prompt length L",
+                           "risk R = MSE/2 on fresh prompts", logx=True, logy=True)
+    flat = np.ones_like(lengths)
+    for y, label, color, dash in ((limits["linear"], "best linear map of x_q (L = ∞): linear attention's bound",
+                                   "linear", "dot"),
+                                  (limits["affine"], "best affine predictor (L = ∞)", "optimal_linear", "dash"),
+                                  (limits["noise_floor"], "noise floor s²/2", "noise", "longdash")):
+        fig.add_trace(go.Scatter(x=lengths, y=y * flat, mode="lines", name=label,
+                                 line=dict(color=style.COLORS[color], dash=dash, width=2)))
+    names = {"softmax": ("best softmax layer", "softmax", "circle"),
+             "nadaraya_watson": ("best Nadaraya-Watson", "theory", "diamond"),
+             "linear": ("best linear attention", "linear", "square"),
+             "affine": ("best linear attention + mean token", "optimal_linear", "triangle-up")}
+    for model in optima["models"]:
+        label, color, symbol = names[model]
+        mean = np.asarray(summary[model]["held_out"], dtype=float)
+        se = np.asarray(summary[model]["held_out_se"], dtype=float)
+        fig.add_trace(go.Scatter(x=lengths, y=mean, mode="lines+markers", name=f"{label} (±2 s.e.)",
+                                 error_y=dict(type="data", array=2 * se), line=dict(color=style.COLORS[color]),
+                                 marker=dict(symbol=symbol, size=8)))
     return fig

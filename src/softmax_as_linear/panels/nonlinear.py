@@ -115,8 +115,10 @@ def training_config(frequency: float, noise_var: float, L: int, steps: int, seed
 
 
 def training_figure(result: TrainResult) -> go.Figure:
-    """The held-out risk of both activations along training, with the :math:`L`-Bayes risk and the best affine
-    predictor that knows :math:`f`; the title gives softmax's final window :math:`w`."""
+    """The held-out risk of both activations along training, each with a band of :math:`\\pm 2` standard errors over
+    the held-out prompts (their Monte Carlo noise: a curve may dip below the :math:`L`-Bayes risk within it), with the
+    :math:`L`-Bayes risk and the best affine predictor that knows :math:`f`; the title gives softmax's final window
+    :math:`w`."""
     cfg = result.config
     task = cfg.task()
     L = cfg.lengths[0]
@@ -126,9 +128,13 @@ def training_figure(result: TrainResult) -> go.Figure:
     w = window_readings(np.asarray(U), np.asarray(V), cfg.d)["w"][0, 0, cfg.models.index("softmax"), -1]
     stopped = "" if result.complete else f", stopped at step {int(result.steps[-1]):,}"
     fig = style.new_figure(f"γ = {cfg.frequency:.2g}, s² = {cfg.noise_var:.2g}, L = {L}: softmax's window w = {w:.3g}"
-                           f"{stopped}", "step", "held-out risk R = MSE/2", logy=True)
+                           f"{stopped}", "step", f"held-out risk R = MSE/2 (band: ±2 s.e., {cfg.eval_prompts} prompts)",
+                           logy=True)
     for a, model in enumerate(cfg.models):
-        fig.add_trace(go.Scatter(x=result.steps, y=result.eval_risk[0, 0, a], mode="lines",
+        risk, se = result.eval_risk[0, 0, a], result.eval_se[0, 0, a]
+        fig.add_trace(style.band(result.steps, np.clip(risk - 2 * se, 1e-6, None), risk + 2 * se,
+                                 style.COLORS[model], name=f"{model}: ±2 s.e. over the held-out prompts"))
+        fig.add_trace(go.Scatter(x=result.steps, y=risk, mode="lines",
                                  name=f"{model} attention", line=dict(color=style.COLORS[model])))
     for y, label, color, dash in ((affine, "best affine predictor that knows f", "optimal_linear", "dash"),
                                   (bayes, "L-Bayes", "bayes", "dot")):

@@ -1,0 +1,248 @@
+r"""The best weights of one attention layer on a prompt law, by sample-average optimisation on fixed prompts
+(Chapter 8).
+
+A prompt has tokens :math:`z_i = (x_i, y_i)` ``(L, D)``, :math:`D = d + 1`, and the query token :math:`(x_q, 0)`, so
+only the first :math:`d` columns of the score matrix :math:`U` and the last row :math:`v` of :math:`V` reach the
+prediction. Each model's weights are a flat vector :math:`\theta` (float64):
+
+- ``"softmax"``: :math:`\hat y = \sum_i \mathrm{softmax}_i(x_i^\top U_{xx} x_q + y_i\, u_y^\top x_q)\, v^\top z_i` with
+  the score's input block written :math:`U_{xx} = w (I + B)`, :math:`\operatorname{tr} B = 0`, so that
+  :math:`\theta = (\log w, B \text{ (its } d^2 - 1 \text{ free entries)}, u_y, v)` and the window is
+  :math:`w = \operatorname{tr}(U_{xx})/d = e^{\theta_0}` (the log scale keeps the optimisation well conditioned);
+- ``"nadaraya_watson"``: the same with :math:`B = 0`, :math:`u_y = 0`, :math:`v = e_{D}`: :math:`\theta = (\log w)`;
+- ``"linear"``: normalised linear attention :math:`\hat y = v^\top \hat M W x_q`, :math:`\hat M = \tfrac1L\sum_i z_i
+  z_i^\top`, :math:`W = U_{:, :d}`: :math:`\theta = (W, v)`;
+- ``"affine"``: linear attention plus a read of the prompt's mean token, :math:`\hat y = c^\top \bar z + v^\top \hat M
+  W x_q`: :math:`\theta = (c, W, v)`. Not an attention layer: the reference that tells the intercept a normalised
+  softmax layer gets from :math:`v^\top \bar z` (its output at small scores) from locality.
+
+:func:`fit` minimises the mean of :math:`\tfrac12(\hat y - y_q)^2` over a fixed set of prompts (:class:`Prompts`) with
+L-BFGS on the exact gradient, in chunks of at most :data:`CHUNK_TOKENS` tokens so memory stays bounded at any
+:math:`L`, and reports how close it stopped: the gradient norm and the Newton step :math:`H^{-1}g` left (finite-
+difference Hessian). The minimum on the fitting prompts is biased low; :func:`losses` scores the weights on fresh
+prompts.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from ..core import checks
+
+#: The models :func:`fit` optimises.
+OPTIMUM_MODELS = ("softmax", "nadaraya_watson", "linear", "affine")
+#: Tokens per chunk of the objective (a chunk's float64 tensors stay within a few tens of MB).
+CHUNK_TOKENS = 1 << 18
+#: The log-window grid on which the Nadaraya-Watson fit starts (its minimum then refined by L-BFGS).
+LOG_W_GRID = np.linspace(math.log(0.1), math.log(1e5), 61)
+
+
+@dataclasses.dataclass
+class Prompts:
+    """A fixed set of prompts: tokens ``(n, L, D)``, query ``(n, D)``, target ``(n,)``, float64; the moments
+    linear attention reads (:attr:`mean_token` ``(n, D)``, :attr:`second_moment` ``(n, D, D)``) computed once on
+    first use."""
+
+    tokens: Tensor
+    query: Tensor
+    target: Tensor
+    _moments: tuple[Tensor, Tensor] | None = dataclasses.field(default=None, repr=False)
+
+    @classmethod
+    def draw(cls, task, n_prompts: int, L: int, generator: torch.Generator) -> "Prompts":
+        """``n_prompts`` prompts of length ``L`` of ``task`` from ``generator``, drawn in chunks of at most
+        :data:`CHUNK_TOKENS` tokens (one :meth:`~softmax_as_linear.theory.cosine_task.CosineTask.sample` call each)."""
+        n_prompts, L = checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L)
+        chunk, parts = max(1, CHUNK_TOKENS // L), []
+        for start in range(0, n_prompts, chunk):
+            parts.append(task.sample(min(chunk, n_prompts - start), L, generator, dtype=torch.float64))
+        return cls(torch.cat([b.tokens for b in parts]), torch.cat([b.query for b in parts]),
+                   torch.cat([b.target for b in parts]))
+
+    @property
+    def n(self) -> int:
+        return self.tokens.shape[0]
+
+    @property
+    def L(self) -> int:
+        return self.tokens.shape[1]
+
+    @property
+    def d(self) -> int:
+        return self.tokens.shape[2] - 1
+
+    def chunks(self):
+        """Index slices of at most :data:`CHUNK_TOKENS` tokens."""
+        step = max(1, CHUNK_TOKENS // self.L)
+        return [slice(s, min(s + step, self.n)) for s in range(0, self.n, step)]
+
+    def moments(self) -> tuple[Tensor, Tensor]:
+        r""":math:`\bar z` ``(n, D)`` and :math:`\hat M = \tfrac1L\sum_i z_i z_i^\top` ``(n, D, D)``."""
+        if self._moments is None:
+            means, seconds = [], []
+            for part in self.chunks():
+                z = self.tokens[part]
+                means.append(z.mean(1)), seconds.append(z.transpose(1, 2) @ z / self.L)
+            self._moments = (torch.cat(means), torch.cat(seconds))
+        return self._moments
+
+
+def parameter_count(model: str, d: int) -> int:
+    """Length of ``model``'s weight vector :math:`\\theta` for inputs of dimension ``d``."""
+    D = d + 1
+    return {"softmax": d * d + d + D, "nadaraya_watson": 1, "linear": D * d + D, "affine": D + D * d + D}[
+        checks.one_of("model", model, OPTIMUM_MODELS)]
+
+
+def start(model: str, d: int, w: float = 1.0) -> np.ndarray:
+    r"""A starting :math:`\theta`: softmax and Nadaraya-Watson at window ``w`` reading the label (:math:`v = e_D`),
+    linear attention at its infinite-prompt optimum on inputs uniform on the sphere (:math:`W = (dI; 0)`,
+    :math:`v = e_D`), the affine reference there plus the prompt's mean label (:math:`c = e_D`)."""
+    checks.one_of("model", model, OPTIMUM_MODELS)
+    D = d + 1
+    theta = np.zeros(parameter_count(model, d))
+    if model in ("softmax", "nadaraya_watson"):
+        theta[0] = math.log(checks.positive_float("w", w))
+        if model == "softmax":
+            theta[-1] = 1.0
+        return theta
+    W = np.zeros((D, d))
+    W[:d] = d * np.eye(d)
+    e = np.eye(D)[-1]
+    return np.concatenate(([] if model == "linear" else [e]) + [W.ravel(), e])
+
+
+def softmax_blocks(theta: Tensor, d: int) -> tuple[Tensor, Tensor, Tensor]:
+    r"""``U_xx`` ``(d, d)``, ``u_y`` ``(d,)`` and ``v`` ``(D,)`` of a softmax :math:`\theta`."""
+    w = torch.exp(theta[0])
+    free = theta[1:d * d]
+    B = torch.cat([free, -free[:: d + 1].sum().reshape(1)]).reshape(d, d) if d > 1 else torch.zeros(1, 1).to(theta)
+    return w * (torch.eye(d, dtype=theta.dtype) + B), theta[d * d: d * d + d], theta[d * d + d:]
+
+
+def to_uv(model: str, theta, d: int) -> tuple[Tensor, Tensor]:
+    r"""The :math:`(U, V)` view ``(D, D)`` of an attention model's :math:`\theta` (zero columns and rows where the
+    query's zero label and the prediction's last coordinate leave them unread), for
+    :func:`~softmax_as_linear.theory.models.predict`. The affine reference is not an attention layer."""
+    checks.one_of("model", model, ("softmax", "nadaraya_watson", "linear"))
+    theta = torch.as_tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
+    D = d + 1
+    U, V = torch.zeros(D, D, dtype=torch.float64), torch.zeros(D, D, dtype=torch.float64)
+    if model == "nadaraya_watson":
+        U[:d, :d], V[d, d] = torch.exp(theta[0]) * torch.eye(d, dtype=torch.float64), 1.0
+    elif model == "softmax":
+        U_xx, u_y, v = softmax_blocks(theta, d)
+        U[:d, :d], U[d, :d], V[d] = U_xx, u_y, v
+    else:
+        U[:, :d], V[d] = theta[: D * d].reshape(D, d), theta[D * d:]
+    return U, V
+
+
+def window(model: str, theta) -> float:
+    r"""The window :math:`w = \operatorname{tr}(U_{xx})/d` of a softmax or Nadaraya-Watson :math:`\theta`."""
+    checks.one_of("model", model, ("softmax", "nadaraya_watson"))
+    return float(math.exp(float(np.asarray(theta, dtype=float)[0])))
+
+
+def _predict(model: str, theta: Tensor, prompts: Prompts, part: slice) -> Tensor:
+    d, D = prompts.d, prompts.d + 1
+    x_q = prompts.query[part, :d]
+    if model in ("linear", "affine"):
+        mean, second = (m[part] for m in prompts.moments())
+        offset = 0 if model == "linear" else D
+        W, v = theta[offset: offset + D * d].reshape(D, d), theta[offset + D * d:]
+        pred = ((second @ v.unsqueeze(-1)).squeeze(-1) * (x_q @ W.T)).sum(-1)  # v^T M W x_q, M symmetric
+        return pred if model == "linear" else pred + mean @ theta[:D]
+    z = prompts.tokens[part]
+    x, y = z[..., :d], z[..., d]
+    if model == "nadaraya_watson":
+        scores = torch.exp(theta[0]) * (x @ x_q.unsqueeze(-1)).squeeze(-1)
+        return (torch.softmax(scores, -1) * y).sum(-1)
+    U_xx, u_y, v = softmax_blocks(theta, d)
+    scores = (x @ (x_q @ U_xx.T).unsqueeze(-1)).squeeze(-1) + y * (x_q @ u_y).unsqueeze(-1)
+    return (torch.softmax(scores, -1) * (z @ v)).sum(-1)
+
+
+def losses(model: str, theta, prompts: Prompts) -> Tensor:
+    r"""Per-prompt losses :math:`\tfrac12(\hat y - y_q)^2` of ``model`` at :math:`\theta` on ``prompts``: ``(n,)``."""
+    checks.one_of("model", model, OPTIMUM_MODELS)
+    theta = torch.as_tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
+    with torch.no_grad():
+        return torch.cat([0.5 * (_predict(model, theta, prompts, p) - prompts.target[p]) ** 2 for p in prompts.chunks()])
+
+
+def objective(model: str, theta, prompts: Prompts) -> tuple[float, np.ndarray]:
+    """The mean loss on ``prompts`` and its gradient in :math:`\\theta`, accumulated chunk by chunk."""
+    theta = torch.tensor(np.asarray(theta, dtype=float), dtype=torch.float64, requires_grad=True)
+    total = 0.0
+    for part in prompts.chunks():
+        loss = 0.5 * ((_predict(model, theta, prompts, part) - prompts.target[part]) ** 2).sum() / prompts.n
+        loss.backward()
+        loss = loss.detach()
+        total += loss.item()
+    return total, theta.grad.numpy().copy()
+
+
+def newton_step(model: str, theta, prompts: Prompts, h: float = 1e-4) -> tuple[np.ndarray, np.ndarray]:
+    r"""The Newton step :math:`-H^{-1}g` from :math:`\theta` (``H`` by central differences of the exact gradient,
+    symmetrised; a pseudo-inverse, so that a direction the model does not see, such as the scale shared by
+    :math:`v` and :math:`W` in linear attention, contributes nothing) and the Hessian's eigenvalues."""
+    theta = np.asarray(theta, dtype=float)
+    _, g = objective(model, theta, prompts)
+    columns = []
+    for j in range(theta.size):
+        e = np.zeros_like(theta)
+        e[j] = h
+        columns.append((objective(model, theta + e, prompts)[1] - objective(model, theta - e, prompts)[1]) / (2 * h))
+    H = np.array(columns)
+    H = 0.5 * (H + H.T)
+    return -np.linalg.pinv(H, rcond=1e-10, hermitian=True) @ g, np.linalg.eigvalsh(H)
+
+
+@dataclasses.dataclass
+class Fit:
+    """An optimum on fixed prompts: ``theta``, the in-sample ``risk``, the final ``gradient_norm``, the Newton
+    step left (``newton`` (p,); its first entry is the change of :math:`\\log w` still to come for softmax and
+    Nadaraya-Watson), the smallest Hessian eigenvalue (``curvature``; positive at a strict local minimum),
+    ``iterations`` and the optimiser's ``message``."""
+
+    model: str
+    theta: np.ndarray
+    risk: float
+    gradient_norm: float
+    newton: np.ndarray
+    curvature: float
+    iterations: int
+    message: str
+
+    @property
+    def window(self) -> float | None:
+        return window(self.model, self.theta) if self.model in ("softmax", "nadaraya_watson") else None
+
+
+def fit(model: str, prompts: Prompts, theta0=None, gtol: float = 1e-9, max_iterations: int = 2000) -> Fit:
+    r"""The minimiser of the mean loss of ``model`` on ``prompts`` (L-BFGS, SciPy's ``L-BFGS-B`` without bounds, on
+    the exact gradient), from ``theta0`` (default :func:`start`; Nadaraya-Watson starts at the best point of
+    :data:`LOG_W_GRID`). Stops when the largest gradient entry is below ``gtol`` or the loss stops falling to
+    rounding."""
+    from scipy.optimize import minimize
+
+    checks.one_of("model", model, OPTIMUM_MODELS)
+    if theta0 is None:
+        if model == "nadaraya_watson":
+            grid = [float(losses(model, [t], prompts).mean()) for t in LOG_W_GRID]
+            theta0 = [LOG_W_GRID[int(np.argmin(grid))]]
+        else:
+            theta0 = start(model, prompts.d)
+    theta0 = np.asarray(theta0, dtype=float)
+    if theta0.shape != (parameter_count(model, prompts.d),):
+        raise ValueError(f"theta0 must have {parameter_count(model, prompts.d)} entries for {model}, got {theta0.shape}")
+    result = minimize(lambda t: objective(model, t, prompts), theta0, jac=True, method="L-BFGS-B",
+                      options={"gtol": gtol, "ftol": 1e-15, "maxiter": max_iterations, "maxcor": 20})
+    step, eigenvalues = newton_step(model, result.x, prompts)
+    return Fit(model, result.x, float(result.fun), float(np.linalg.norm(result.jac)), step, float(eigenvalues.min()),
+               int(result.nit), str(result.message))

@@ -1,0 +1,144 @@
+"""Chapter 8's optima: the experiment's file, its readings, and the paired difference of the chapter's final risks."""
+import math
+import types
+
+import numpy as np
+import pytest
+import torch
+
+from softmax_as_linear.core import seeding
+from softmax_as_linear.core.artifacts import load_json
+from softmax_as_linear.experiments import nonlinear
+from softmax_as_linear.experiments import nonlinear_optima as optima
+from softmax_as_linear.theory import attention_optimum as ao
+from softmax_as_linear.theory import circle_quadrature
+
+
+def test_final_risks_pair_softmax_and_linear_on_the_same_prompts():
+    # final_risks' difference is softmax minus linear on the same fresh prompts: checked against an independent
+    # per-prompt computation, so a flipped sign or a broken pairing (other prompts, shuffled losses) fails
+    cfg = nonlinear.nonlinear_config("smoke", lengths=(20,), seeds=(3,))
+    soft_theta, lin_theta = ao.start("nadaraya_watson", cfg.d, 30.0), ao.start("linear", cfg.d)
+    U, V = np.zeros((1, 1, 2, 1, 3, 3)), np.zeros((1, 1, 2, 1, 3, 3))
+    for a, (model, theta) in enumerate((("nadaraya_watson", soft_theta), ("linear", lin_theta))):
+        u, v = ao.to_uv(model, theta, cfg.d)
+        U[0, 0, a, 0], V[0, 0, a, 0] = u.numpy(), v.numpy()
+    result = types.SimpleNamespace(config=cfg, uv=lambda: (U, V), diverged=np.zeros((1, 1, 2), dtype=bool))
+    n = 400
+    final = nonlinear.final_risks(result, n, "cpu")
+    batch = cfg.task().sample(n, 20, seeding.generator(3, "evaluation", 20), dtype=torch.float64)
+    prompts = ao.Prompts(batch.tokens, batch.query, batch.target)
+    soft = ao.losses("nadaraya_watson", soft_theta, prompts).numpy()
+    lin = ao.losses("linear", lin_theta, prompts).numpy()
+    diff = soft - lin
+    paired_se = diff.std(ddof=1) / math.sqrt(n)
+    assert diff.mean() < -5 * paired_se  # softmax's window beats linear attention here, far beyond the noise
+    assert final["difference"][0, 0] == pytest.approx(diff.mean(), rel=1e-10)
+    assert final["difference_se"][0, 0] == pytest.approx(paired_se, rel=1e-8)
+    unpaired_se = math.sqrt(soft.var(ddof=1) / n + lin.var(ddof=1) / n)
+    assert abs(unpaired_se / paired_se - 1) > 0.05  # the pairing is visible in the standard error
+    assert final["risk"][0, 0, 0] == pytest.approx(soft.mean(), rel=1e-10)
+    assert final["risk"][0, 0, 1] == pytest.approx(lin.mean(), rel=1e-10)
+
+
+def test_moves_and_exponents_read_synthetic_windows():
+    lengths = (10, 100, 1000)
+    log_w = [math.log(5.0), math.log(5.0 * 10 ** 0.4), math.log(5.0 * 100 ** 0.4)]
+    rows = optima.moves(lengths, log_w, [0.1, 0.1, 0.1])
+    assert [r["local_exponent"] for r in rows] == pytest.approx([0.4, 0.4])
+    assert rows[0]["z"] == pytest.approx(0.4 * math.log(10) / math.hypot(0.1, 0.1))
+    w = np.array([[5.0 * L ** (0.4 + 0.01 * k) for k in range(4)] for L in lengths])  # (nL, K)
+    fit = optima.exponents(lengths, w, 100)
+    assert fit["all"]["mean"] == pytest.approx(0.415) and fit["large"]["mean"] == pytest.approx(0.415)
+    assert fit["all"]["low"] < 0.415 < fit["all"]["high"]
+
+
+def test_bad_preset_exits_with_2(capsys):
+    assert optima.main(["paper-sized"]) == 2
+    assert "preset" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_smoke_preset_writes_a_consistent_file(tmp_path):
+    path = optima.reproduce_nonlinear_optima("smoke", out=tmp_path, progress=False)
+    data = load_json(path)
+    K, lengths = data["replicates"], data["lengths"]
+    assert data["provenance"]["replicate_seeds"] == [optima.OPTIMA_SEED + k for k in range(K)]
+    for key in ("device", "torch", "commit", "wall_seconds"):
+        assert key in data["provenance"]
+    task = nonlinear.nonlinear_config("lecture").task()
+    assert data["limits"]["linear"] == pytest.approx(circle_quadrature.linear_limit_risk(task))
+    soft = data["replicate"]["softmax"]
+    assert np.asarray(soft["w"]).shape == (len(lengths), K)
+    summary = data["summary"]["softmax"]
+    assert summary["w"] == pytest.approx(np.exp(np.log(soft["w"]).mean(1)).tolist())
+    assert np.all(np.asarray(soft["gradient_norm"]) < 1e-5)
+    # the in-sample minimum sits below the risk of the other replicates' optima on the same prompts
+    assert np.mean(summary["optimism"]) > 0
+    gaps = data["summary"]["gaps"]
+    total = np.asarray(gaps["intercept"]["mean"]) + np.asarray(gaps["locality"]["mean"])
+    assert total == pytest.approx(gaps["linear_minus_softmax"]["mean"])
+    assert {d["setting"] for d in data["dependence"]["directions"]} == {"noise_var", "frequency"}
+
+
+RESULT = "nonlinear_optima_lecture.json"
+
+
+@pytest.fixture(scope="module")
+def lecture():
+    from softmax_as_linear.core.artifacts import find_result
+
+    path = find_result(RESULT)
+    assert path is not None, f"{RESULT} is missing from the results folder"
+    return load_json(path)
+
+
+def test_lecture_file_says_where_it_came_from(lecture):
+    prov = lecture["provenance"]
+    assert prov["commit"] and prov["uncommitted_changes"] is False and prov["torch_threads"] == 1
+    assert prov["replicate_seeds"] == [optima.OPTIMA_SEED + k for k in range(lecture["replicates"])]
+    assert lecture["settings"]["lengths"] == lecture["lengths"] == list(optima.PRESETS["lecture"]["lengths"])
+    assert lecture["prompts"] == [optima.prompt_count(optima.PRESETS["lecture"], L) for L in lecture["lengths"]]
+
+
+def test_lecture_fits_converged_and_summaries_are_their_replicates(lecture):
+    for model in ("softmax", "nadaraya_watson"):
+        rep = lecture["replicate"][model]
+        assert np.nanmax(rep["gradient_norm"]) < 1e-5
+        # the Newton step left on log w is far below the spread of log w* between replicates
+        assert np.nanmax(rep["newton_log_w"]) < 0.01 * np.min(lecture["summary"][model]["log_w_se"])
+        log_w = np.log(np.asarray(rep["w"]))
+        assert lecture["summary"][model]["log_w"] == pytest.approx(log_w.mean(1).tolist())
+        assert lecture["summary"][model]["log_w_se"] == pytest.approx(
+            (log_w.std(1, ddof=1) / math.sqrt(log_w.shape[1])).tolist())
+    assert np.min(lecture["replicate"]["softmax"]["curvature"]) > 0  # strict local minima
+    task = nonlinear.nonlinear_config("lecture").task()
+    assert lecture["limits"]["linear"] == pytest.approx(circle_quadrature.linear_limit_risk(task), abs=1e-12)
+    assert lecture["limits"]["intercept_share"] == pytest.approx(circle_quadrature.intercept_share(task), abs=1e-12)
+
+
+def test_lecture_optima_respect_the_bounds(lecture):
+    # theorems, checked within 3 standard errors over replicates: linear attention is linear in x_q given the prompt,
+    # the affine reference affine
+    s = lecture["summary"]
+    for model, bound in (("linear", lecture["limits"]["linear"]), ("affine", lecture["limits"]["affine"])):
+        assert np.all(np.asarray(s[model]["held_out"]) > bound - 3 * np.asarray(s[model]["held_out_se"]))
+    # on its fitting prompts softmax (started from Nadaraya-Watson's optimum) is at least as good, replicate by replicate
+    rep = lecture["replicate"]
+    assert np.all(np.asarray(rep["softmax"]["in_sample"]) <= np.asarray(rep["nadaraya_watson"]["in_sample"]) + 1e-12)
+    total = np.asarray(s["gaps"]["intercept"]["mean"]) + np.asarray(s["gaps"]["locality"]["mean"])
+    assert total == pytest.approx(s["gaps"]["linear_minus_softmax"]["mean"])
+
+
+@pytest.mark.slow
+def test_lecture_first_replicate_reproduces():
+    # retrain a prefix: replicate 0 at L = 10 from the library gives the file's numbers
+    from softmax_as_linear.core.artifacts import find_result
+
+    data = load_json(find_result(RESULT))
+    task = nonlinear.nonlinear_config("lecture").task()
+    L = data["lengths"][0]
+    record = optima.replicate(task, L, data["prompts"][0], 0)
+    for model in optima.MODELS:
+        assert record[model]["held_out"] == pytest.approx(data["replicate"][model]["held_out"][0][0], rel=1e-6)
+    assert record["softmax"]["w"] == pytest.approx(data["replicate"]["softmax"]["w"][0][0], rel=1e-4)

@@ -1,0 +1,74 @@
+"""Chapter 8's figures of the trained windows, drawn from the stored lecture result."""
+import numpy as np
+import pytest
+
+from softmax_as_linear.experiments.result_files import saved_nonlinear
+from softmax_as_linear.figures import nonlinear as figures
+
+
+@pytest.fixture(scope="module")
+def data():
+    return saved_nonlinear("lecture", required=True)
+
+
+def test_window_figure_draws_every_run_and_fits_no_power_law(data):
+    fig = figures.window_figure(data, 0.4)
+    soft = data["models"].index("softmax")
+    w = np.asarray(data["windows"]["w"])[:, :, soft]
+    markers = [t for t in fig.data if t.mode == "markers"]
+    assert sum(len(t.y) for t in markers) == w.size
+    assert sorted(np.concatenate([t.y for t in markers])) == pytest.approx(sorted(w.ravel()))
+    assert not any("fit" in (t.name or "") for t in fig.data)
+    assert "narrows" not in fig.layout.title.text
+
+
+def test_window_paths_figure_draws_the_recorded_windows(data):
+    fig = figures.window_paths_figure(data, 1)
+    soft = data["models"].index("softmax")
+    paths = np.asarray(data["trajectories"]["w"])[1, :, soft]
+    assert len(fig.data) == len(data["references"]["lengths"])
+    for trace, path in zip(fig.data, paths):
+        np.testing.assert_allclose(trace.y, path[1:])
+    with pytest.raises(ValueError, match="seed_index"):
+        figures.window_paths_figure(data, 9)
+
+
+def test_risk_figure_draws_linear_attention_s_bound_when_given(data):
+    plain, bounded = figures.risk_figure(data), figures.risk_figure(data, 0.337)
+    assert len(bounded.data) == len(plain.data) + 1
+    line = [t for t in bounded.data if "bound" in (t.name or "")]
+    assert len(line) == 1 and np.allclose(line[0].y, 0.337)
+
+
+def _optima():
+    """A small result of the optima's shape: two lengths, three replicates."""
+    summary = {model: {"held_out": [0.3, 0.2], "held_out_se": [0.01, 0.02]}
+               for model in ("nadaraya_watson", "softmax", "linear", "affine")}
+    summary["softmax"].update(log_w=[np.log(30.0), np.log(90.0)], log_w_se=[0.1, 0.2])
+    summary["nadaraya_watson"].update(log_w=[np.log(14.0), np.log(93.0)], log_w_se=[0.05, 0.1])
+    return {"lengths": [10, 100], "replicates": 3, "models": ["nadaraya_watson", "softmax", "linear", "affine"],
+            "summary": summary, "limits": {"linear": 0.337, "affine": 0.2375, "noise_floor": 0.025}}
+
+
+def test_optimum_window_figure_draws_each_optimum_with_its_band_and_the_trained_windows(data):
+    optima = _optima()
+    fig = figures.optimum_window_figure(optima, data)
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    np.testing.assert_allclose(lines[0].y, [30, 90])
+    np.testing.assert_allclose(lines[0].y + lines[0].error_y.array, [30 * np.exp(0.2), 90 * np.exp(0.4)])
+    np.testing.assert_allclose(lines[0].y - lines[0].error_y.arrayminus, [30 * np.exp(-0.2), 90 * np.exp(-0.4)])
+    bands = [t for t in fig.data if t.fill == "toself"]
+    assert len(bands) == 2
+    trained = [t for t in fig.data if t.mode == "markers"]
+    soft = data["models"].index("softmax")
+    kept = np.asarray(data["windows"]["anisotropy"])[:, :, soft] < 0.5
+    assert len(trained) == 1 and len(trained[0].y) == kept.sum()
+    assert len(figures.optimum_window_figure(optima).data) == 4
+
+
+def test_optimum_risk_figure_draws_every_model_and_the_limits():
+    fig = figures.optimum_risk_figure(_optima())
+    assert len(fig.data) == 3 + 4
+    bound = [t for t in fig.data if "bound" in (t.name or "")]
+    assert np.allclose(bound[0].y, 0.337)
+    assert all(np.allclose(t.error_y.array, [0.02, 0.04]) for t in fig.data if t.mode == "lines+markers")
