@@ -19,6 +19,7 @@ import numpy as np
 from ..core import stats
 from .trajectory import false_alarm_rate
 
+#: The lag-one correlations between records at which the false-alarm rate is simulated.
 CORRELATIONS = (0.0, 0.3, 0.5)
 
 
@@ -37,7 +38,7 @@ class FalseAlarms:
 
     @property
     def largest_chance(self) -> float:
-        """The largest chance over the correlations: what a claim "more than false alarms explain" is held to."""
+        """The largest chance over the correlations, which a claim "more than false alarms explain" is held to."""
         return max(self.chances)
 
     @property
@@ -46,7 +47,7 @@ class FalseAlarms:
         return tuple(self.runs * r for r in self.rates)
 
     def text(self) -> str:
-        """One line: the simulated rates and the chances, per correlation."""
+        """The simulated rates and the chances, per correlation, on one line."""
         return (f"this design's false-alarm rate at level {self.level:g} (simulated, stationary jitter with lag-one"
                 " correlation " + " / ".join(f"{c:g}" for c in self.correlations) + " between records): "
                 + " / ".join(f"{r:.1%}" for r in self.rates) + f"; chance of {self.flagged} or more false alarms in"
