@@ -5,7 +5,8 @@
   4.8 MB) when it is the plotly.js version the installed ``plotly`` writes figures for and it has
   every trace type of the page; otherwise the full copy shipped inside ``plotly`` (then written to
   ``_static``). A version mismatch is a warning: refresh the vendored bundle (its README says how).
-- ``figures.js`` (keyboard access to the figures' sliders) is loaded on the same pages.
+- ``figures.js`` (keyboard access to the figures' sliders, and to figures and formulas that scroll sideways) is
+  loaded on the same pages and on pages with mathematics.
 - MathJax is served locally by ``sphinx-mathjax-offline`` (see ``_config.yml``).
 - Thebe (live code cells inside the page) is not used: the book has no kernel, and the chapters
   launch in Binder or Colab instead. Its loader, which names a CDN, is dropped from every page.
@@ -75,6 +76,7 @@ def _page_assets(app, pagename, templatename, context, doctree):
         partial = _STATE["partial"] and not outside
         _STATE["full"] |= not partial
         app.add_js_file(PARTIAL if partial else PLOTLY_JS, priority=100)
+    if "plotly-graph-div" in body or 'class="math' in body:
         app.add_js_file("figures.js", priority=110)
 
 

@@ -1,4 +1,4 @@
-/* Keyboard access to the book's plotly sliders.
+/* Keyboard access to the book's plotly sliders, and to the figures and formulas that scroll sideways.
  *
  * Plotly draws a slider as SVG (g.slider-group), which Tab cannot reach. Each slider of each figure
  * is made focusable, named and described as an ARIA slider; the arrow keys, Home, End, Page Up and
@@ -64,11 +64,34 @@
     });
   }
 
+  /* The narrowest a figure can be and still be read: its axes (all its subplots together) at least 240 px wide per
+   * column of subplots, the rest of the figure (margins, a legend or a colour bar at the side) as drawn. A figure
+   * whose axes are narrower takes that much more width (course.css lets it scroll in its box); it only grows. */
+  const PER_COLUMN = 240;
+
+  function readableWidth(gd) {
+    const full = gd._fullLayout;
+    if (!full || !full._size || !full.width) return 0;
+    const columns = new Set();
+    Object.keys(full).filter(key => /^xaxis\d*$/.test(key) && full[key].domain)
+      .forEach(key => columns.add(Math.round(100 * full[key].domain[0])));
+    return Math.ceil(full.width + Math.max(0, PER_COLUMN * Math.max(1, columns.size) - full._size.w));
+  }
+
+  function keepReadable(gd) {
+    const width = readableWidth(gd);
+    if (!width || width <= (Number(gd.dataset.minWidth) || 0) || width <= gd.clientWidth + 1) return;
+    gd.dataset.minWidth = String(width);
+    gd.style.minWidth = `${width}px`;
+    Plotly.Plots.resize(gd);
+  }
+
   function attach(gd) {
     if (gd.dataset.sliderKeys) return;
     gd.dataset.sliderKeys = "1";
-    if (typeof gd.on === "function") gd.on("plotly_afterplot", () => decorate(gd));
+    if (typeof gd.on === "function") gd.on("plotly_afterplot", () => { decorate(gd); keepReadable(gd); });
     decorate(gd);
+    keepReadable(gd);
   }
 
   function start() {
@@ -77,4 +100,33 @@
 
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
   else start();
+
+  /* A figure or a formula wider than the column scrolls sideways in its own box (course.css): such a box takes
+   * the keyboard focus, so that the arrow keys scroll it, only while it is wider than the screen lets it be. */
+  const SCROLLING = "div.cell_output figure.sal-figure, div.math, span.math";
+
+  function markScrolling() {
+    document.querySelectorAll(SCROLLING).forEach(box => {
+      if (box.scrollWidth > box.clientWidth + 1) {
+        if (!box.hasAttribute("tabindex")) {
+          box.setAttribute("tabindex", "0");
+          box.dataset.scrolls = "1";
+        }
+      } else if (box.dataset.scrolls) {
+        box.removeAttribute("tabindex");
+        delete box.dataset.scrolls;
+      }
+    });
+  }
+
+  let pending = null;
+  function soon() {
+    clearTimeout(pending);
+    pending = setTimeout(markScrolling, 200);
+  }
+  window.addEventListener("load", () => {
+    soon();
+    if (window.MathJax && MathJax.startup && MathJax.startup.promise) MathJax.startup.promise.then(soon);
+  });
+  window.addEventListener("resize", soon);
 })();

@@ -56,13 +56,14 @@ def test_not_a_sweep_is_named():
 def test_the_paper_scale_reading_of_a_shipped_sweep():
     """The reading Chapter 6 checks its claims on: its numbers agree with those computed directly from the file."""
     from softmax_as_linear.core import stats
+    from softmax_as_linear.experiments.false_alarms import false_alarms
     from softmax_as_linear.experiments.result_files import saved_beyond
 
     data = saved_beyond("uniform", "paper")
     reading = beyond_reading.paper_reading(data, "uniform")
     lines = reading.text.splitlines()
     assert lines[0].startswith(f"uniform: {len(data['tracking']['seeds'])} seeds, L up to {data['final']['lengths'][-1]}")
-    assert len(lines) == 14 and reading.tracking_intervals == [tuple(i) for i in
+    assert len(lines) == 15 and reading.tracking_intervals == [tuple(i) for i in
                                                              data["tracking"]["slopes"]["softmax"]["per_seed_interval"]]
     difference = np.array(data["final"]["paired_difference"])
     above = int((difference[:, -1] > 3 * np.array(data["final"]["paired_difference_se"])[:, -1]).sum())
@@ -71,6 +72,10 @@ def test_the_paper_scale_reading_of_a_shipped_sweep():
     moving = beyond_reading.read_sweep(data).moving                     # (seeds, lengths, models): limits one per seed
     assert reading.moving == int(moving[:, :, :2].sum() + moving[:, 0, 2:].sum())
     assert reading.runs == moving[:, :, :2].size + moving[:, 0, 2:].size
+    # the chance of as many false alarms at the design's simulated rates (independent or correlated records)
+    alarms = false_alarms(beyond_reading.read_sweep(data), np.concatenate([moving[:, :, :2].ravel(),
+                                                                           moving[:, 0, 2:].ravel()]))
+    assert reading.false_alarm_chance == alarms.largest_chance and alarms.text() in reading.text
     assert len(reading.outlasts) == len(data["final"]["lengths"])
     floor = data["provenance"]["settings"]["noise_var"] / 2
     assert f"{data['limits']['risk']['softmax_limit'][0] - floor:.1e}" in lines[-2]

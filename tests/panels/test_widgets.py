@@ -186,3 +186,24 @@ def test_a_valid_entry_in_another_box_replaces_the_message(drawn, later):
     assert "outside [0, 10]" in panel.note.value
     _entry(panel, panel.controls["a"]).value = "0.25"
     assert panel.note.value == ""
+
+
+def test_a_clamped_value_is_reported_and_shown_before_its_redraw(shell):
+    # the redraw can take seconds: while it runs the reader sees the clamp, not the old value without a word
+    seen, made = [], {}
+    controls = {"k": W.IntSlider(value=1, min=0, max=2, description="k")}
+
+    def draw(k):
+        if made:
+            seen.append((k, made["panel"].note.value, made["box"].value))
+
+    made["panel"] = panel = widgets.panel(controls, draw)
+    made["box"] = box = _entry(panel, controls["k"])
+    box.value = "9"
+    assert controls["k"].value == 2 and seen[-1][0] == 2
+    assert "k: 9 is outside [0, 2]; set to 2." in seen[-1][1] and seen[-1][2] == "2"
+    assert "set to 2" in panel.note.value and box.value == "2"                  # and it stays after the redraw
+    box.value = "1"                                                             # a valid entry clears it, at once too
+    assert seen[-1] == (1, "", "1") and panel.note.value == ""
+    controls["k"].value = 0                                                     # a dragged slider: box follows
+    assert seen[-1][0] == 0 and box.value == "0"

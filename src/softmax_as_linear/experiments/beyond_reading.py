@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core import checks, stats
+from .false_alarms import false_alarms
 from .trajectory import TrajectoryReading, read_risks
 
 #: The models of a Chapter 6 sweep, in the order of the reading's last axis.
@@ -72,8 +73,9 @@ class PaperReading:
 
     ``tracking_intervals``: each seed's interval of the exponent of L of the softmax run's distance to its limit;
     ``moving``: how many runs (finite-L and infinite-prompt) still move at the end, of ``runs``, by the stationarity
-    test of :func:`read_sweep`; ``false_alarm_chance``: the probability of at least as many by chance alone at the
-    test's level; ``above_share``: interval of the share of seeds where softmax minus linear attention (paired)
+    test of :func:`read_sweep`; ``false_alarm_chance``: the largest probability of at least as many by chance alone at the
+    test's simulated false-alarm rates for this design (:func:`~.false_alarms.false_alarms`: independent records or
+    records correlated as SGD's are); ``above_share``: interval of the share of seeds where softmax minus linear attention (paired)
     exceeds 3 standard errors at the largest L; ``above_up_to_1000``: whether it does at every L <= 1000 in every
     seed; ``outlasts``: per L, how many seeds' surplus exceeds its fall over the last half plus the test's resolution
     by 3 standard errors; ``excess_slope_highs``: each seed's upper end of the interval of the log-log slope of
@@ -106,12 +108,13 @@ def paper_reading(data: dict, covariate: str) -> PaperReading:
     reading = read_sweep(data)
     finite, limit = reading.moving[:, :, :2], reading.moving[:, 0, 2:]
     flagged, runs = int(finite.sum() + limit.sum()), finite.size + limit.size
-    chance = stats.chance_of_at_least(flagged, runs, reading.level)
+    alarms = false_alarms(reading, np.concatenate([finite.ravel(), limit.ravel()]))
+    chance = alarms.largest_chance
     lines += [f"  read as a whole: {int(finite.sum())} of {finite.size} finite-L runs (softmax {int(finite[..., 0].sum())},"
               f" linear {int(finite[..., 1].sum())}) and {int(limit.sum())} of {limit.size} infinite-prompt runs still move"
               f" at the end;",
-              f"  chance of as many false alarms at level {reading.level:g}: {max(chance, 1e-12):.0e} or less; median"
-              f" resolution {np.median(reading.resolution[:, :, :2]):.0e} (finite L),"
+              f"  {alarms.text()};",
+              f"  median resolution {np.median(reading.resolution[:, :, :2]):.0e} (finite L),"
               f" {np.median(reading.resolution[:, 0, 2:]):.0e} (limits)",
               "  infinite-prompt softmax model, fall over the last half per seed: "
               + ", ".join(f"{f:.0e}" + ("*" if m else "") for f, m in zip(reading.fall[:, 0, 2], reading.moving[:, 0, 2]))

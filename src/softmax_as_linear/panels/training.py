@@ -237,8 +237,9 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
 
     run_button.on_click(start)
     stop_button.on_click(stop)
-    def changed(_):  # what the message line said was about the settings before this change
-        report("")
+    def changed(change):  # what the message line said was about the settings before this change
+        if not widgets.from_box(change):  # ... unless the change is the value a box just reported on
+            report("")
         fail("")
 
     for widget in controls.values():

@@ -16,6 +16,7 @@ saved in a notebook shows :data:`NEEDS_KERNEL` until its cell runs.
 """
 from __future__ import annotations
 
+import contextlib
 import html
 import logging
 import math
@@ -85,9 +86,30 @@ def _bounds(control: W.Widget) -> tuple[float, float, bool]:
     return -math.inf, math.inf, integer
 
 
-def _format(control: W.Widget) -> str:
-    value = control.value
+def _format(control: W.Widget, value=None) -> str:
+    """``value`` (default the control's) as its text box shows it."""
+    value = control.value if value is None else value
     return str(int(value)) if _bounds(control)[2] else f"{value:.4g}"
+
+
+#: The controls (by ``id``) whose value is being set from their text box right now: the redraw this starts
+#: keeps what the box reported (:func:`panel`), and the box's own rewrite is not a new entry.
+_FROM_BOX: set[int] = set()
+
+
+def from_box(change) -> bool:
+    """Whether a control's change (an ``observe`` callback's argument) is a value typed in its text box: a
+    panel that clears the message line on every change keeps, for this one, what the box reported."""
+    return change is not None and id(change["owner"]) in _FROM_BOX
+
+
+@contextlib.contextmanager
+def _from_box(control: W.Widget):
+    _FROM_BOX.add(id(control))
+    try:
+        yield
+    finally:
+        _FROM_BOX.discard(id(control))
 
 
 #: Seconds after a correction within which an Enter or the box's rewrite belongs to that same entry.
@@ -102,7 +124,8 @@ def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
     """The widget to lay out for ``control``: the control with a text box for typed numbers.
 
     A typed number out of range is clamped, a fractional one for an integer control rounded, and
-    ``report(message)`` says so; a non-number leaves the value as it was, and ``report`` says so too.
+    ``report(message)`` says so at once, before the control takes the value (whose redraw can take seconds), and
+    the box shows the value taken; a non-number leaves the value as it was, and ``report`` says so too.
     Each entry replaces what the last one reported: a valid number (even the value already shown, sent with
     Enter: a box that holds the same text sends no change) and an emptied box (the value shown again) clear
     it. Controls outside :data:`TYPED` are returned as they are.
@@ -120,6 +143,8 @@ def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
     corrected = {"at": -math.inf}  # when this box last reported a correction
 
     def typed(change):
+        if id(control) in _FROM_BOX:  # the box rewritten while its value is set: not a new entry
+            return
         text, shown = str(change["new"]).strip(), _format(control)
         if text == shown or not text:  # the value as it is, or an emptied box: nothing to say
             entry.value = shown
@@ -145,9 +170,12 @@ def typed_entry(control: W.Widget, report: Callable[[str], None]) -> W.Widget:
             note = note or f"{label}: {text} is not a whole number; set to {value}."
         if note:
             corrected["at"] = time.monotonic()
-        control.value = int(value) if integer else value
+        value = int(value) if integer else value
+        report(note)  # said, and shown in the box, before the redraw that the control's change starts
+        with _from_box(control):
+            entry.value = _format(control, value)
+            control.value = value
         entry.value = _format(control)
-        report(note)
 
     def submitted(_):
         # Enter: sent even when the box holds the text the kernel set, which sends no change of value (a valid
@@ -256,8 +284,9 @@ def panel(controls: dict[str, W.Widget], draw: Callable[..., object], *, columns
     output = W.Output()
     note, report, fail = message_line()
 
-    def refresh(*_):
-        report("")
+    def refresh(change=None):
+        if not from_box(change):  # a typed value's report stays for its redraw
+            report("")
         fail("")
         try:
             figure = draw(**{name: widget.value for name, widget in controls.items()})
