@@ -138,6 +138,8 @@ def _read(filename: str, folder, command: str, required: bool) -> dict | None:
 
 #: The fields a chapter reads from a complete result file, by the start of the file's name (the longest first).
 FIELDS_READ = {"nonlinear_depth_": ("per_seed", "lengths", "models", "steps", "provenance"),
+               "nonlinear_optima_": ("lengths", "replicates", "prompts", "limits", "replicate", "summary", "moves",
+                                     "exponent", "dependence", "provenance"),
                "nonlinear_": ("config", "models", "trajectories", "final", "windows", "references", "dependence",
                               "provenance"),
                "depth_": ("per_seed", "lengths", "steps", "decay_step", "references", "provenance")}

@@ -44,7 +44,7 @@ LOG_W_GRID = np.linspace(math.log(0.1), math.log(1e5), 61)
 @dataclasses.dataclass
 class Prompts:
     """A fixed set of prompts: tokens ``(n, L, D)``, query ``(n, D)``, target ``(n,)``, float64; the moments
-    linear attention reads (:attr:`mean_token` ``(n, D)``, :attr:`second_moment` ``(n, D, D)``) computed once on
+    linear attention reads (``mean_token`` ``(n, D)``, ``second_moment`` ``(n, D, D)``) computed once on
     first use."""
 
     tokens: Tensor

@@ -34,7 +34,7 @@ import torch
 
 from ..core import checks
 
-#: Trapezoid nodes of the references: exact to rounding for the lecture task's frequencies (|omega| up to about 8).
+#: Trapezoid nodes of the references: exact to rounding for the lecture task's frequencies (:math:`|\omega|` up to about 8).
 NODES = 512
 
 
