@@ -105,6 +105,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.experiments.trajectory`: a recorded trajectory read as a whole: whether each run
     still moves at the end (a trend test whose null is a stationary training process, its error from the run's own
     scatter), the smallest fall it resolves, and since when the run has settled.
+  - :mod:`~softmax_as_linear.experiments.false_alarms`: the chance of as many runs called moving at the trend
+    test's simulated false-alarm rates for a reading's own design, with correlated records as well as independent.
   - :mod:`~softmax_as_linear.experiments.stages`: one stage of a reproduction trained or resumed under a deadline,
     the one loop behind every chapter's sweeps, with the documented errors for a foreign or damaged checkpoint.
   - :mod:`~softmax_as_linear.experiments.chapters`: each chapter's reproduction of its own stages as one object,

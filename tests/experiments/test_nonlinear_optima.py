@@ -25,7 +25,7 @@ def test_final_risks_pair_softmax_and_linear_on_the_same_prompts():
         U[0, 0, a, 0], V[0, 0, a, 0] = u.numpy(), v.numpy()
     result = types.SimpleNamespace(config=cfg, uv=lambda: (U, V), diverged=np.zeros((1, 1, 2), dtype=bool))
     n = 400
-    final = nonlinear.final_risks(result, n, "cpu")
+    final = nonlinear.nonlinear_final_risks(result, n)
     batch = cfg.task().sample(n, 20, seeding.generator(3, "evaluation", 20), dtype=torch.float64)
     prompts = ao.Prompts(batch.tokens, batch.query, batch.target)
     soft = ao.losses("nadaraya_watson", soft_theta, prompts).numpy()

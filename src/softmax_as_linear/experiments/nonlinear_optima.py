@@ -2,7 +2,7 @@ r"""Chapter 8's optima: the best window of the one-layer softmax layer itself (a
 length, with Monte Carlo uncertainty, and the gap to linear attention split into an intercept and locality.
 
 At every length :math:`L` of a preset and for each of :math:`K` independent replicates, a fixed set of prompts of
-Chapter 8's task (:data:`~softmax_as_linear.experiments.nonlinear.TASK_SETTINGS`) is drawn and four models are fitted
+Chapter 8's task (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_TASK`) is drawn and four models are fitted
 on it by sample-average optimisation (:func:`~softmax_as_linear.theory.attention_optimum.fit`): softmax attention over
 all its weights, Nadaraya-Watson (:math:`v_y = 1`, the window only), normalised linear attention, and linear attention
 plus a read of the prompt's mean token (the ``affine`` reference). Each fit is then scored on as many fresh prompts
@@ -35,7 +35,8 @@ from ..core.artifacts import results_folder, save_json
 from ..core.provenance import provenance
 from ..theory import circle_quadrature
 from ..theory.attention_optimum import Prompts, fit, losses, start
-from .nonlinear import DEPENDENCE_LENGTH, exponent_heuristic, nonlinear_config, window_exponent
+from .nonlinear import exponent_heuristic, nonlinear_config, window_exponent
+from .presets import NONLINEAR_DEPENDENCE_LENGTH as DEPENDENCE_LENGTH
 
 #: Replicate k draws from experiment seed OPTIMA_SEED + k (apart from the training sweeps' seeds 0-9).
 OPTIMA_SEED = 100
