@@ -43,6 +43,7 @@ def shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
 #: may differ between shards (marked "several (see shards)" where they do; every shard's own is kept in ``shards``).
 ORIGIN_KEYS = ("device", "device_name", "gpu", "torch", "python", "commit", "uncommitted_changes", "engine_path",
                "machine")
+#: The keys of :data:`ORIGIN_KEYS` that may differ between shards.
 MAY_DIFFER = ("device_name", "torch", "commit", "uncommitted_changes", "engine_path")
 
 

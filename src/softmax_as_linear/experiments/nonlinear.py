@@ -144,7 +144,7 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
 def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
                       restart: bool = False, seeds: tuple[int, ...] | None = None) -> dict | None:
     r"""Softmax attention trained at one length (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
-    noise :math:`s^2`) of :data:`DEPENDENCE`, from the preset's seeds (or ``seeds``), each a stage of its own
+    noise :math:`s^2`) of :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE`, from the preset's seeds (or ``seeds``), each a stage of its own
     (:func:`~softmax_as_linear.experiments.stages.train_stage`): its final window :math:`w` and anisotropy per seed,
     its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task. Returns ``{"length",
     "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w", "complete"}``, or None

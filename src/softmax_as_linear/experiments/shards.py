@@ -153,7 +153,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
     """Join the ``shards`` shards of a reproduction (each trained by ``reproduce(..., shard=(k, shards))``) and
     write its files into ``out``: the sweeps, their final evaluations and one file per figure (and per law of
     Chapter 6), as one :func:`~softmax_as_linear.experiments.reproduce.reproduce` of every seed writes them
-    (Figures 1 and 5, which have no seeds, are computed here). A :class:`ShardError` names a missing or unfinished
+    (Figures 1 and 5, which have no seeds, are computed here). A :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing or unfinished
     shard and the command that completes it, or says that the merge's settings differ from the shards'; nothing is
     written then."""
     names = figures_of(figure)
@@ -254,7 +254,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     prefix, for instance ``{"partition": "gpu", "additional_parameters": {"account": "me"}}``) or
     ``"local"`` (the shards as processes of this machine; with CUDA, shard ``k`` gets GPU ``k - 1`` modulo
     the GPUs there). ``timeout_minutes`` bounds each job; ``gpus_per_shard`` defaults to 1 on CUDA, else 0.
-    Job logs go to ``<out>/shards/logs/``. Returns the merged files; a :class:`ShardError` names failed
+    Job logs go to ``<out>/shards/logs/``. Returns the merged files; a :class:`~softmax_as_linear.experiments.merging.ShardError` names failed
     or unfinished shards (rerun the same call to resume them: finished shards are reused).
     """
     import submitit  # the optional extra: pip install softmax_as_linear[cluster]

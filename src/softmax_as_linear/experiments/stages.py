@@ -3,7 +3,7 @@
 A *stage* is one training run of a reproduction (a figure's sweep, Chapter 7's sweep, its warm stage or its control,
 Chapter 8's sweep or one setting of its window's dependence) with a checkpoint of its own. :func:`train_stage` trains
 it, or resumes it from its checkpoint, with a progress bar and atomic checkpoints at one cadence
-(:data:`CHECKPOINT_EVERY` steps once :data:`CHECKPOINT_SECONDS` have passed since the last save), stops it at a
+(``CHECKPOINT_EVERY`` steps once ``CHECKPOINT_SECONDS`` have passed since the last save), stops it at a
 deadline, and says on stdout whether it starts at step 0 or resumes from step ``N``. A checkpoint it cannot use is
 one of two documented errors, the same for every chapter (the command line exits with 1 on either):
 
@@ -46,9 +46,9 @@ def damaged(error: DamagedFileError, what: str) -> DamagedFileError:
 
 def resume_point(checkpoint: pathlib.Path, key, what: str) -> int | None:
     """The step the checkpoint of stage ``what`` resumes from (None without one), ``key`` (with ``as_dict()``,
-    ``seeds`` and ``steps``) being what it must have been written for; a :class:`SettingsMismatchError` when it was
+    ``seeds`` and ``steps``) being what it must have been written for; a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` when it was
     written for other settings (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``),
-    a :class:`DamagedFileError` when it cannot be read."""
+    a :class:`~softmax_as_linear.core.artifacts.DamagedFileError` when it cannot be read."""
     if not checkpoint.exists():
         return None
     try:
