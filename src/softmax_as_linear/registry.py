@@ -84,6 +84,7 @@ CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
 FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))
 
 #: What the command line reproduces: the paper's figures, Chapter 6's sweeps (``beyond``), Chapter 7's regression
-#: with one and two layers (``depth``), Chapter 8's nonlinear task (``nonlinear``) and its one- and two-layer sweep
-#: (``nonlinear_depth``); the last four are not part of ``all``.
-EXPERIMENTS = (*FIGURES, "beyond", "depth", "nonlinear", "nonlinear_depth")
+#: with one and two layers (``depth``), Chapter 8's nonlinear task (``nonlinear``), its one- and two-layer sweep
+#: (``nonlinear_depth``) and its layer trained with the window on a log scale (``nonlinear_window``); the last five are
+#: not part of ``all``.
+EXPERIMENTS = (*FIGURES, "beyond", "depth", "nonlinear", "nonlinear_depth", "nonlinear_window")

@@ -140,7 +140,38 @@ class NonlinearDepth(Reproduction):
         return merged_nonlinear_depth(preset, n, out, command, dirty, start)
 
 
-#: Every reproduction that trains its own stages, by name, in the order ``reproduce`` runs them.
-REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (Depth(), Nonlinear(), NonlinearDepth())}
+class NonlinearWindow(Reproduction):
+    """Chapter 8's softmax layer trained with its window on a log scale until the window settles, and its dependence."""
 
-__all__ = ["REPRODUCTIONS", "Depth", "Nonlinear", "NonlinearDepth", "Reproduction"]
+    name, title, fixed_seeds = "nonlinear_window", "Chapter 8's log-window runs", True
+    summary = "its softmax layer trained with the window on a log scale, written as nonlinear_window_<preset>.json"
+    example = "reproduce nonlinear_window --preset lecture      # Chapter 8: windows trained until they settle"
+
+    def seeds(self, preset, seeds=None):
+        from .nonlinear_window import window_settings
+
+        return window_settings(preset).seeds
+
+    def file(self, preset, seeds=None):
+        from .result_files import nonlinear_window_file
+
+        return nonlinear_window_file(preset)
+
+    def reproduce(self, preset, device, out, deadline, seeds, restart, shard, dirty):
+        from .nonlinear_window import reproduce_nonlinear_window
+        from .presets import shard_seeds
+
+        part = None if shard is None else shard_seeds(self.seeds(preset), *shard)
+        return [reproduce_nonlinear_window(preset, device, out, deadline, restart, dirty, shard, part)]
+
+    def merged(self, preset, seeds, n, out, command, dirty, start):
+        from .merging import merged_nonlinear_window
+
+        return merged_nonlinear_window(preset, n, out, command, dirty, start)
+
+
+#: Every reproduction that trains its own stages, by name, in the order ``reproduce`` runs them.
+REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (Depth(), Nonlinear(), NonlinearDepth(),
+                                                                        NonlinearWindow())}
+
+__all__ = ["REPRODUCTIONS", "Depth", "Nonlinear", "NonlinearDepth", "NonlinearWindow", "Reproduction"]

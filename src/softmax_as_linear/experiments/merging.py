@@ -153,16 +153,39 @@ def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirt
     """Chapter 8's one- and two-layer result joined from its ``n`` shards' ``nonlinear_depth_<preset>.json`` (the
     per-seed readings concatenated along the seed axis), with the merged provenance; a :class:`ShardError` names a
     missing, unfinished or foreign shard."""
-    from .depth_regression import merge_per_seed
     from .nonlinear_depth import nonlinear_depth_settings
     from .result_files import nonlinear_depth_command, nonlinear_depth_file
 
-    whole = nonlinear_depth_settings(preset)
+    return merged_per_seed_shards(lambda **kw: nonlinear_depth_settings(preset, **kw), nonlinear_depth_file(preset),
+                                  nonlinear_depth_command(preset), preset, n, out, command, dirty, start)
+
+
+def merged_nonlinear_window(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
+    """Chapter 8's log-window runs joined from their ``n`` shards' ``nonlinear_window_<preset>.json``, as
+    :func:`merged_nonlinear_depth` (the provenance's per-stage settings of the dependence taken for every seed)."""
+    from .nonlinear_window import dependence_settings, window_settings
+    from .result_files import nonlinear_window_command, nonlinear_window_file
+
+    merged = merged_per_seed_shards(lambda **kw: window_settings(preset, **kw), nonlinear_window_file(preset),
+                                    nonlinear_window_command(preset), preset, n, out, command, dirty, start)
+    merged["provenance"]["dependence_settings"] = [s.as_dict() for s in dependence_settings(preset)]
+    return merged
+
+
+def merged_per_seed_shards(settings, file: str, command_text: str, preset: str, n: int, out: pathlib.Path, command,
+                           dirty: bool, start: float) -> dict:
+    """A result file whose readings are all per seed (``"per_seed"``, seed axis first) joined from its ``n`` shards'
+    ``file``: each shard's provenance ``settings`` must be ``settings(seeds=<its seeds>).as_dict()``; the per-seed
+    readings are concatenated, the rest taken from the first shard, and the provenance is :func:`common_origin`'s
+    with every shard's own kept; a :class:`ShardError` names a missing, unfinished or foreign shard."""
+    from .depth_regression import merge_per_seed
+
+    whole = settings()
     parts, origins = [], []
     for k in range(1, n + 1):
-        path = shard_folder(out, k, n) / nonlinear_depth_file(preset)
+        path = shard_folder(out, k, n) / file
         data = shard_json(path, k, n, command)
-        expected = nonlinear_depth_settings(preset, seeds=shard_seeds(whole.seeds, k, n)).as_dict()
+        expected = settings(seeds=shard_seeds(whole.seeds, k, n)).as_dict()
         found = data.get("provenance", {}).get("settings") or {}
         if found != expected:
             differ = [key for key in expected if found.get(key) != expected[key]]
@@ -180,6 +203,6 @@ def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirt
     merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
                             "preset": preset, "run": preset, "settings": whole.as_dict(), "seeds": list(whole.seeds),
                             "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
-                            "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty),
+                            "command": command_text, "allow_dirty": bool(dirty),
                             "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
     return merged

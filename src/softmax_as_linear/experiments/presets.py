@@ -12,7 +12,8 @@ concentration figures (1 and 5) and the first run of the live training panel.
   ``"smoke"``.
 - The live training panel of Chapters 4 and 5 (:data:`PANEL`): its first click, built from the lecture preset.
 - Chapter 6's sweeps (:func:`beyond_config`), Chapter 7's (:data:`DEPTH_SETTINGS`, :data:`DEPTH_WARM`) and Chapter 8's
-  (:data:`NONLINEAR_SETTINGS` and :data:`NONLINEAR_TASK`, :data:`NONLINEAR_DEPTH_SETTINGS`).
+  (:data:`NONLINEAR_SETTINGS` and :data:`NONLINEAR_TASK`, :data:`NONLINEAR_DEPTH_SETTINGS`,
+  :data:`NONLINEAR_WINDOW_SETTINGS`).
 
 The paper preset uses the published code's task, model, PyTorch initialisation, batch size, optimiser,
 learning rate, steps and lengths. For KMS inputs it draws prompt and query inputs from the paper's
@@ -181,6 +182,19 @@ NONLINEAR_REFERENCE_PROMPTS = {"lecture": 2048, "paper": 8192, "smoke": 128}
 NONLINEAR_DEPENDENCE = ((1.0, 0.05), (2.0, 0.05), (4.0, 0.05), (2.0, 0.01), (2.0, 0.25))
 #: The length at which the dependence is trained, per preset.
 NONLINEAR_DEPENDENCE_LENGTH = {"lecture": 100, "paper": 316, "smoke": 32}
+
+#: Chapter 8's softmax layer trained with its window on a log scale until the window settles
+#: (:mod:`~softmax_as_linear.experiments.nonlinear_window`): the sweep over lengths, and the steps of each setting of
+#: the window's dependence (:data:`NONLINEAR_DEPENDENCE`, at :data:`NONLINEAR_DEPENDENCE_LENGTH`). The lecture preset:
+#: about twenty minutes of one CPU core, ten on two shards.
+NONLINEAR_WINDOW_SETTINGS = {
+    "lecture": dict(lengths=(10, 32, 100, 316, 1000), seeds=(0, 1, 2), steps=4000, batch_size=64, record_every=50,
+                    held_out_prompts=512, final_prompts=4096, dependence_steps=3000),
+    "paper": dict(lengths=(10, 32, 100, 316, 1000, 3162), seeds=tuple(range(10)), steps=8000, batch_size=256,
+                  record_every=100, held_out_prompts=2048, final_prompts=16384, dependence_steps=6000),
+    "smoke": dict(lengths=(5, 10), seeds=(0, 1), steps=12, batch_size=8, record_every=4, held_out_prompts=16,
+                  final_prompts=64, dependence_steps=8),
+}
 
 #: Chapter 8's one- and two-layer sweep (:mod:`~softmax_as_linear.experiments.nonlinear_depth`) of each preset
 #: (the lecture preset: about two minutes of one CPU core).

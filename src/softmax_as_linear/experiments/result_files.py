@@ -138,6 +138,7 @@ def _read(filename: str, folder, command: str, required: bool) -> dict | None:
 
 #: The fields a chapter reads from a complete result file, by the start of the file's name (the longest first).
 FIELDS_READ = {"nonlinear_depth_": ("per_seed", "lengths", "models", "steps", "provenance"),
+               "nonlinear_window_": ("per_seed", "lengths", "steps", "decay_step", "dependence", "provenance"),
                "nonlinear_optima_": ("lengths", "replicates", "prompts", "limits", "replicate", "summary", "moves",
                                      "exponent", "dependence", "provenance"),
                "nonlinear_": ("config", "models", "trajectories", "final", "windows", "references", "dependence",
@@ -389,6 +390,23 @@ def saved_nonlinear_depth(preset: str = "lecture", folder=None, required: bool =
     return _read(nonlinear_depth_file(preset), folder, nonlinear_depth_command(preset), required)
 
 
+def nonlinear_window_file(preset: str = "lecture") -> str:
+    """File name of Chapter 8's runs trained with the window on a log scale: ``nonlinear_window_<preset>.json``."""
+    checks.one_of("preset", preset, PRESETS)
+    return f"nonlinear_window_{preset}.json"
+
+
+def nonlinear_window_command(preset: str = "lecture") -> str:
+    """The command that writes ``nonlinear_window_<preset>.json`` into the results folder."""
+    checks.one_of("preset", preset, PRESETS)
+    return f"{COMMAND} nonlinear_window --preset {preset}"
+
+
+def saved_nonlinear_window(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:
+    """The saved result ``nonlinear_window_<preset>.json``, as :func:`saved_nonlinear` reads Chapter 8's sweep."""
+    return _read(nonlinear_window_file(preset), folder, nonlinear_window_command(preset), required)
+
+
 #: The presets of :mod:`~softmax_as_linear.experiments.nonlinear_optima` (kept here: that module imports this one
 #: through :mod:`~softmax_as_linear.experiments.nonlinear`; a test checks that the two agree).
 OPTIMA_PRESETS = ("lecture", "smoke")
@@ -422,6 +440,8 @@ def command_for(filename: str) -> str:
     stem = pathlib.Path(filename).stem
     if stem.startswith("nonlinear_optima_"):
         return nonlinear_optima_command(stem.removeprefix("nonlinear_optima_"))
+    if stem.startswith("nonlinear_window_"):
+        return nonlinear_window_command(stem.removeprefix("nonlinear_window_"))
     if stem.startswith("nonlinear_depth_"):
         return nonlinear_depth_command(stem.removeprefix("nonlinear_depth_"))
     if stem.startswith("nonlinear_"):
@@ -436,7 +456,8 @@ def command_for(filename: str) -> str:
     preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
     if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
         raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json, "
-                         f"beyond_<covariates>_<run>.json, depth_<run>.json, nonlinear_<preset>.json, nonlinear_depth_<preset>.json or "
+                         f"beyond_<covariates>_<run>.json, depth_<run>.json, nonlinear_<preset>.json, "
+                         f"nonlinear_depth_<preset>.json, nonlinear_window_<preset>.json or "
                          f"nonlinear_optima_<preset>.json), got {filename!r}")
     return figure_command(figure, preset, sampler)
 

@@ -117,11 +117,29 @@ def start(model: str, d: int, w: float = 1.0) -> np.ndarray:
 
 
 def softmax_blocks(theta: Tensor, d: int) -> tuple[Tensor, Tensor, Tensor]:
-    r"""``U_xx`` ``(d, d)``, ``u_y`` ``(d,)`` and ``v`` ``(D,)`` of a softmax :math:`\theta`."""
-    w = torch.exp(theta[0])
-    free = theta[1:d * d]
-    B = torch.cat([free, -free[:: d + 1].sum().reshape(1)]).reshape(d, d) if d > 1 else torch.zeros(1, 1).to(theta)
-    return w * (torch.eye(d, dtype=theta.dtype) + B), theta[d * d: d * d + d], theta[d * d + d:]
+    r"""``U_xx`` ``(..., d, d)``, ``u_y`` ``(..., d)`` and ``v`` ``(..., D)`` of softmax weights ``theta``
+    ``(..., p)`` (any leading axes: one run, or a sweep's runs)."""
+    w = torch.exp(theta[..., 0])
+    free = theta[..., 1:d * d]
+    last = -free[..., :: d + 1].sum(-1, keepdim=True)  # tr B = 0 fixes the last diagonal entry
+    B = torch.cat([free, last], -1).reshape(*theta.shape[:-1], d, d)
+    eye = torch.eye(d, dtype=theta.dtype, device=theta.device)
+    return w[..., None, None] * (eye + B), theta[..., d * d: d * d + d], theta[..., d * d + d:]
+
+
+def softmax_prediction(theta: Tensor, tokens: Tensor, query: Tensor) -> Tensor:
+    r"""The softmax layer's prediction :math:`\hat y = \sum_i \mathrm{softmax}_i(x_i^\top U_{xx} x_q + y_i\,
+    u_y^\top x_q)\, v^\top z_i` at weights ``theta`` ``(..., p)`` on prompts ``tokens`` ``(..., n, L, D)`` with
+    queries ``query`` ``(..., n, D)``: ``(..., n)``. The leading axes of ``theta`` and the prompts match (one run's
+    weights on its prompts, or every run of a sweep on its own)."""
+    d = tokens.shape[-1] - 1
+    U_xx, u_y, v = softmax_blocks(theta, d)
+    x_q = query[..., :d]
+    read = torch.einsum("...ij,...nj->...ni", U_xx, x_q)  # U_xx x_q, (..., n, d)
+    scores = (torch.einsum("...nld,...nd->...nl", tokens[..., :d], read)
+              + tokens[..., d] * torch.einsum("...nd,...d->...n", x_q, u_y).unsqueeze(-1))
+    values = torch.einsum("...nlk,...k->...nl", tokens, v)
+    return (torch.softmax(scores, -1) * values).sum(-1)
 
 
 def to_uv(model: str, theta, d: int) -> tuple[Tensor, Tensor]:
@@ -162,9 +180,7 @@ def _predict(model: str, theta: Tensor, prompts: Prompts, part: slice) -> Tensor
     if model == "nadaraya_watson":
         scores = torch.exp(theta[0]) * (x @ x_q.unsqueeze(-1)).squeeze(-1)
         return (torch.softmax(scores, -1) * y).sum(-1)
-    U_xx, u_y, v = softmax_blocks(theta, d)
-    scores = (x @ (x_q @ U_xx.T).unsqueeze(-1)).squeeze(-1) + y * (x_q @ u_y).unsqueeze(-1)
-    return (torch.softmax(scores, -1) * (z @ v)).sum(-1)
+    return softmax_prediction(theta, z, prompts.query[part])
 
 
 def losses(model: str, theta, prompts: Prompts) -> Tensor:

@@ -1,0 +1,159 @@
+r"""Training Chapter 8's softmax layer with its window on a log scale: a stepper for runs of shape (seeds, lengths, 1).
+
+Each run is the one-layer softmax layer of :mod:`~softmax_as_linear.theory.attention_optimum` in the weights it
+optimises, :math:`\theta = (\log w, B, u_y, v)` with the score's input block :math:`U_{xx} = w(I + B)`,
+:math:`\operatorname{tr} B = 0` (every weight of the layer that reaches the prediction, the window
+:math:`w = \operatorname{tr}(U_{xx})/d` on a log scale). Why the log scale: Adam moves each parameter by about its
+learning rate per step, whatever the gradient's size, so a window that is a product of weights (the four-matrix
+layer of Chapter 8's sweep) grows by about a step's worth per step, and 1,500 steps leave it near 72 at every
+:math:`L \ge 100`, where the layer's own optimum is at 78 to 314. On :math:`\log w` the same step multiplies the window
+by about :math:`e^{\pm\,\mathrm{lr}}`, so the window reaches the scale the task asks for in a few hundred steps and
+then fluctuates around it; the learning rate is divided by ``decay_factor`` at ``decay_step`` so that it settles.
+
+Every run starts from :math:`w` = ``init_window``, :math:`B = 0`, :math:`u_y = 0`, :math:`v = 0` (the zero predictor,
+with a near-uniform window). A seed's batches come from its stream ``"train"``, prompts of the longest length of which
+the run of length :math:`L` reads the first :math:`L` tokens, so that the runs of one seed are paired across lengths;
+its held-out prompts from stream ``"held_out"``. The stepper implements the engine's step interface
+(:class:`~softmax_as_linear.engine.stepper.Stepper`, ``path = "window"``), so the engine's one loop
+(:func:`~softmax_as_linear.engine.train.run`) trains, records, checkpoints and resumes it.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import torch
+from torch import Tensor
+
+from ..core import checks, seeding
+from ..theory.attention_optimum import parameter_count, softmax_prediction
+from .stepper import objective, stop_diverged
+
+
+class WindowStepper:
+    """One Adam step of every run at once; runs ``(S, nL, 1)``, weights ``theta`` ``(S, nL, 1, p)``.
+
+    Args:
+        task: the prompts' law (a :class:`~softmax_as_linear.theory.cosine_task.CosineTask`, or any task with
+            ``sample``, ``zero_risk``, ``d`` and ``D``).
+        seeds, lengths: one run per (seed, length); lengths increasing.
+        batch_size: fresh prompts per step and seed. lr: Adam's learning rate until ``decay_step``, then
+        ``lr * decay_factor``. init_window: the starting window. held_out_prompts: the fixed held-out set per seed.
+        blowup: the divergence threshold in units of the zero predictor's risk (the engine's one rule).
+    """
+
+    path = "window"
+
+    def __init__(self, task, seeds, lengths, batch_size: int = 64, lr: float = 0.05, decay_step: int | None = None,
+                 decay_factor: float = 0.1, init_window: float = 1.0, held_out_prompts: int = 512,
+                 blowup: float = 1e3, device: torch.device | str = "cpu", dtype=torch.float32):
+        self.seeds = tuple(seeding.check_seed("seeds", s) for s in seeds)
+        self.lengths = tuple(checks.positive_int("lengths", L) for L in lengths)
+        if not self.seeds or not self.lengths:
+            raise ValueError("seeds and lengths must each hold at least one entry")
+        if list(self.lengths) != sorted(set(self.lengths)):
+            raise ValueError(f"lengths must be increasing, got {self.lengths!r}")
+        self.task, self.device, self.dtype = task, torch.device(device), dtype
+        self.batch_size = checks.positive_int("batch_size", batch_size)
+        self.lr = checks.positive_float("lr", lr)
+        self.decay_step = None if decay_step is None else checks.int_at_least("decay_step", decay_step, 0)
+        self.decay_factor = checks.positive_float("decay_factor", decay_factor)
+        init_window = checks.positive_float("init_window", init_window)
+        S, nL, p = len(self.seeds), len(self.lengths), parameter_count("softmax", task.d)
+        theta = torch.zeros(S, nL, 1, p, dtype=dtype, device=self.device)
+        theta[..., 0] = math.log(init_window)
+        self.theta = theta.requires_grad_(True)
+        self.optimizer = torch.optim.Adam([self.theta], lr=self.lr)
+        self.alive = torch.ones(S, nL, 1, dtype=torch.bool, device=self.device)
+        self.diverged_at = torch.full((S, nL, 1), -1, dtype=torch.long, device=self.device)
+        self.step_count = 0
+        self.threshold = checks.positive_float("blowup", blowup) * task.zero_risk()
+        self.generators = [seeding.generator(seed, "train") for seed in self.seeds]
+        held_out_prompts = checks.int_at_least("held_out_prompts", held_out_prompts, 2)
+        self._held_out = self._stack([task.sample(held_out_prompts, self.lengths[-1], seeding.generator(s, "held_out"))
+                                      for s in self.seeds])
+        self._last_batch = None
+
+    # --------------------------------------------------------------------------------------------- data and model
+    def _stack(self, batches) -> tuple[Tensor, Tensor, Tensor]:
+        """Per-seed batches -> tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, target ``(S, B)`` on the device."""
+        return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
+                     for name in ("tokens", "query", "target"))
+
+    def _draw(self, generators=None):
+        return self._stack([self.task.sample(self.batch_size, self.lengths[-1], g)
+                            for g in generators or self.generators])
+
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, theta: Tensor | None = None) -> Tensor:
+        r"""Per-prompt losses :math:`\tfrac12(\hat y - y_q)^2` of every run, ``(S, nL, 1, n)``, on prompts of the
+        longest length ``tokens`` ``(S, n, L_max, D)`` (the run of length :math:`L` reads the first :math:`L`), at the
+        stepper's weights or at ``theta`` ``(S, nL, 1, p)``."""
+        theta = self.theta if theta is None else theta.to(self.theta)
+        rows = [softmax_prediction(theta[:, i, 0], tokens[:, :, :L], query) for i, L in enumerate(self.lengths)]
+        return (0.5 * (torch.stack(rows, 1) - target[:, None]) ** 2).unsqueeze(2)
+
+    def current_lr(self) -> float:
+        """The learning rate of the next step."""
+        decayed = self.decay_step is not None and self.step_count >= self.decay_step
+        return self.lr * (self.decay_factor if decayed else 1.0)
+
+    # --------------------------------------------------------------------------------------------- the interface
+    def step(self) -> None:
+        """One Adam step of every live run on a fresh batch per seed, on the engine's objective
+        (:func:`~softmax_as_linear.engine.stepper.objective`) with its rule of divergence
+        (:func:`~softmax_as_linear.engine.stepper.stop_diverged`); a stopped run does not move."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.current_lr()
+        batch = self._draw()
+        risk = self.losses(*batch).mean(-1)
+        stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
+        before = self.theta.detach().clone()
+        self.optimizer.zero_grad(set_to_none=False)
+        objective(risk, self.alive).backward()
+        with torch.no_grad():
+            self.theta.grad.nan_to_num_(0.0)
+        self.optimizer.step()
+        with torch.no_grad():  # Adam's momentum would move a stopped run
+            self.theta.copy_(torch.where(self.alive[..., None], self.theta, before))
+        self.step_count += 1
+        self._last_batch = batch
+
+    def batch_risk(self) -> Tensor:
+        """``(S, nL, 1)`` risk of the last step's batch with the weights after it; before the first step, of the batch
+        the first step will draw (read from copies of the generators)."""
+        batch = self._last_batch
+        if batch is None:
+            batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
+        with torch.no_grad():
+            return self.losses(*batch).mean(-1)
+
+    def held_out(self) -> tuple[Tensor, Tensor]:
+        """``(S, nL, 1)`` risk on each seed's fixed held-out prompts and the sample sd of its per-prompt losses."""
+        with torch.no_grad():
+            losses = self.losses(*self._held_out).double()
+        # seed by seed: a reduction over a (S, ...) tensor may round differently for another S (shards)
+        return (torch.stack([row.mean(-1) for row in losses]), torch.stack([row.std(-1) for row in losses]))
+
+    def weights(self) -> dict[str, Tensor]:
+        r"""``theta`` ``(S, nL, 1, p)`` (:math:`\log w, B, u_y, v`), detached."""
+        return {"theta": self.theta.detach().clone()}
+
+    def state(self) -> dict:
+        """Everything needed to resume: weights, optimiser, data streams, step, alive, diverged_at."""
+        return {"theta": self.theta.detach().clone(), "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+                "generators": [g.get_state() for g in self.generators], "step": self.step_count,
+                "alive": self.alive.clone(), "diverged_at": self.diverged_at.clone()}
+
+    def load_state(self, state: dict) -> None:
+        with torch.no_grad():
+            self.theta.copy_(state["theta"])
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        for g, s in zip(self.generators, state["generators"]):
+            g.set_state(s)
+        self.step_count = int(state["step"])
+        self.alive = state["alive"].clone()
+        self.diverged_at = state["diverged_at"].clone()
+        self._last_batch = None
+
+    def close(self) -> None:
+        """Nothing to release (the batches are drawn in turn)."""
