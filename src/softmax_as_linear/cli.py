@@ -383,8 +383,15 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except Exception as error:
+        from .experiments.reproduce import UncommittedChangesError
         from .experiments.shards import ShardError, ShardsPartial
 
+        if isinstance(error, UncommittedChangesError):  # the library changed while the shards trained
+            print(f"error: {error}; the shards' files are kept, and once that is done their merge is\n    "
+                  f"python -m softmax_as_linear merge {' '.join(args.figure)} --preset {args.preset} "
+                  f"--shards {args.shards}" + ("" if args.out is None else f" --out {args.out.absolute()}"),
+                  file=sys.stderr)
+            return EXIT_ERROR
         if not isinstance(error, ShardError):
             raise
         print(f"{'partial' if isinstance(error, ShardsPartial) else 'error'}: {error}", file=sys.stderr)

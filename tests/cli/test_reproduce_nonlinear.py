@@ -78,6 +78,17 @@ def test_nonlinear_depth_shards_merge_into_the_file_of_one_process(one_process_a
     assert not (tmp_path / "sharded" / "nonlinear_depth_smoke.json").exists()
 
 
+@pytest.mark.slow
+def test_nonlinear_window_shards_merge_into_the_file_of_one_process(one_process_and_two_shards, tmp_path):
+    run = ["reproduce", "nonlinear_window", "--preset", "smoke", "--device", "cpu"]
+    one, joined, shard_errors = one_process_and_two_shards(run, "nonlinear_window_smoke.json")
+    assert all("merge nonlinear_window --preset smoke --shards 2" in err for err in shard_errors)
+    assert json.dumps(joined, sort_keys=True) == json.dumps(one, sort_keys=True)  # bit for bit on a CPU
+    assert joined["per_seed"]["seeds"] == [0, 1] and len(joined["per_seed"]["dependence"]["w"]) == 2
+    merged = json.loads((tmp_path / "sharded" / "nonlinear_window_smoke.json").read_text())["provenance"]
+    assert [s["seeds"] for s in merged["shards"]] == [[0], [1]] and len(merged["dependence_settings"]) == 5
+
+
 def _stop_early(monkeypatch):
     """The deadline passes right after the start (the clock jumps ahead)."""
     import time
@@ -86,7 +97,7 @@ def _stop_early(monkeypatch):
     monkeypatch.setattr(time, "monotonic", lambda: next(clock))
 
 
-@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth"])
+@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth", "nonlinear_window"])
 def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_nonlinear, tmp_path, run_cli,
                                                                    monkeypatch):
     """Chapter 8's sweeps map a checkpoint of other settings, and a damaged one, to the documented messages and exit
@@ -94,7 +105,8 @@ def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_non
     run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
     code, out, err = run_cli(*run)
     assert code == cli.EXIT_COMPLETE, err
-    table = presets.NONLINEAR_SETTINGS if name == "nonlinear" else presets.NONLINEAR_DEPTH_SETTINGS
+    table = {"nonlinear": presets.NONLINEAR_SETTINGS, "nonlinear_depth": presets.NONLINEAR_DEPTH_SETTINGS,
+             "nonlinear_window": presets.NONLINEAR_WINDOW_SETTINGS}[name]
     monkeypatch.setitem(table, "smoke", {**table["smoke"], "steps": 16})
     code, out, err = run_cli(*run)
     assert code == cli.EXIT_ERROR, err
@@ -107,7 +119,7 @@ def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_non
     assert str(checkpoint) in err and "delete it to train" in err and "from step 0" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth"])
+@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth", "nonlinear_window"])
 def test_the_time_limit_stops_before_anything_is_measured_and_the_rerun_resumes(name, tiny_nonlinear, tmp_path,
                                                                                 run_cli, monkeypatch):
     """``--max-minutes`` passed inside training: the file is partial, nothing is measured or printed as final (no
@@ -126,3 +138,20 @@ def test_the_time_limit_stops_before_anything_is_measured_and_the_rerun_resumes(
     assert code == cli.EXIT_COMPLETE, err
     assert "resuming Chapter 8's" in out and "from step 4 of" in out
     assert json.loads((tmp_path / f"{name}_smoke.json").read_text())["complete"] is True
+
+
+def test_a_library_changed_while_shards_trained_is_named_with_the_merge_to_run(tmp_path, run_cli, monkeypatch):
+    """The launch checks the library before training and the merge after it; a change in between ends in the
+    documented message and exit code 1 with the merge command to run once it is committed, not a traceback."""
+    from softmax_as_linear.experiments import reproduce as reproduce_module
+
+    def changed(allow_dirty=False):
+        raise reproduce_module.UncommittedChangesError("the library has uncommitted changes (x.py)")
+
+    import softmax_as_linear.experiments.shards as shards
+
+    monkeypatch.setattr(shards, "check_clean", changed)  # clean when the command starts, changed at the merge
+    code, out, err = run_cli("merge", "nonlinear_window", "--preset", "smoke", "--shards", "2", "--out",
+                             str(tmp_path), "--allow-dirty")
+    assert code == cli.EXIT_ERROR and "Traceback" not in err
+    assert "python -m softmax_as_linear merge nonlinear_window --preset smoke --shards 2 --out" in err

@@ -9,6 +9,8 @@ from softmax_as_linear.engine.deep_limit import DeepLimitStepper
 from softmax_as_linear.engine.deep_schedule import DecayedDeepStepper
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import _copy, make_stepper
+from softmax_as_linear.engine.window_step import WindowStepper
+from softmax_as_linear.theory.cosine_task import CosineTask
 from softmax_as_linear.theory.regression import RegressionTask
 
 CFG = TrainConfig(lengths=(4, 9), seeds=(1, 2), steps=4, batch_size=8, eval_prompts=8, lr=0.05)
@@ -26,6 +28,8 @@ STEPPERS = {
     "deep": lambda: DeepStepper(DEEP),
     "deep, decayed step": lambda: DecayedDeepStepper(DEEP, decay_step=1),
     "deep, infinite prompt": lambda: DeepLimitStepper(DEEP),
+    "log window, decayed step": lambda: WindowStepper(CosineTask(), seeds=(0, 1), lengths=(4, 7), batch_size=8,
+                                                      decay_step=1, held_out_prompts=8),
 }
 
 

@@ -1,8 +1,9 @@
 """Builders of Chapter 8's figures: the tilted limit for nonlinear labels, its concentration, the risks of trained
 softmax and linear attention against the references, and the learned window against the prompt length.
 
-The data come from :mod:`~softmax_as_linear.theory.tilted_limit` and from a result of
-:mod:`~softmax_as_linear.experiments.nonlinear` (``nonlinear_<preset>.json``).
+The data come from :mod:`~softmax_as_linear.theory.tilted_limit` and from results of
+:mod:`~softmax_as_linear.experiments.nonlinear` (``nonlinear_<preset>.json``),
+:mod:`~softmax_as_linear.experiments.nonlinear_optima` and :mod:`~softmax_as_linear.experiments.nonlinear_window`.
 """
 from __future__ import annotations
 
@@ -174,12 +175,13 @@ def _log_band(summary: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.exp(log_w), np.exp(log_w - 2 * se), np.exp(log_w + 2 * se)
 
 
-def optimum_window_figure(optima: dict, data: dict | None = None) -> go.Figure:
+def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict | None = None) -> go.Figure:
     """The best window of the one-layer softmax layer over all its weights and Nadaraya-Watson's best window against
     :math:`L`, each the geometric mean over independent replicates with a band of :math:`\\pm 2` standard errors of
     :math:`\\log w` (``optima``: a ``nonlinear_optima_<preset>.json`` result); with ``data`` (a
     ``nonlinear_<preset>.json`` result), the trained softmax windows of every seed whose run reads as a kernel
-    smoother."""
+    smoother; with ``settled`` (a ``nonlinear_window_<preset>.json`` result), each seed's window trained on the log
+    scale, its geometric mean over the last quarter of training."""
     lengths = np.asarray(optima["lengths"], dtype=float)
     fig = style.new_figure("The best window of the softmax layer, Nadaraya-Watson's, and the trained windows",
                            "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
@@ -204,6 +206,39 @@ def optimum_window_figure(optima: dict, data: dict | None = None) -> go.Figure:
                                  name=f"trained softmax, each seed ({steps:,} steps)" if steps else
                                  "trained softmax, each seed",
                                  marker=dict(color=style.COLORS["softmax"], symbol="square-open", size=9)))
+    if settled is not None:
+        from ..experiments.nonlinear_window import window_levels
+
+        steps = settled["steps"]
+        w = window_levels(settled["per_seed"]["w"], steps, steps[-1])["w_final"]  # (S, nL)
+        x = np.broadcast_to(np.asarray(settled["lengths"], dtype=float), w.shape)
+        fig.add_trace(go.Scatter(x=x.ravel(), y=w.ravel(), mode="markers",
+                                 name=f"trained on the log scale, each seed ({steps[-1]:,} steps, last quarter)",
+                                 marker=dict(color=style.COLORS["theory"], symbol="x-thin-open", size=11,
+                                             line=dict(width=2, color=style.COLORS["theory"]))))
+    return fig
+
+
+def settling_figure(settled: dict, optima: dict | None = None) -> go.Figure:
+    """The window along training on the log scale (``settled``: a ``nonlinear_window_<preset>.json`` result), every
+    seed, one colour per prompt length, with the step of the learning rate's decay; with ``optima``, each length's
+    best window of the layer as a band of :math:`\\pm 2` standard errors in the same colour."""
+    steps = np.asarray(settled["steps"], dtype=float)
+    w = np.asarray(settled["per_seed"]["w"], dtype=float)  # (S, nL, T)
+    fig = style.new_figure("The window trained on the log scale settles; bands: the layer's best window",
+                           "step", "window w", logy=True)
+    for i, L in enumerate(settled["lengths"]):
+        color = style.SEQUENCE[i % len(style.SEQUENCE)]
+        if optima is not None and L in optima["lengths"]:
+            j = optima["lengths"].index(L)
+            summary = optima["summary"]["softmax"]
+            low, high = (np.exp(summary["log_w"][j] + k * 2 * summary["log_w_se"][j]) for k in (-1, 1))
+            fig.add_trace(style.band(steps[[0, -1]], [low, low], [high, high], color, name=f"best w*, L = {L:,}",
+                                     opacity=0.25))
+        for s, path in enumerate(w[:, i]):
+            fig.add_trace(go.Scatter(x=steps[1:], y=path[1:], mode="lines", name=f"L = {L:,}", legendgroup=str(L),
+                                     showlegend=s == 0, line=dict(color=color, width=1.2)))
+    fig.add_vline(x=settled["decay_step"], line=dict(color=style.COLORS["noise"], width=1, dash="dash"))
     return fig
 
 
