@@ -220,7 +220,8 @@ def test_chapter_7_on_a_partial_file_stops_with_the_refusal_not_a_key_error(tmp_
     assert namespace["regression"]["complete"] is True
 
 
-@pytest.mark.parametrize("name", ["nonlinear_lecture.json", "nonlinear_depth_lecture.json", "depth_lecture.json"])
+@pytest.mark.parametrize("name", ["nonlinear_lecture.json", "nonlinear_depth_lecture.json", "nonlinear_window_lecture.json",
+                                  "depth_lecture.json"])
 def test_a_result_file_without_a_field_a_chapter_reads_names_the_file_and_the_field(name, tmp_path):
     """A file that is valid JSON but lacks what a chapter reads (``{"preset": "lecture"}``) is named, with the field
     and what to do, not a bare ``KeyError``."""
@@ -232,6 +233,7 @@ def test_a_result_file_without_a_field_a_chapter_reads_names_the_file_and_the_fi
     assert str(tmp_path / name) in str(caught.value) and "write it again" in str(caught.value)
     readers = {"nonlinear_lecture.json": result_files.saved_nonlinear,
                "nonlinear_depth_lecture.json": result_files.saved_nonlinear_depth,
+               "nonlinear_window_lecture.json": result_files.saved_nonlinear_window,
                "depth_lecture.json": result_files.saved_depth}
     whole = json.loads((pathlib.Path(result_files.__file__).parents[3] / "results" / name).read_text())
     del whole["provenance"]

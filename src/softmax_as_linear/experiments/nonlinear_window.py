@@ -30,7 +30,7 @@ import time
 import numpy as np
 import torch
 
-from ..core import checks, seeding
+from ..core import checks, seeding, stats
 from ..core.artifacts import DamagedFileError, jsonable, load_json, results_folder, save_json
 from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
@@ -221,13 +221,6 @@ def _up_to_date(path: pathlib.Path, settings: WindowSettings) -> bool:
 
 # Readings ----------------------------------------------------------------------------------------------------------
 
-def _mean_se(x: np.ndarray, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and standard error over ``axis`` (NaN se for one entry)."""
-    n = x.shape[axis]
-    se = x.std(axis, ddof=1) / math.sqrt(n) if n > 1 else np.full(np.delete(x.shape, axis), np.nan)
-    return x.mean(axis), se
-
-
 def window_levels(w: np.ndarray, steps, total: int) -> dict:
     r"""Where each run's window sits in the three phases after the first quarter of training: the geometric means of
     :math:`w` over the records in :math:`(T/4, T/2]` and :math:`(T/2, 3T/4]` (both at the full learning rate) and
@@ -242,7 +235,7 @@ def window_levels(w: np.ndarray, steps, total: int) -> dict:
     out = {"w_early": np.exp(early), "w_late": np.exp(late), "w_final": np.exp(final), "drift": late - early,
            "settle": final - late, "log_w_final": final}
     for key in ("drift", "settle", "log_w_final"):
-        out[key + "_mean"], out[key + "_se"] = _mean_se(out[key])
+        out[key + "_mean"], out[key + "_se"] = stats.mean_se_along(out[key], axis=0)
     return out
 
 
@@ -261,7 +254,7 @@ def against_optima(data: dict, optima: dict) -> dict:
         j = optima["lengths"].index(L)
         trained, trained_se = levels["log_w_final_mean"][i], levels["log_w_final_se"][i]
         best, best_se = summary["log_w"][j], summary["log_w_se"][j]
-        risk, risk_se = _mean_se(np.asarray(per["risk"], dtype=float)[:, i])
+        risk, risk_se = stats.mean_se_along(np.asarray(per["risk"], dtype=float)[:, i], axis=0)
         diff_se = math.hypot(trained_se, best_se)
         rows.append({"L": L, "w_trained": math.exp(trained), "log_w_trained": trained, "log_w_trained_se": trained_se,
                      "w_optimum": math.exp(best), "log_w_optimum": best, "log_w_optimum_se": best_se,
@@ -292,7 +285,7 @@ def dependence_directions(data: dict) -> dict:
         idx = sorted((k for k, row in enumerate(table) if row[fixed[0]] == fixed[1]), key=lambda k: table[k][name])
         for a, b in zip(idx, idx[1:]):
             change = levels["log_w_final"][:, b] - levels["log_w_final"][:, a]
-            mean, se = _mean_se(change)
+            mean, se = stats.mean_se_along(change, axis=0)
             directions.append({"setting": name, "from": table[a][name], "to": table[b][name], "expected_sign": sign,
                                "log_change": float(mean), "se": float(se), "z": float(sign * mean / se)})
     return {"length": dep["length"], "table": table, "directions": directions}
