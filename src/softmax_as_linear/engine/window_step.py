@@ -36,9 +36,12 @@ class WindowStepper:
     Args:
         task: the prompts' law (a :class:`~softmax_as_linear.theory.cosine_task.CosineTask`, or any task with
             ``sample``, ``zero_risk``, ``d`` and ``D``).
-        seeds, lengths: one run per (seed, length); lengths increasing.
-        batch_size: fresh prompts per step and seed. lr: Adam's learning rate until ``decay_step``, then
-        ``lr * decay_factor``. init_window: the starting window. held_out_prompts: the fixed held-out set per seed.
+        seeds: one run per seed and length.
+        lengths: the prompt lengths, increasing.
+        batch_size: fresh prompts per step and seed.
+        lr: Adam's learning rate until ``decay_step``, then multiplied by ``decay_factor``.
+        init_window: the starting window.
+        held_out_prompts: the fixed held-out set per seed.
         blowup: the divergence threshold in units of the zero predictor's risk (the engine's one rule).
     """
 

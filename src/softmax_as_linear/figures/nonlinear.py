@@ -213,9 +213,9 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
         w = window_levels(settled["per_seed"]["w"], steps, steps[-1])["w_final"]  # (S, nL)
         x = np.broadcast_to(np.asarray(settled["lengths"], dtype=float), w.shape)
         fig.add_trace(go.Scatter(x=x.ravel(), y=w.ravel(), mode="markers",
-                                 name=f"trained on the log scale, each seed ({steps[-1]:,} steps, last quarter)",
-                                 marker=dict(color=style.COLORS["theory"], symbol="x-thin-open", size=11,
-                                             line=dict(width=2, color=style.COLORS["theory"]))))
+                                 name=f"trained, w on a log scale ({steps[-1]:,} steps), each seed",
+                                 marker=dict(color=style.SEQUENCE[4], symbol="x-thin-open", size=11,
+                                             line=dict(width=2.5, color=style.SEQUENCE[4]))))
     return fig
 
 
