@@ -1,8 +1,7 @@
-"""The log-window stepper of Chapter 8: its runs are the layer of attention_optimum, each seed's lengths read prefixes of
-the same prompts, the decay and divergence act as documented, and training moves the window where the task asks."""
+"""The log-window stepper of Chapter 8: its runs are the layer of attention_optimum, each seed's lengths read prefixes
+of the same prompts, the decay and divergence act as documented, and training moves the window where the task asks."""
 import math
 
-import numpy as np
 import pytest
 import torch
 

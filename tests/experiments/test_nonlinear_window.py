@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from softmax_as_linear.core.artifacts import load_json
-from softmax_as_linear.experiments import nonlinear, nonlinear_window as nw
+from softmax_as_linear.experiments import nonlinear
+from softmax_as_linear.experiments import nonlinear_window as nw
 from softmax_as_linear.experiments.reproduce import reproduce
 from softmax_as_linear.experiments.result_files import command_for, nonlinear_window_file
 
@@ -81,7 +82,8 @@ def test_window_levels_read_a_stationary_window_and_a_growing_one():
     growing = np.exp(np.log(2) * steps / 1000)[None, None].repeat(3, 0)  # doubles every 1,000 steps
     levels = nw.window_levels(np.concatenate([flat, growing], 1), steps, 4000)
     assert abs(levels["drift_mean"][0]) < 4 * levels["drift_se"][0] + 0.02
-    expected = np.log(2) * (np.mean(steps[(steps > 2000) & (steps <= 3000)]) - np.mean(steps[(steps > 1000) & (steps <= 2000)])) / 1000
+    second, third = steps[(steps > 1000) & (steps <= 2000)], steps[(steps > 2000) & (steps <= 3000)]
+    expected = np.log(2) * (third.mean() - second.mean()) / 1000
     assert levels["drift"][:, 1] == pytest.approx(expected) and levels["drift_se"][1] == pytest.approx(0, abs=1e-12)
     with pytest.raises(ValueError, match="steps"):
         nw.window_levels(flat, [0, 4000], 4000)

@@ -189,8 +189,8 @@ def merged_per_seed_shards(settings, file: str, command_text: str, preset: str, 
         found = data.get("provenance", {}).get("settings") or {}
         if found != expected:
             differ = [key for key in expected if found.get(key) != expected[key]]
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
-                             f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
+            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard "
+                             f"{k}/{n} ({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
                              "the shards again with this library and --restart")
         parts.append(data)
         origin = dict(data["provenance"])

@@ -9,9 +9,9 @@ every weight that reaches the prediction) by :class:`~softmax_as_linear.engine.w
 trained or resumed by :func:`~softmax_as_linear.experiments.stages.train_stage` with a checkpoint of its own:
 
 - the sweep over the preset's lengths (the runs of one seed read prefixes of the same prompts);
-- the window's dependence: one run per seed at :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`
-  for each (frequency scale :math:`\gamma`, label noise :math:`s^2`) of
-  :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE`.
+- the window's dependence: one run per seed at
+  :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH` for each (frequency scale
+  :math:`\gamma`, label noise :math:`s^2`) of :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE`.
 
 The result file ``nonlinear_window_<preset>.json`` holds, per seed (seed axis first, so shards join by
 concatenation): the window :math:`w(t)` and the held-out risk at every record, the final weights, and the final risk
