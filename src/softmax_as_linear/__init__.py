@@ -76,6 +76,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.deep_limit`: a stepper that trains the infinite-prompt K-layer network,
     paired with a deep sweep.
   - :mod:`~softmax_as_linear.engine.deep_schedule`: the deep stepper with a step decay of its learning rate.
+  - :mod:`~softmax_as_linear.engine.window_step`: a stepper that trains Chapter 8's softmax layer with its window on a
+    log scale.
   - :mod:`~softmax_as_linear.engine.evaluation`: final risks of a trained sweep on fresh prompts (exact
     for linear attention).
   - ``engine.gpu``: the GPU's optimisations, which a reader of the loop can leave aside.
@@ -137,6 +139,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     seed, the window's local exponent, the gap between linear and softmax attention split by reference.
   - :mod:`~softmax_as_linear.experiments.nonlinear_optima`: Chapter 8's optima, the layer's own best window against
     :math:`L` with replicates, and the gap to linear attention split into intercept and locality.
+  - :mod:`~softmax_as_linear.experiments.nonlinear_window`: Chapter 8's layer trained with its window on a log scale
+    until the window settles, read against the layer's optimal windows.
   - :mod:`~softmax_as_linear.experiments.window_reach`: how far trained softmax windows are from the layer's optimal
     windows.
 - ``figures``: plotly figures.
