@@ -83,7 +83,5 @@ CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
 #: Every figure the command line reproduces, in order.
 FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))
 
-#: What the command line reproduces: the paper's figures, Chapter 6's sweeps (``beyond``), Chapter 7's regression
-#: with one and two layers (``depth``), Chapter 8's nonlinear task (``nonlinear``) and its one- and two-layer sweep
-#: (``nonlinear_depth``); the last four are not part of ``all``.
-EXPERIMENTS = (*FIGURES, "beyond", "depth", "nonlinear", "nonlinear_depth")
+#: What the command line reproduces is :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS` (these figures,
+#: then Chapters 6-8), a registry that imports no torch either.

@@ -1,6 +1,7 @@
-"""The reproduction of the paper's figures and of Chapter 6 (train or reuse each sweep, measure its final risks, write one
-result file per figure or per covariate law with its provenance), and of every chapter in the registry (what
-``python -m softmax_as_linear reproduce`` runs).
+"""What ``python -m softmax_as_linear reproduce`` runs: its options checked, then every reproduction named, in the
+order of the registry :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS`; and the sweeps of the paper's
+figures and of Chapter 6 (train or reuse each sweep, measure its final risks, write one result file per figure or per
+covariate law with its provenance).
 
 Figures 2-4 share one isotropic sweep and Figures 6-8 one anisotropic sweep: the sweep is trained
 once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
@@ -56,9 +57,6 @@ from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, 
 from ..engine.train import resolved, train
 from ..registry import (
     CONCENTRATION_FIGURES,
-    COVARIATES,
-    EXPERIMENTS,
-    FIGURES,
     PRESETS,
     RNGS,
     SAMPLERS,
@@ -139,13 +137,14 @@ def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Pat
 
 
 def figures_of(figure: str | list[str]) -> list[str]:
-    """The experiments named (``"all"``: every paper figure), in order; a ``ValueError`` names an unknown one."""
+    """The reproductions named (``"all"``: every paper figure), in the registry's order; a ``ValueError`` names an
+    unknown one."""
     requested = [figure] if isinstance(figure, str) else list(figure)
     for name in requested:
-        checks.one_of("figure", name, (*EXPERIMENTS, "all"))
+        checks.one_of("figure", name, (*REPRODUCTIONS, "all"))
     if not requested:
         raise ValueError("figure must name at least one figure")
-    return [f for f in EXPERIMENTS if ("all" in requested and f in FIGURES) or f in requested]
+    return [name for name, r in REPRODUCTIONS.items() if ("all" in requested and r.in_all) or name in requested]
 
 
 def final_key(result: TrainResult, n_prompts: int) -> str:
@@ -190,7 +189,8 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
                   rng: str = "auto", shard: tuple[int, int] | None = None, names=("fig2",), covariates=None,
                   lengths=None) -> None:
     """Check a reproduction's options before anything is computed; a ``ValueError`` names the first bad one
-    (``names``: the experiments of :func:`figures_of`; ``covariates`` and ``lengths`` are Chapter 6's)."""
+    (``names``: the reproductions of :func:`figures_of`, each of which checks its own options after the common ones;
+    ``covariates`` and ``lengths`` apply only to the reproductions that take them, Chapter 6's)."""
     checks.one_of("preset", preset, PRESETS)
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000):
         raise ValueError(f"seeds must be an integer from 1 to 1000, got {seeds!r}")
@@ -198,42 +198,36 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
     if max_minutes is not None and not max_minutes > 0:
         raise ValueError(f"max_minutes must be positive, got {max_minutes!r}")
     checks.one_of("rng", rng, RNGS)
-    beyond = "beyond" in names
-    if not beyond and (covariates is not None or lengths is not None):
-        raise ValueError(f"{'covariates' if covariates is not None else 'lengths'} applies to Chapter 6's sweeps only "
-                         "(reproduce beyond)")
-    for covariate in covariates or ():
-        checks.one_of("covariates", covariate, COVARIATES)
-    for name in names:
-        if name in REPRODUCTIONS and REPRODUCTIONS[name].fixed_seeds and (seeds is not None or sampler != "paper"
-                                                                          or rng != "auto"):
-            raise ValueError(REPRODUCTIONS[name].refused_options())
-    if beyond:
-        beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
+    chosen = [REPRODUCTIONS[name] for name in names]
+    for option, value in (("covariates", covariates), ("lengths", lengths)):
+        if value is not None and not any(option in r.options for r in chosen):
+            takers = [r for r in REPRODUCTIONS.values() if option in r.options]
+            raise ValueError(f"{option} applies to {' and '.join(r.title for r in takers)} only "
+                             f"(reproduce {' '.join(r.name for r in takers)})")
+    for r in chosen:
+        r.check(preset, seeds, shard, max_minutes, sampler=sampler, rng=rng, covariates=covariates, lengths=lengths)
     if shard is not None:
         k, n = shard
-        counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
-        counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
-        own = [REPRODUCTIONS[name] for name in names if name in REPRODUCTIONS]
-        counts += [len(r.seeds(preset, seeds)) for r in own if not r.fixed_seeds]
-        fixed_counts = [len(r.seeds(preset)) for r in own if r.fixed_seeds]  # Chapter 8's presets fix their seeds
-        counts += fixed_counts
-        count = min(counts, default=len(all_seeds(preset, seeds)))
+        counts = {r.name: r.shard_count(preset, seeds) for r in chosen}
+        fixed_counts = [counts[r.name] for r in chosen if r.fixed_seeds]  # Chapter 8's presets fix their seeds
+        count = min((c for c in counts.values() if c is not None), default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
             raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
         if n > count:
             raise ValueError(f"shard needs a seed at least per shard: {n} shards, and this reproduction has {count} "
                              f"seed{'s' if count > 1 else ''}; "
-                             + (f"use {count} shards or fewer (the preset fixes Chapter 8's seeds)" if count in fixed_counts
-                                else f"add --seeds {n} or more"))
+                             + (f"use {count} shards or fewer (the preset fixes Chapter 8's seeds)"
+                                if count in fixed_counts else f"add --seeds {n} or more"))
 
 
 def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "auto", out=None,
               max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
               restart: bool = False, shard: tuple[int, int] | None = None, rng: str = "auto",
               covariates=None, lengths=None, allow_dirty: bool = False) -> list[pathlib.Path]:
-    """Compute and save the artifacts of ``figure`` (a name, ``"beyond"``, ``"all"``, or a list of them); returns the
-    files written.
+    """Compute and save the artifacts of ``figure`` (a name of
+    :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS`, ``"all"``, or a list of them); returns the files
+    written. Each reproduction named runs in the registry's order
+    (:meth:`~softmax_as_linear.experiments.chapters.Reproduction.reproduce`).
 
     ``out`` defaults to the results folder, where the chapters read. ``max_minutes`` bounds the
     training time of this call (artifacts are then marked ``"complete": false``). ``seeds``: number of
@@ -241,12 +235,13 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     KMS sweep (Figures 6-8), ``"paper"`` or ``"published"``; the isotropic sweep is the same for both.
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
-    (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's sweeps
-    (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`, and
+    (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's
+    reproductions (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`, and
     ``"nonlinear_depth"``, both of which shard) take their seeds and stream from their preset.
-    ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
-    prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
-    ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
+    ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate
+    laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files
+    rewritten). ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n``
+    (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
     :func:`~softmax_as_linear.experiments.result_files.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has
     uncommitted changes (:func:`check_clean`), saying so in every file.
@@ -257,49 +252,60 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
-    overrides = {} if seeds is None else {"seeds": sweep_seeds(seeds)}
-    recorded = overrides_of(seeds, sampler, rng, shard=shard)
+    chosen = [REPRODUCTIONS[name] for name in names]
     if shard is not None:
         out = shard_folder(out, *shard)
-        names = [name for name in names if name not in CONCENTRATION_FIGURES]
-        if any(name in TRAINING_FIGURES for name in names):
-            overrides = {"seeds": shard_seeds(all_seeds(preset, seeds), *shard)}
+        chosen = [r for r in chosen if r.sharded]
+    options = dict(sampler=sampler, rng=rng, covariates=covariates, lengths=lengths)
     if not restart:
-        run_seeds = overrides.get("seeds", all_seeds(preset, seeds))
-        for name in names:
-            if name in TRAINING_FIGURES:
-                keep_other_seeds(out / figure_file(name, preset, sweep_of(name, sampler)[1]), run_seeds)
-    written, sweeps = [], {}
-    for name in names:
-        if name == "beyond":
-            written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths, dirty)
-            continue
-        if name in REPRODUCTIONS:  # a chapter's reproduction of its own stages
-            written += REPRODUCTIONS[name].reproduce(preset, device, out, deadline, seeds, restart, shard, dirty)
-            continue
-        if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
-            data = concentration_figure(name, preset, device=device, progress=True)
-            data["provenance"] = {**data.get("provenance", {}), **({"allow_dirty": True} if dirty else {})}
-            used = "paper"
-        else:
-            covariance, used = sweep_of(name, sampler)
-            if covariance not in sweeps:
-                start = time.monotonic()
-                stem = sweep_stem(covariance, preset, used)
-                config = resolved(sweep_config(preset, covariance, sampler=used, rng=rng, **overrides), device)
-                result = _sweep(config, stem, preset, device, out, deadline, restart)
-                evaluation = _final(result, out / f"{stem}.npz", FINAL_PROMPTS[preset], device, restart)
-                origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)
-                origin.update(overrides=recorded, **({"allow_dirty": True} if dirty else {}))
-                if shard is not None:
-                    origin["shard"] = f"{shard[0]}/{shard[1]}"
-                sweeps[covariance] = result, evaluation, origin
-            result, evaluation, origin = sweeps[covariance]
-            data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
-                                  device=device), "provenance": origin}
-        written.append(save_json(out / figure_file(name, preset, used), data))
-        print(f"wrote {written[-1]}", flush=True)
+        for r in chosen:
+            r.before_training(preset, out, seeds, shard, **options)
+    written, shared = [], {}  # shared: the sweeps the figures of this call share, trained once
+    for r in chosen:
+        written += r.reproduce(preset, device, out, deadline, seeds, restart, shard, dirty, shared=shared, **options)
     return written
+
+
+def figure_seeds(preset: str, seeds: int | None = None, shard: tuple[int, int] | None = None) -> tuple[int, ...]:
+    """The seeds a figure's sweep trains: the preset's, the first ``seeds`` of
+    :func:`~softmax_as_linear.experiments.presets.sweep_seeds`, or shard ``shard``'s part of them."""
+    return all_seeds(preset, seeds) if shard is None else shard_seeds(all_seeds(preset, seeds), *shard)
+
+
+def reproduce_figure(name: str, preset: str, device, out: pathlib.Path, deadline: float | None, seeds: int | None,
+                     restart: bool, shard: tuple[int, int] | None, dirty: bool, sampler: str = "paper",
+                     rng: str = "auto", shared: dict | None = None) -> pathlib.Path:
+    """Figure ``name`` written as ``<name>_<preset>.json`` (:func:`~softmax_as_linear.experiments.result_files.figure_file`):
+    Figures 1 and 5 computed at the initialisation, a training figure read from its sweep (trained, resumed or
+    reused by ``_sweep``, its final risks measured or read by ``_final``), which ``shared`` keeps for the other figures
+    of the same call."""
+    shared = {} if shared is None else shared
+    if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
+        data = concentration_figure(name, preset, device=device, progress=True)
+        data["provenance"] = {**data.get("provenance", {}), **({"allow_dirty": True} if dirty else {})}
+        used = "paper"
+    else:
+        covariance, used = sweep_of(name, sampler)
+        key = f"sweep {covariance}"
+        if key not in shared:
+            start = time.monotonic()
+            stem = sweep_stem(covariance, preset, used)
+            overrides = {} if seeds is None and shard is None else {"seeds": figure_seeds(preset, seeds, shard)}
+            config = resolved(sweep_config(preset, covariance, sampler=used, rng=rng, **overrides), device)
+            result = _sweep(config, stem, preset, device, out, deadline, restart)
+            evaluation = _final(result, out / f"{stem}.npz", FINAL_PROMPTS[preset], device, restart)
+            origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)
+            origin.update(overrides=overrides_of(seeds, sampler, rng, shard=shard),
+                          **({"allow_dirty": True} if dirty else {}))
+            if shard is not None:
+                origin["shard"] = f"{shard[0]}/{shard[1]}"
+            shared[key] = result, evaluation, origin
+        result, evaluation, origin = shared[key]
+        data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
+                              device=device), "provenance": origin}
+    path = save_json(out / figure_file(name, preset, used), data)
+    print(f"wrote {path}", flush=True)
+    return path
 
 
 def keep_other_seeds(path: pathlib.Path, seeds) -> None:
@@ -334,9 +340,10 @@ def beyond_overrides(preset: str, seeds: int | None = None, lengths=None, shard=
     return overrides
 
 
-def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths,
+def reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths,
                       dirty) -> list[pathlib.Path]:
-    """Chapter 6's sweeps, one per law, each read and written as ``beyond_<covariates>_<run>.json``."""
+    """Chapter 6's sweeps, one per law (``covariates``, default :data:`BEYOND_COVARIATES`), each trained, resumed or
+    reused by ``_sweep``, read and written as ``beyond_<covariates>_<run>.json``."""
     from .beyond_gaussian import beyond_provenance, beyond_readings
 
     run = beyond_run(preset, seeds, lengths)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import pathlib
 import time
+from typing import NamedTuple
 
 import numpy as np
 
@@ -70,9 +71,10 @@ def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: s
     return f"python -m softmax_as_linear reproduce {' '.join(figures)} --preset {preset}{extra}{where} --shard {k}/{n}"
 
 
-def _merge_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathlib.Path, n: int, command,
-                 shard_file=None) -> tuple[TrainResult, dict, list[dict]]:
-    """The shards' sweeps ``<stem>.npz`` and final evaluations, joined along the seed axis, with each shard's
+def join_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathlib.Path, n: int, command,
+               shard_file=None) -> tuple[TrainResult, dict, list[dict]]:
+    """The shards' sweeps ``<stem>.npz`` and final evaluations, joined along the seed axis (in memory: a
+    :class:`JoinedSweep` saves them), with each shard's
     provenance (read from ``shard_file(folder)``, one of the shard's result files, when given). ``config``: the
     whole reproduction's; with ``rng="auto"`` the shards' random stream is the one the first shard used (it depends
     on its device)."""
@@ -125,9 +127,88 @@ def _merge_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathli
                          ", ".join(dict.fromkeys(r.engine_path for r in results)))  # the path, or each one that ran
     evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in EVALUATION_PER_SEED}
     evaluation["n_prompts"] = evaluations[0]["n_prompts"]
-    save_sweep(out / f"{stem}.npz", merged)
-    save_npz(out / f"{stem}_final.npz", key=np.array(final_key(merged, final_prompts)), **evaluation)
     return merged, evaluation, origins
+
+
+class JoinedSweep(NamedTuple):
+    """A sweep joined from its shards (:func:`join_sweep`), with its final evaluation and the merged files'
+    provenance, not yet written."""
+
+    stem: str
+    result: TrainResult
+    evaluation: dict
+    provenance: dict
+    final_prompts: int
+
+    def save(self, out: pathlib.Path) -> None:
+        """Write ``<stem>.npz`` and ``<stem>_final.npz`` into ``out``, as one process training every seed does."""
+        save_sweep(out / f"{self.stem}.npz", self.result)
+        save_npz(out / f"{self.stem}_final.npz", key=np.array(final_key(self.result, self.final_prompts)),
+                 **self.evaluation)
+
+
+def check_sweep_shards(stem: str, out: pathlib.Path, n: int, command) -> None:
+    """A :class:`~softmax_as_linear.experiments.merging.ShardError` naming the first of the ``n`` shards that has not
+    written its sweep ``<stem>.npz`` (with the sweeps it holds instead, for Chapter 6's, whose names say their seeds
+    and lengths)."""
+    for k in range(1, n + 1):
+        folder = shard_folder(out, k, n)
+        if not (folder / f"{stem}.npz").exists():
+            others = sorted(p.stem for p in folder.glob(f"{stem.split('_', 3)[0]}_*.npz")
+                            if not p.stem.endswith("_final")) if stem.startswith("sweep_beyond") else []
+            hint = (f" (it holds {', '.join(others)}: were the shards trained with other --seeds or --lengths "
+                    "than this merge's?)") if others else ""
+            raise ShardError(f"shard {k}/{n} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
+
+
+def joined(sweeps: dict, stem: str, config: TrainConfig, final_prompts: int, out: pathlib.Path, n: int, command,
+           shard_file, preset: str, overrides: dict, dirty: bool, start: float) -> JoinedSweep:
+    """The sweep ``stem`` joined from its ``n`` shards once per merge (``sweeps`` keeps it for the other files that
+    read it)."""
+    if stem not in sweeps:
+        merged, evaluation, origins = join_sweep(stem, config, final_prompts, out, n, command, shard_file)
+        provenance = _merged_provenance(merged, preset, origins, time.monotonic() - start, overrides, dirty)
+        sweeps[stem] = JoinedSweep(stem, merged, evaluation, provenance, final_prompts)
+    return sweeps[stem]
+
+
+def merged_figure(name: str, preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool,
+                  start: float, sampler: str = "paper", rng: str = "auto", device="auto", sweeps: dict | None = None):
+    """What computes figure ``name``'s file from its joined sweep (Figures 1 and 5, which have no seeds: computed
+    here), the sweep being joined now, before anything is written."""
+    if name in CONCENTRATION_FIGURES:
+        def concentration() -> dict:
+            data = concentration_figure(name, preset, device=resolve_device(device), progress=True)
+            if dirty:
+                data["provenance"] = {**data.get("provenance", {}), "allow_dirty": True}
+            return data
+        return concentration
+    covariance, used = sweep_of(name, sampler)
+    first = next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance)  # its shards' provenance
+    sweep = joined({} if sweeps is None else sweeps, sweep_stem(covariance, preset, used),
+                   sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng),
+                   FINAL_PROMPTS[preset], out, n, command, lambda folder: folder / figure_file(first, preset, used),
+                   preset, overrides_of(seeds, sampler if covariance == "kms" else "paper", rng), dirty, start)
+    return lambda: {**figure_data(name, sweep.result, evaluation=sweep.evaluation,
+                                  change_prompts=CHANGE_PROMPTS[preset], device=resolve_device(device)),
+                    "provenance": sweep.provenance}
+
+
+def merged_beyond(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float,
+                  rng: str = "auto", covariates=None, lengths=None, sweeps: dict | None = None) -> list:
+    """Chapter 6's files (one per law) and what computes each from its joined sweep, joined now."""
+    from .beyond_gaussian import beyond_readings
+
+    run, files = beyond_run(preset, seeds, lengths), []
+    for covariate in covariates or BEYOND_COVARIATES:
+        stem = beyond_stem(covariate, run)
+        config = beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths))
+        sweep = joined({} if sweeps is None else sweeps, f"sweep_{stem}", config, BEYOND_FINAL_PROMPTS[preset], out,
+                       n, command, lambda folder, stem=stem: folder / f"{stem}.json", preset,
+                       overrides_of(seeds, "paper", rng, lengths), dirty, start)
+        files.append((f"{stem}.json", lambda sweep=sweep: {**beyond_readings(sweep.result, sweep.evaluation, preset),
+                                                           "run": run, "provenance": {**sweep.provenance, "run": run}}))
+    return files
 
 
 def _shown(value):
@@ -152,78 +233,35 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
           allow_dirty: bool = False) -> list[pathlib.Path]:
     """Join the ``shards`` shards of a reproduction (each trained by ``reproduce(..., shard=(k, shards))``) and
     write its files into ``out``: the sweeps, their final evaluations and one file per figure (and per law of
-    Chapter 6), as one :func:`~softmax_as_linear.experiments.reproduce.reproduce` of every seed writes them
-    (Figures 1 and 5, which have no seeds, are computed here). A :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing or unfinished
-    shard and the command that completes it, or says that the merge's settings differ from the shards'; nothing is
-    written then."""
+    Chapter 6, and per chapter's reproduction), as one :func:`~softmax_as_linear.experiments.reproduce.reproduce` of
+    every seed writes them (Figures 1 and 5, which have no seeds, are computed here). Every reproduction named checks
+    that its shards are there, then reads and joins them
+    (:meth:`~softmax_as_linear.experiments.chapters.Reproduction.merged_files`); only then is anything written. A
+    :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing or unfinished shard and the command
+    that completes it, or says that the merge's settings differ from the shards'; nothing is written then."""
     names = figures_of(figure)
     check_options(preset, None, seeds, sampler, rng, (1, shards), names, covariates, lengths)
     dirty = check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
     start = time.monotonic()
-    training = [name for name in names if name not in CONCENTRATION_FIGURES]
-    figures = [name for name in training if name in TRAINING_FIGURES]
-    beyond = "beyond" in names
-    run = beyond_run(preset, seeds, lengths) if beyond else None
+    chosen = [REPRODUCTIONS[name] for name in names]
+    training = [r.name for r in chosen if r.sharded]
 
     def command(k):
         return shard_command(training, preset, seeds, sampler, k, shards, out, rng, covariates, lengths)
 
-    needed = {}  # sweep stem -> (config, final prompts, a result file of the shard beside it)
-    for covariance, used in dict.fromkeys(sweep_of(name, sampler) for name in figures):
-        first = next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance)
-        needed[sweep_stem(covariance, preset, used)] = (
-            sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng),
-            FINAL_PROMPTS[preset], lambda folder, first=first, used=used: folder / figure_file(first, preset, used))
-    for covariate in (covariates or BEYOND_COVARIATES) if beyond else ():
-        stem = beyond_stem(covariate, run)
-        config = beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths))
-        needed[f"sweep_{stem}"] = (config, BEYOND_FINAL_PROMPTS[preset], lambda folder, stem=stem: folder / f"{stem}.json")
-    for stem in needed:  # every shard of every sweep is there before anything is written
-        for k in range(1, shards + 1):
-            folder = shard_folder(out, k, shards)
-            if not (folder / f"{stem}.npz").exists():
-                others = sorted(p.stem for p in folder.glob(f"{stem.split('_', 3)[0]}_*.npz")
-                                if not p.stem.endswith("_final")) if stem.startswith("sweep_beyond") else []
-                hint = (f" (it holds {', '.join(others)}: were the shards trained with other --seeds or --lengths "
-                        "than this merge's?)") if others else ""
-                raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
-    own = {name: REPRODUCTIONS[name].merged(preset, seeds, shards, out, command, dirty, start)  # before any write
-           for name in names if name in REPRODUCTIONS}
-    sweeps = {}
-    for stem, (config, final_prompts, shard_file) in needed.items():
-        merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
-        recorded = overrides_of(seeds, sampler if stem.startswith("sweep_kms") else "paper", rng,
-                                lengths if stem.startswith("sweep_beyond") else None)
-        sweeps[stem] = merged, evaluation, _merged_provenance(merged, preset, origins, time.monotonic() - start,
-                                                              recorded, dirty)
+    options = dict(sampler=sampler, rng=rng, covariates=covariates, lengths=lengths)
+    for r in chosen:  # every shard of every sweep is there before anything is read
+        r.check_shards(preset, seeds, shards, out, command, **options)
+    sweeps = {}  # the sweeps joined for this merge, each once, by stem
+    files = [file for r in chosen
+             for file in r.merged_files(preset, seeds, shards, out, command, dirty, start, device=device,
+                                        sweeps=sweeps, **options)]
+    for sweep in sweeps.values():
+        sweep.save(out)
     written = []
-    for name in names:
-        if name in own:
-            written.append(save_json(out / REPRODUCTIONS[name].file(preset, seeds), own[name]))
-            print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name == "beyond":
-            from .beyond_gaussian import beyond_readings
-
-            for covariate in covariates or BEYOND_COVARIATES:
-                stem = beyond_stem(covariate, run)
-                result, evaluation, origin = sweeps[f"sweep_{stem}"]
-                data = {**beyond_readings(result, evaluation, preset), "run": run,
-                        "provenance": {**origin, "run": run}}
-                written.append(save_json(out / f"{stem}.json", data))
-                print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name in CONCENTRATION_FIGURES:
-            data, used = concentration_figure(name, preset, device=resolve_device(device), progress=True), "paper"
-            if dirty:
-                data["provenance"] = {**data.get("provenance", {}), "allow_dirty": True}
-        else:
-            covariance, used = sweep_of(name, sampler)
-            result, evaluation, origin = sweeps[sweep_stem(covariance, preset, used)]
-            data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
-                                  device=resolve_device(device)), "provenance": origin}
-        written.append(save_json(out / figure_file(name, preset, used), data))
+    for name, data in files:
+        written.append(save_json(out / name, data()))
         print(f"wrote {written[-1]}", flush=True)
     return written
 
@@ -264,7 +302,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     check_options(preset, max_minutes, seeds, sampler, rng, (1, shards), names, covariates, lengths)
     check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
-    training = [name for name in names if name not in CONCENTRATION_FIGURES]
+    training = [name for name in names if REPRODUCTIONS[name].sharded]
     resolved = resolve_device(device) if launcher == "local" else None
     cuda = (resolved.type == "cuda") if resolved is not None else str(device) == "cuda"
     gpus = (1 if cuda else 0) if gpus_per_shard is None else gpus_per_shard
