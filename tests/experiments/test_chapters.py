@@ -30,11 +30,11 @@ class Toy(chapters.Reproduction):
 
 def test_every_figure_and_chapter_is_one_reproduction_of_the_registry():
     names = list(chapters.REPRODUCTIONS)
-    assert names == [*registry.FIGURES, "beyond", "depth", "nonlinear", "nonlinear_depth"]
+    assert names == [*registry.FIGURES, "beyond", "depth", "nonlinear", "nonlinear_depth", "nonlinear_optima"]
     assert all(isinstance(r, chapters.Reproduction) and r.name == name for name, r in chapters.REPRODUCTIONS.items())
     assert [name for name, r in chapters.REPRODUCTIONS.items() if r.in_all] == list(registry.FIGURES)
     assert figures_of("all") == list(registry.FIGURES)
-    assert [name for name, r in chapters.REPRODUCTIONS.items() if not r.sharded] == ["fig1", "fig5"]
+    assert [name for name, r in chapters.REPRODUCTIONS.items() if not r.sharded] == ["fig1", "fig5", "nonlinear_optima"]
 
 
 def test_a_reproduction_added_to_the_registry_is_run_checked_and_merged(monkeypatch, tmp_path):

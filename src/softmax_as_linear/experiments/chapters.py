@@ -289,8 +289,47 @@ class NonlinearDepth(Reproduction):
         return merged_nonlinear_depth(preset, n, out, command, dirty, start)
 
 
+class NonlinearOptima(Reproduction):
+    """Chapter 8's optima: the best window of one attention layer against the prompt length, fitted on fixed prompts
+    (no training, no checkpoint: one run of fixed seeds on one CPU core; neither shards nor a time limit)."""
+
+    name, title, fixed_seeds, sharded = "nonlinear_optima", "Chapter 8's optima", True, False
+    summary = "the optima of one attention layer against L, written as nonlinear_optima_<preset>.json"
+    example = "reproduce nonlinear_optima --preset lecture      # Chapter 8: one layer's optima (33 min)"
+
+    def seeds(self, preset, seeds=None):
+        from .nonlinear_optima import replicate_seeds
+
+        return replicate_seeds(preset)
+
+    def file(self, preset, seeds=None, **options):
+        from .result_files import nonlinear_optima_file
+
+        return nonlinear_optima_file(preset)
+
+    def check(self, preset, seeds, shard, max_minutes, **options):
+        from .result_files import OPTIMA_PRESETS
+
+        super().check(preset, seeds, shard, max_minutes, **options)
+        if preset not in OPTIMA_PRESETS:
+            raise ValueError(f"preset must be one of {', '.join(map(repr, OPTIMA_PRESETS))} for {self.title} "
+                             f"(reproduce {self.name}), got {preset!r}")
+        if shard is not None:
+            raise ValueError(f"shard does not apply to {self.title} (reproduce {self.name}): its fits run in one "
+                             "process, without shards")
+        if max_minutes is not None:
+            raise ValueError(f"max_minutes does not apply to {self.title} (reproduce {self.name}): its fits keep no "
+                             "checkpoint to resume from (the lecture preset takes about 33 minutes of one CPU core)")
+
+    def reproduce(self, preset, device, out, deadline, seeds, restart, shard, dirty, **options):
+        from .nonlinear_optima import reproduce_nonlinear_optima
+
+        return [reproduce_nonlinear_optima(preset, out, restart=restart, dirty=dirty)]
+
+
 #: Every reproduction, by name, in the order ``reproduce`` runs them (the paper's figures first).
 REPRODUCTIONS: dict[str, Reproduction] = {r.name: r for r in (*(Figure(name) for name in FIGURES), Beyond(), Depth(),
-                                                               Nonlinear(), NonlinearDepth())}
+                                                               Nonlinear(), NonlinearDepth(), NonlinearOptima())}
 
-__all__ = ["REPRODUCTIONS", "Beyond", "Depth", "Figure", "Nonlinear", "NonlinearDepth", "Reproduction"]
+__all__ = ["REPRODUCTIONS", "Beyond", "Depth", "Figure", "Nonlinear", "NonlinearDepth", "NonlinearOptima",
+           "Reproduction"]

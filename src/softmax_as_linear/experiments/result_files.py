@@ -14,7 +14,7 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
   ``python -m softmax_as_linear reproduce nonlinear --preset <preset>``, with its checkpoint
   ``checkpoints/nonlinear_<preset>.pt``, and ``nonlinear_depth_<preset>.json`` for its one- and two-layer sweep, written
   by ``python -m softmax_as_linear reproduce nonlinear_depth --preset <preset>``, and ``nonlinear_optima_<preset>.json``
-  for the optima of one attention layer, written by ``python -m softmax_as_linear.experiments.nonlinear_optima
+  for the optima of one attention layer, written by ``python -m softmax_as_linear reproduce nonlinear_optima --preset
   <preset>``;
 - ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<covariates>_<run>.npz``: the training sweeps behind
   them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
@@ -407,7 +407,7 @@ def nonlinear_optima_file(preset: str = "lecture") -> str:
 def nonlinear_optima_command(preset: str = "lecture") -> str:
     """The command that writes ``nonlinear_optima_<preset>.json`` into the results folder."""
     checks.one_of("preset", preset, _optima_presets())
-    return f"python -m softmax_as_linear.experiments.nonlinear_optima {preset}"
+    return f"python -m softmax_as_linear reproduce nonlinear_optima --preset {preset}"
 
 
 def saved_nonlinear_optima(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:
