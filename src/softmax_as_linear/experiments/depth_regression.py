@@ -38,28 +38,35 @@ from ..core import checks, seeding
 from ..core.artifacts import jsonable
 from ..core.provenance import device_name, provenance, utc_now
 from ..core.stats import loglog_slope, mean_se_along
-from ..engine.deep import DeepConfig
-from ..engine.deep_schedule import FALL_FRACTIONS, DecayedDeepStepper, DecaySchedule
+from ..engine.deep_schedule import (
+    DECAY_AT,
+    DECAY_FACTOR,
+    DEPTH_MODELS,
+    FALL_FRACTIONS,
+    DecayedDeepStepper,
+    DecaySchedule,
+    DeepSweepSettings,
+)
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.preconditioned_gd import best_preconditioners
 from ..theory.regression import RegressionTask
 from ..theory.risks import bayes_risk, optimal_linear_risk
 
-#: The four models of the sweep, as ``(activation, K)`` columns, and their names in result files.
-DEPTH_MODELS = (("softmax", 1), ("linear", 1), ("softmax", 2), ("linear", 2))
+#: The names in result files of the four models of the sweep
+#: (:data:`~softmax_as_linear.engine.deep_schedule.DEPTH_MODELS`, one column each).
 MODEL_NAMES = ("softmax_1", "linear_1", "softmax_2", "linear_2")
 #: Paired differences read from the final evaluation: name -> (model, minus model).
 DIFFERENCES = {"second_layer_softmax": ("softmax_2", "softmax_1"), "second_layer_linear": ("linear_2", "linear_1"),
                "softmax_minus_linear_1": ("softmax_1", "linear_1"), "softmax_minus_linear_2": ("softmax_2", "linear_2")}
-#: Fraction of the steps taken at the full learning rate before it is divided by ten.
-DECAY_AT, DECAY_FACTOR = 0.75, 0.1
 _EVAL_CHUNK = 1024
 
 
 @dataclasses.dataclass(frozen=True)
-class DepthSettings(DecaySchedule):
-    """Every setting of a Chapter 7 regression sweep (the task is Chapter 4's, isotropic, ``d = 5``, ``s^2 = 0.1``)."""
+class DepthSettings(DeepSweepSettings):
+    """Every setting of a Chapter 7 regression sweep (the task is Chapter 4's, isotropic, ``d = 5``, ``s^2 = 0.1``);
+    checks, training configuration and checkpoint fields shared with Chapter 8's second layer
+    (:class:`~softmax_as_linear.engine.deep_schedule.DeepSweepSettings`)."""
 
     lengths: tuple[int, ...]
     seeds: tuple[int, ...]
@@ -78,34 +85,16 @@ class DepthSettings(DecaySchedule):
     decay_at: float = DECAY_AT
     decay_factor: float = DECAY_FACTOR
 
-    def __post_init__(self):
-        checks.positive_int("steps", self.steps)
-        checks.positive_int("record_every", self.record_every)
-        checks.int_at_least("final_prompts", self.final_prompts, 2)
+    RECORDED = {"rng": "torch", "covariates": "gaussian"}
+
+    def check_own(self) -> None:
         checks.int_at_least("pgd_samples", self.pgd_samples, 2)
         checks.int_at_least("bayes_samples", self.bayes_samples, 2)
         if sorted(set(self.lengths)) != list(self.lengths):
             raise ValueError(f"lengths must be increasing, got {self.lengths}")
-        if not 0 < self.decay_at <= 1:
-            raise ValueError(f"decay_at must be in (0, 1], got {self.decay_at}")
-        self.deep_config()  # checks the rest
 
     def task(self) -> RegressionTask:
         return RegressionTask.isotropic(d=self.d, noise_var=self.noise_var)
-
-    def deep_config(self) -> DeepConfig:
-        return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths), models=DEPTH_MODELS,
-                          batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer, alpha=self.alpha,
-                          held_out_prompts=self.held_out_prompts)
-
-
-    def replace(self, **changes) -> "DepthSettings":
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict:
-        """Every setting, JSON-ready; with the fields a training checkpoint compares (``rng``, ``covariates``)."""
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-        return {**out, "rng": "torch", "covariates": "gaussian", "models": [list(m) for m in DEPTH_MODELS]}
 
 
 def depth_settings(preset: str, **overrides) -> DepthSettings:
