@@ -169,6 +169,11 @@ class DeepStepper:
         prediction = torch.stack(columns, dim=1)  # (S, nL, nA, B)
         return 0.5 * (prediction - target[:, None, None, :]) ** 2
 
+    def batch_losses(self, batch: tuple[Tensor, ...]) -> Tensor:
+        """:meth:`losses` of a batch as the stepper draws it (``tokens``, ``query``, ``target``), with its weights:
+        what a step, the batch risk and the held-out risk read."""
+        return self.losses(*batch)
+
     # --------------------------------------------------------------------------------------------- the interface
     def step(self) -> None:
         """One step of every live run on a fresh batch per seed, on the engine's objective (the batch's mean squared
@@ -177,7 +182,7 @@ class DeepStepper:
         ``blowup`` times the zero predictor's risk stops, and records this step in ``diverged_at``; a run already
         stopped keeps the step it diverged at."""
         batch = self._draw()
-        risk = self.losses(*batch).mean(-1)
+        risk = self.batch_losses(batch).mean(-1)
         stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
         before = (self.U.detach().clone(), self.v.detach().clone())
         self.optimizer.zero_grad(set_to_none=False)
@@ -201,12 +206,12 @@ class DeepStepper:
         if batch is None:  # drawn from copies of the generators: a reading moves nothing
             batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
         with torch.no_grad():
-            return self.losses(*batch).mean(-1)
+            return self.batch_losses(batch).mean(-1)
 
     def held_out(self) -> tuple[Tensor, Tensor]:
         """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt losses."""
         with torch.no_grad():
-            losses = self.losses(*self._held_out).double()  # the mean and sd in float64, as the engine's records
+            losses = self.batch_losses(self._held_out).double()  # the mean and sd in float64, as the engine's records
         return losses.mean(-1), losses.std(-1)
 
     def weights(self) -> dict[str, Tensor]:
