@@ -88,8 +88,18 @@ def window_exponent(lengths, w: np.ndarray, keep: np.ndarray | None = None, leve
 
 
 #: A trained softmax run reads as a kernel smoother when the isotropic part dominates its input score,
-#: :math:`\|U_{xx} - wI\|_F / \|U_{xx}\|_F` below this (0 for :math:`U_{xx} = wI`, 1 for a traceless one).
+#: :math:`\|U_{xx} - wI\|_F / \|U_{xx}\|_F` below this (0 for :math:`U_{xx} = wI`, 1 for a traceless one), and its
+#: window is positive (:func:`kernel_smoothers`).
 KERNEL_ANISOTROPY = 0.5
+
+
+def kernel_smoothers(windows: dict, model: int) -> np.ndarray:
+    """Which runs of column ``model`` read as kernel smoothers, ``(S, nL)`` booleans: anisotropy below
+    :data:`KERNEL_ANISOTROPY` and a positive window :math:`w` (a diverged run's NaN readings are neither). ``windows``:
+    the ``"windows"`` of a ``nonlinear_<preset>.json`` result, or :func:`window_readings` with a seed and a length
+    axis first. The one rule of the window's fit (:func:`finish`) and of the chapter's figures."""
+    anisotropy = np.asarray(windows["anisotropy"], dtype=float)[:, :, model]
+    return (anisotropy < KERNEL_ANISOTROPY) & (np.asarray(windows["w"], dtype=float)[:, :, model] > 0)
 
 
 def nonlinear_final_risks(result, n_prompts: int) -> dict:
@@ -269,7 +279,7 @@ def finish(data: dict, preset: str, progress: bool = False) -> dict:
     config = data["config"]
     soft = list(data["models"]).index("softmax")
     final_w = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]
-    kernel_like = (np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < KERNEL_ANISOTROPY) & (final_w > 0)
+    kernel_like = kernel_smoothers(data["windows"], soft)
     lengths = tuple(config["lengths"])
     data["windows"]["exponent"] = window_exponent(lengths, final_w, kernel_like) if len(lengths) > 1 else None
     data["references"] = references(nonlinear_config(preset).task(), lengths,
