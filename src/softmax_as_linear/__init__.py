@@ -2,8 +2,8 @@
 
 Its folders are its layers; a module imports only from its own layer and the ones listed before it.
 
-- :mod:`~softmax_as_linear.registry`: the named choices (figures, presets, samplers, token and covariate laws, devices, the
-  paper's seed, the version), without torch.
+- :mod:`~softmax_as_linear.registry`: the named choices (figures, presets, samplers, token and covariate laws, devices,
+  the paper's seed, the version), without torch.
 - ``core``: foundations that know nothing of the paper.
 
   - :mod:`~softmax_as_linear.core.checks`: the argument checks behind every ``ValueError`` that names an argument.
@@ -66,8 +66,9 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.tensor_step`: the step on batches drawn as tensors (the CPU path, and the
     tensor formulas on a GPU).
   - :mod:`~softmax_as_linear.engine.records`: what the loop records at its record steps.
-  - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`~softmax_as_linear.engine.sweep.TrainConfig`,
-    :class:`~softmax_as_linear.engine.sweep.TrainResult`) and their files.
+  - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results
+    (:class:`~softmax_as_linear.engine.sweep.TrainConfig`, :class:`~softmax_as_linear.engine.sweep.TrainResult`) and
+    their files.
   - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
   - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep, as tensors.
   - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.
@@ -187,7 +188,8 @@ __version__ = _VERSION
 
 __all__ = [
     "AttentionModel", "RegressionTask", "TokenLaw", "TrainConfig", "TrainResult", "bayes_risk", "block_init",
-    "degenerate_limit_parameters", "gaussian_attention", "gaussian_linear_attention", "infinite_prompt_linear", "infinite_prompt_risk",
+    "degenerate_limit_parameters", "gaussian_attention", "gaussian_linear_attention", "infinite_prompt_linear",
+    "infinite_prompt_risk",
     "infinite_prompt_softmax", "kms_covariance", "limit_parameters", "linear_attention", "linear_attention_risk",
     "optimal_linear_risk", "softmax_attention", "tilted_gaussian", "train",
 ]

@@ -67,7 +67,8 @@ def _examples() -> str:
 
 # ValueErrors of the library name its parameters; the command line names its options.
 OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
-             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng", "covariates": "--covariates",
+             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng",
+             "covariates": "--covariates",
              "lengths": "--lengths"}
 
 
@@ -228,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = commands.add_parser(
         "reproduce", formatter_class=_Formatter, help="compute and save the data of paper figures",
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
-                    "per figure (beyond_COVARIATES_PRESET.json per covariate law of Chapter 6), with the sweep it came from, into the "
+                    "per figure (beyond_COVARIATES_PRESET.json per covariate law of Chapter 6), with the sweep it came "
+                    "from, into the "
                     "output folder.",
         epilog=f"{_examples()}\n\n{EXIT_CODES}")
     _common_options(rep)
@@ -306,7 +308,8 @@ def _check_cuda(parser: argparse.ArgumentParser, device: str) -> None:
     if device == "cuda" and torch.version.cuda is None and not torch.cuda.is_available():
         parser.error(f"argument --device: the installed PyTorch ({torch.__version__}) has no CUDA support; install a "
                      "CUDA build (from a checkout: make setup TORCH_INDEX= for PyPI's, or "
-                     "TORCH_INDEX=https://download.pytorch.org/whl/cu128 for a given CUDA version), or use --device auto")
+                     "TORCH_INDEX=https://download.pytorch.org/whl/cu128 for a given CUDA version), or use --device "
+                     "auto")
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

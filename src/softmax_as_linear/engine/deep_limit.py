@@ -49,7 +49,8 @@ class DeepLimitStepper(DeepStepper):
                      for name in ("tokens", "query", "target", "w"))
 
     def predictions(self, query: Tensor, w: Tensor, U: Tensor | None = None, v: Tensor | None = None) -> Tensor:
-        r""":math:`\hat y_\infty` of every run on tasks ``w (S, B, d)`` and queries ``query (S, B, D)``: ``(S, 1, nA, B)``,
+        r""":math:`\hat y_\infty` of every run on tasks ``w (S, B, d)`` and queries ``query (S, B, D)``:
+        ``(S, 1, nA, B)``,
         with the stepper's weights or the weights ``U`` ``(S, 1, nA, K, D, D)`` and ``v`` ``(S, 1, nA, K, D)`` given."""
         U = self.U if U is None else U.to(self.U)
         V = self._V(None if v is None else v.to(self.v))

@@ -146,7 +146,8 @@ def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     weights = {"final": final_weights(stepper)}
     history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
     for fraction in FALL_FRACTIONS:
-        step = settings.fall_step(fraction) * last // settings.steps if last < settings.steps else settings.fall_step(fraction)
+        step = (settings.fall_step(fraction) * last // settings.steps if last < settings.steps
+                else settings.fall_step(fraction))
         k = min(range(len(records.steps)), key=lambda i: abs(records.steps[i] - step))
         weights[fraction] = history_U[:, :, :, k], history_v[:, :, :, k]
     generators = [seeding.generator(seed, "evaluation", max(cfg.lengths)) for seed in cfg.seeds]
@@ -168,12 +169,14 @@ def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     for name, a in index.items():
         out["risk"][name], out["risk_se"][name] = mean_se_along(final[:, :, a])
     for name, (first, second) in DIFFERENCES.items():
-        out["difference"][name], out["difference_se"][name] = mean_se_along(final[:, :, index[first]] - final[:, :, index[second]])
+        out["difference"][name], out["difference_se"][name] = mean_se_along(
+            final[:, :, index[first]] - final[:, :, index[second]])
     for fraction in FALL_FRACTIONS:
         key = str(fraction)
         out["fall"][key], out["fall_se"][key] = {}, {}
         for name, a in index.items():
-            out["fall"][key][name], out["fall_se"][key][name] = mean_se_along(losses[fraction][:, :, a] - final[:, :, a])
+            out["fall"][key][name], out["fall_se"][key][name] = mean_se_along(
+                losses[fraction][:, :, a] - final[:, :, a])
     return out
 
 
@@ -182,7 +185,8 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     softmax network of the same depth, on fresh prompts (the ``"analysis"`` stream of the seed at the longest length).
 
     Chapters 2 and 3 say that at fixed weights the finite-:math:`L` softmax network approaches the linear one as
-    :math:`L` grows (centred tokens, Exercise 7.2), with a mean-square output gap :math:`E_L = \mathbb{E}(\hat y_{\mathrm{soft}}
+    :math:`L` grows (centred tokens, Exercise 7.2), with a mean-square output gap
+    :math:`E_L = \mathbb{E}(\hat y_{\mathrm{soft}}
     - \hat y_{\mathrm{lin}})^2` of order :math:`1/L` in the light regime. Returns, for ``K = 1, 2`` (``{"1": ..., "2":
     ...}``, arrays ``(S, nL)``): ``softmax_risk`` (the softmax network at :math:`\theta`), ``linear_risk``,
     ``excess`` (their paired difference) with standard errors, and ``output_gap`` :math:`E_L` with its standard
@@ -191,7 +195,8 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     from ..theory.depth import deep_forward_unchecked
 
     cfg = stepper.cfg
-    n_prompts = max(2, settings.final_prompts // 4) if n_prompts is None else checks.int_at_least("n_prompts", n_prompts, 2)
+    n_prompts = (max(2, settings.final_prompts // 4) if n_prompts is None
+                 else checks.int_at_least("n_prompts", n_prompts, 2))
     U, v = final_weights(stepper)
     V = torch.zeros_like(U)
     V[..., -1, :] = v
@@ -298,7 +303,8 @@ def depth_summary(data: dict, level: float = 0.95) -> dict:
     r"""Means over seeds with standard errors over seeds (``"mean"``, ``"se"`` ``{name: (nL,)}`` for every model and
     difference), over the seeds whose runs did not diverge (a diverged run's readings are NaN; ``"diverged"``
     ``{model: (nL,)}`` counts them; a mean of one seed has no standard error: NaN), the paired falls in standard errors
-    (``"fall_z"``: ``{fraction: {model: (S, nL)}}``, NaN for a diverged run), and log-log slopes in :math:`L` of the softmax-minus-linear gaps at each depth, per seed and for
+    (``"fall_z"``: ``{fraction: {model: (S, nL)}}``, NaN for a diverged run), and log-log slopes in :math:`L` of the
+    softmax-minus-linear gaps at each depth, per seed and for
     the mean over seeds, with ``level`` intervals from the spread of the seeds' slopes (``"gap_slopes"``)."""
     per = data["per_seed"]
     lengths = np.asarray(data["lengths"], dtype=float)
@@ -459,8 +465,8 @@ def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", 
 
 
 def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings, U, v) -> dict:
-    """The warm stage read on the sweep's own fresh prompts (the same as :func:`deep_final_evaluation`'s, so paired with the
-    four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
+    """The warm stage read on the sweep's own fresh prompts (the same as :func:`deep_final_evaluation`'s, so paired with
+    the four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
     ``minus_se`` ``{model: (S, nL)}`` (warm start minus each model); ``fall``, ``fall_se`` over the last half,
     quarter, tenth; the held-out ``trajectory``; ``complete``, ``steps``; the settings."""
     from ..engine.deep import DeepStepper
@@ -502,7 +508,8 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     return jsonable(out)
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmCheckpointKey",
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES",
+           "WarmCheckpointKey",
            "WarmSettings",
            "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
            "deep_final_evaluation", "merge_per_seed", "read_stages", "depth_references", "seed_slopes", "stage_window",

@@ -72,7 +72,8 @@ def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
         data = shard_json(path, k, n, command)
         expected = depth_shard_settings(preset, seeds, (k, n)).as_dict()
         if config_fields(data.get("provenance", {}).get("settings") or {}) != expected:
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
+            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
+                             f"{k}/{n} "
                              f"({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, this merge: "
                              f"{expected['seeds']}). Run merge with the shards' --preset and --seeds, or train the "
                              "shards again with these settings and --restart")
@@ -115,7 +116,8 @@ def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
         expected = jsonable(whole.replace(seeds=shard_seeds(whole.seeds, k, n)).as_dict())
         if data.get("config") != expected:
             differ = [key for key in expected if (data.get("config") or {}).get(key) != expected[key]]
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
+            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
+                             f"{k}/{n} "
                              f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
                              "the shards again with this library and --restart")
         parts.append(data)
@@ -124,7 +126,8 @@ def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
     merged = {"preset": preset, "complete": True, "steps_reached": first["steps_reached"],
               "config": jsonable(whole.as_dict()), "models": first["models"]}
     for section, names in PER_SEED.items():
-        merged[section] = {**first[section], **{name: [row for p in parts for row in p[section][name]] for name in names}}
+        merged[section] = {**first[section],
+                           **{name: [row for p in parts for row in p[section][name]] for name in names}}
     dependence = first["dependence"]
     merged["dependence"] = {**dependence, "complete": True, **{
         name: [[value for p in parts for value in p["dependence"][name][i]] for i in range(len(dependence["settings"]))]
@@ -166,7 +169,8 @@ def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirt
         found = data.get("provenance", {}).get("settings") or {}
         if found != expected:
             differ = [key for key in expected if found.get(key) != expected[key]]
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard {k}/{n} "
+            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
+                             f"{k}/{n} "
                              f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
                              "the shards again with this library and --restart")
         parts.append(data)

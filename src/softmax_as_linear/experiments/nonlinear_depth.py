@@ -71,12 +71,14 @@ class NonlinearDepthSettings(DeepSweepSettings):
     RECORDED = {"labels": "cosine", "rng": "torch", "covariates": "sphere"}
 
     def task(self) -> CosineTask:
-        """Chapter 8's task (the same as :meth:`~softmax_as_linear.engine.sweep.TrainConfig.task` with cosine labels)."""
+        """Chapter 8's task (the same as :meth:`~softmax_as_linear.engine.sweep.TrainConfig.task` with cosine
+        labels)."""
         return CosineTask(self.d, self.features, self.frequency, self.task_var, self.noise_var, inputs="sphere")
 
 
 def nonlinear_depth_settings(preset: str = "lecture", **overrides) -> NonlinearDepthSettings:
-    """The settings of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPTH_SETTINGS`), fields overridden by ``overrides``."""
+    """The settings of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPTH_SETTINGS`), fields
+    overridden by ``overrides``."""
     checks.one_of("preset", preset, PRESETS)
     return NonlinearDepthSettings(**{**presets.NONLINEAR_DEPTH_SETTINGS[preset], **overrides})
 
@@ -148,7 +150,8 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     else:  # stopped at the deadline: nothing measured
         data = {"experiment": "nonlinear_depth", "complete": False, "models": list(MODEL_NAMES),
                 "lengths": list(settings.lengths), "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
-        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command resumes "
+        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command "
+              "resumes "
               "it", flush=True)
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": settings.as_dict(), "seeds": list(settings.seeds),

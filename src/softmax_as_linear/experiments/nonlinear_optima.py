@@ -140,7 +140,8 @@ def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool 
             soft, nw = per_model["softmax"], per_model["nadaraya_watson"]
             print(f"L={L}: softmax w* = {mean_se(np.log(soft['w'][-1]))[0]:.3f} (log), "
                   f"risk {mean_se(soft['held_out'][-1])[0]:.4f}; Nadaraya-Watson w* = "
-                  f"{math.exp(mean_se(np.log(nw['w'][-1]))[0]):.1f}; linear {mean_se(per_model['linear']['held_out'][-1])[0]:.4f};"
+                  f"{math.exp(mean_se(np.log(nw['w'][-1]))[0]):.1f}; linear "
+                  f"{mean_se(per_model['linear']['held_out'][-1])[0]:.4f};"
                   f" {seconds[-1]:.0f} s for {replicates} x {n} prompts", flush=True)
     return {"models": {m: {k: np.asarray(v, dtype=float) for k, v in d.items()} for m, d in per_model.items()},
             "gaps": {k: np.asarray(v) for k, v in gaps.items()}, "seconds": seconds, "prompts": prompts}
@@ -302,7 +303,8 @@ def _compute(preset: str, settings: dict, path: pathlib.Path, progress: bool, di
         "preset": preset, "settings": {**settings, "optima_seed": OPTIMA_SEED, "chunk_tokens": None},
         "task": nonlinear_config("lecture").as_dict(), "lengths": list(lengths), "replicates": K,
         "prompts": sweep["prompts"], "models": list(MODELS),
-        "limits": {"linear": circle_quadrature.linear_limit_risk(task), "affine": circle_quadrature.affine_limit_risk(task),
+        "limits": {"linear": circle_quadrature.linear_limit_risk(task),
+                   "affine": circle_quadrature.affine_limit_risk(task),
                    "intercept_share": circle_quadrature.intercept_share(task),
                    "zero": circle_quadrature.zero_limit_risk(task), "noise_floor": task.noise_floor(),
                    "nodes": circle_quadrature.NODES},

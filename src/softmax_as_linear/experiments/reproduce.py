@@ -13,10 +13,10 @@ overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Chapt
 one- and two-layer attention (:mod:`~softmax_as_linear.experiments.depth_regression`) and writes ``depth_<run>.json``.
 Chapter 8 (``"nonlinear"``) trains softmax and linear attention on a nonlinear task
 (:mod:`~softmax_as_linear.experiments.nonlinear`) and writes ``nonlinear_<preset>.json``; ``"nonlinear_depth"`` trains
-one and two layers on it (:mod:`~softmax_as_linear.experiments.nonlinear_depth`), ``nonlinear_depth_<preset>.json``. Every name is
-:mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
-to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half, quarter and tenth
-of training, both records scored on the same fresh prompts
+one and two layers on it (:mod:`~softmax_as_linear.experiments.nonlinear_depth`), ``nonlinear_depth_<preset>.json``.
+Every name is :mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts
+(``_final.npz`` next to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the
+last half, quarter and tenth of training, both records scored on the same fresh prompts
 (:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
 With a deadline, training stops after about that long and the result files are written marked
 ``"complete": false`` with the steps reached; the same call later resumes from the checkpoint.
@@ -275,9 +275,10 @@ def figure_seeds(preset: str, seeds: int | None = None, shard: tuple[int, int] |
 def reproduce_figure(name: str, preset: str, device, out: pathlib.Path, deadline: float | None, seeds: int | None,
                      restart: bool, shard: tuple[int, int] | None, dirty: bool, sampler: str = "paper",
                      rng: str = "auto", shared: dict | None = None) -> pathlib.Path:
-    """Figure ``name`` written as ``<name>_<preset>.json`` (:func:`~softmax_as_linear.experiments.result_files.figure_file`):
-    Figures 1 and 5 computed at the initialisation, a training figure read from its sweep (trained, resumed or
-    reused by ``_sweep``, its final risks measured or read by ``_final``), which ``shared`` keeps for the other figures
+    """Figure ``name`` written as ``<name>_<preset>.json``
+    (:func:`~softmax_as_linear.experiments.result_files.figure_file`): Figures 1 and 5 computed at the initialisation, a
+    training figure read from its sweep (trained, resumed or reused by ``_sweep``, its final risks measured or read by
+    ``_final``), which ``shared`` keeps for the other figures
     of the same call."""
     shared = {} if shared is None else shared
     if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
@@ -352,8 +353,10 @@ def reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, 
     for covariate in covariates or BEYOND_COVARIATES:
         start = time.monotonic()
         stem = beyond_stem(covariate, run)
-        config = resolved(beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths, shard)), device)
-        print(f"== Chapter 6, {covariate} covariates, {preset} preset" + ("" if run == preset else f" ({run})"), flush=True)
+        config = resolved(beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths, shard)),
+                          device)
+        print(f"== Chapter 6, {covariate} covariates, {preset} preset" + ("" if run == preset else f" ({run})"),
+              flush=True)
         result = _sweep(config, f"sweep_{stem}", preset, device, out, deadline, restart)
         trained = time.monotonic() - start
         evaluation = _final(result, out / f"sweep_{stem}.npz", BEYOND_FINAL_PROMPTS[preset], device, restart)

@@ -267,7 +267,8 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
 
 
 def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads: int = 1) -> list[str]:
-    """One shard, as a launched job runs it: :func:`~softmax_as_linear.experiments.reproduce.reproduce` with ``shard`` on ``threads`` torch threads
+    """One shard, as a launched job runs it: :func:`~softmax_as_linear.experiments.reproduce.reproduce` with ``shard``
+    on ``threads`` torch threads
     (a CPU); returns the files written and whether each is complete."""
     import torch
 
@@ -292,8 +293,9 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     prefix, for instance ``{"partition": "gpu", "additional_parameters": {"account": "me"}}``) or
     ``"local"`` (the shards as processes of this machine; with CUDA, shard ``k`` gets GPU ``k - 1`` modulo
     the GPUs there). ``timeout_minutes`` bounds each job; ``gpus_per_shard`` defaults to 1 on CUDA, else 0.
-    Job logs go to ``<out>/shards/logs/``. Returns the merged files; a :class:`~softmax_as_linear.experiments.merging.ShardError` names failed
-    or unfinished shards (rerun the same call to resume them: finished shards are reused).
+    Job logs go to ``<out>/shards/logs/``. Returns the merged files; a
+    :class:`~softmax_as_linear.experiments.merging.ShardError` names failed or unfinished shards (rerun the same call to
+    resume them: finished shards are reused).
     """
     import submitit  # the optional extra: pip install softmax_as_linear[cluster]
 

@@ -93,9 +93,10 @@ def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
 def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Figure:
     """The final window :math:`w = \\operatorname{tr}(U_{xx})/d` of trained softmax attention against :math:`L` (every
     seed; runs that do not read as kernel smoothers,
-    :func:`~softmax_as_linear.experiments.nonlinear.kernel_smoothers`, drawn apart), with the best Nadaraya-Watson :math:`w` and, when
-    given, a line of slope ``heuristic_exponent`` through its first point. ``data``: a ``nonlinear_<preset>.json``
-    result. No power law is fitted to the trained windows: at a fixed step budget they record where training stopped,
+    :func:`~softmax_as_linear.experiments.nonlinear.kernel_smoothers`, drawn apart), with the best Nadaraya-Watson
+    :math:`w` and, when given, a line of slope ``heuristic_exponent`` through its first point. ``data``: a
+    ``nonlinear_<preset>.json`` result. No power law is fitted to the trained windows: at a fixed step budget they
+    record where training stopped,
     not an optimum."""
     ref, windows = data["references"], data["windows"]
     lengths = np.asarray(ref["lengths"], dtype=float)

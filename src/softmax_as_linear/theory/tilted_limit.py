@@ -1,4 +1,5 @@
-r"""The infinite-prompt limit of attention with fixed weights when the labels are a nonlinear function of Gaussian inputs.
+r"""The infinite-prompt limit of attention with fixed weights when the labels are a nonlinear function of Gaussian
+inputs.
 
 Tokens :math:`z = (x, y)` with :math:`x \sim N(0, \Sigma)`, :math:`y = f(x) + \varepsilon`, :math:`\varepsilon \sim N(0,
 s^2)` independent; the query is :math:`z_q = (x_q, 0)` and :math:`u = U z_q = (u_x, u_y)`. When the score does not read
@@ -110,8 +111,9 @@ def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor,
 
 
 def token_moments(omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, noise_var: float) -> tuple[Tensor, Tensor]:
-    r""":math:`\mathbb{E}[x y]` ``(..., d)`` and :math:`\mathbb{E}[y^2]` ``(...)`` for cosine labels and :math:`x \sim N(0,
-    \Sigma)`: :math:`\mathbb{E}[xy] = -\Sigma \sum_j c_j \omega_j e^{-\omega_j^\top\Sigma\omega_j/2} \sin b_j` and
+    r""":math:`\mathbb{E}[x y]` ``(..., d)`` and :math:`\mathbb{E}[y^2]` ``(...)`` for cosine labels and
+    :math:`x \sim N(0, \Sigma)`:
+    :math:`\mathbb{E}[xy] = -\Sigma \sum_j c_j \omega_j e^{-\omega_j^\top\Sigma\omega_j/2} \sin b_j` and
     :math:`\mathbb{E}[y^2] = s^2 + \tfrac12 \sum_{jk} c_j c_k (e^{-\delta_{jk}^\top\Sigma\delta_{jk}/2}\cos(b_j - b_k) +
     e^{-\sigma_{jk}^\top\Sigma\sigma_{jk}/2}\cos(b_j + b_k))` with :math:`\delta_{jk} = \omega_j - \omega_k`,
     :math:`\sigma_{jk} = \omega_j + \omega_k`."""
