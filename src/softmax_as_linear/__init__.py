@@ -110,12 +110,14 @@ Its folders are its layers; a module imports only from its own layer and the one
     test's simulated false-alarm rates for a reading's own design, with correlated records as well as independent.
   - :mod:`~softmax_as_linear.experiments.stages`: one stage of a reproduction trained or resumed under a deadline,
     the one loop behind every chapter's sweeps, with the documented errors for a foreign or damaged checkpoint.
-  - :mod:`~softmax_as_linear.experiments.chapters`: each chapter's reproduction of its own stages as one object,
-    and the registry that the command, the merge and the option checks iterate over.
+  - :mod:`~softmax_as_linear.experiments.chapters`: every reproduction (each figure, each chapter's) as one object,
+    and the registry that the command, the merge, the option checks and the help iterate over.
+  - :mod:`~softmax_as_linear.experiments.figure_sweeps`: the sweeps of the paper's figures and of Chapter 6, trained
+    or reused, read and written file by file.
   - :mod:`~softmax_as_linear.experiments.depth_reproduction`: Chapter 7's reproduction, its sweep, warm stage and
     control in turn, complete when every stage is.
-  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapter 6, file
-    by file, and of every chapter in the registry.
+  - :mod:`~softmax_as_linear.experiments.reproduce`: what the command runs, its options checked and every
+    reproduction of the registry named in turn.
   - :mod:`~softmax_as_linear.experiments.merging`: the shards of a reproduction read and joined, one rule for the
     provenance of the joined file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through

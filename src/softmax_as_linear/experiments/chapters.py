@@ -105,7 +105,7 @@ class Figure(Reproduction):
         self.sharded = name not in CONCENTRATION_FIGURES
 
     def seeds(self, preset, seeds=None):
-        from .reproduce import all_seeds
+        from .figure_sweeps import all_seeds
 
         return all_seeds(preset, seeds) if self.sharded else ()
 
@@ -113,28 +113,28 @@ class Figure(Reproduction):
         return len(self.seeds(preset, seeds)) if self.sharded else None
 
     def file(self, preset, seeds=None, sampler="paper", **options):
-        from .reproduce import sweep_of
+        from .figure_sweeps import sweep_of
         from .result_files import figure_file
 
         return figure_file(self.name, preset, sweep_of(self.name, sampler)[1] if self.sharded else "paper")
 
     def before_training(self, preset, out, seeds, shard, sampler="paper", **options):
-        from .reproduce import figure_seeds, keep_other_seeds
+        from .figure_sweeps import figure_seeds, keep_other_seeds
 
         if self.sharded:
             keep_other_seeds(out / self.file(preset, seeds, sampler), figure_seeds(preset, seeds, shard))
 
     def reproduce(self, preset, device, out, deadline, seeds, restart, shard, dirty, sampler="paper", rng="auto",
                   shared=None, **options):
-        from .reproduce import reproduce_figure
+        from .figure_sweeps import reproduce_figure
 
         return [reproduce_figure(self.name, preset, device, out, deadline, seeds, restart, shard, dirty, sampler, rng,
                                  {} if shared is None else shared)]
 
     def check_shards(self, preset, seeds, n, out, command, sampler="paper", **options):
-        from .reproduce import sweep_of
+        from .figure_sweeps import sweep_of
+        from .merging import check_sweep_shards
         from .result_files import sweep_stem
-        from .shards import check_sweep_shards
 
         if self.sharded:
             covariance, used = sweep_of(self.name, sampler)
@@ -142,7 +142,7 @@ class Figure(Reproduction):
 
     def merged_files(self, preset, seeds, n, out, command, dirty, start, sampler="paper", rng="auto", device="auto",
                      sweeps=None, **options):
-        from .shards import merged_figure
+        from .merging import merged_figure
 
         return [(self.file(preset, seeds, sampler),
                  merged_figure(self.name, preset, seeds, n, out, command, dirty, start, sampler, rng, device,
@@ -158,13 +158,13 @@ class Beyond(Reproduction):
     example = "reproduce beyond --preset paper --device cuda    # Chapter 6: uniform and Rademacher"
 
     def seeds(self, preset, seeds=None):
-        from .reproduce import all_seeds
+        from .figure_sweeps import all_seeds
 
         return all_seeds(preset, seeds, beyond=True)
 
     def file(self, preset, seeds=None, covariates=None, lengths=None, **options):
         """The file of its first covariate law (it writes one per law)."""
-        from .reproduce import BEYOND_COVARIATES, beyond_run
+        from .figure_sweeps import BEYOND_COVARIATES, beyond_run
         from .result_files import beyond_stem
 
         return beyond_stem((covariates or BEYOND_COVARIATES)[0], beyond_run(preset, seeds, lengths)) + ".json"
@@ -181,21 +181,21 @@ class Beyond(Reproduction):
 
     def reproduce(self, preset, device, out, deadline, seeds, restart, shard, dirty, rng="auto", covariates=None,
                   lengths=None, **options):
-        from .reproduce import reproduce_beyond
+        from .figure_sweeps import reproduce_beyond
 
         return reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths, dirty)
 
     def check_shards(self, preset, seeds, n, out, command, covariates=None, lengths=None, **options):
-        from .reproduce import BEYOND_COVARIATES, beyond_run
+        from .figure_sweeps import BEYOND_COVARIATES, beyond_run
+        from .merging import check_sweep_shards
         from .result_files import beyond_stem
-        from .shards import check_sweep_shards
 
         for covariate in covariates or BEYOND_COVARIATES:
             check_sweep_shards(f"sweep_{beyond_stem(covariate, beyond_run(preset, seeds, lengths))}", out, n, command)
 
     def merged_files(self, preset, seeds, n, out, command, dirty, start, rng="auto", covariates=None, lengths=None,
                      sweeps=None, **options):
-        from .shards import merged_beyond
+        from .merging import merged_beyond
 
         return merged_beyond(preset, seeds, n, out, command, dirty, start, rng, covariates, lengths,
                              {} if sweeps is None else sweeps)

@@ -333,10 +333,10 @@ def _compute(preset: str, settings: dict, path: pathlib.Path, progress: bool, di
 
 
 def main(argv=None) -> int:
-    """``python -m softmax_as_linear.experiments.nonlinear_optima [preset] [out]``: the command line's
-    ``reproduce nonlinear_optima --preset <preset> [--out <out>]``, with its exit codes (2 on bad arguments)."""
-    from ..cli import main as command_line
-
+    """``python -m softmax_as_linear.experiments.nonlinear_optima [preset] [out]``: :func:`reproduce_nonlinear_optima`,
+    the function the reproduction ``nonlinear_optima`` runs (``python -m softmax_as_linear reproduce nonlinear_optima
+    --preset <preset>`` adds the check of the library's uncommitted changes); exit code 2 for bad arguments, 1 for a
+    damaged file, 0 once the file is written or up to date."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         preset = argv[0] if argv else "lecture"
@@ -344,8 +344,12 @@ def main(argv=None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    return command_line(["reproduce", "nonlinear_optima", "--preset", preset, *(["--out", argv[1]] if len(argv) > 1
-                                                                                 else [])])
+    try:
+        reproduce_nonlinear_optima(preset, argv[1] if len(argv) > 1 else None)
+    except DamagedFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
