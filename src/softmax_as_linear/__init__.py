@@ -191,9 +191,8 @@ __version__ = _VERSION
 __all__ = [
     "AttentionModel", "RegressionTask", "TokenLaw", "TrainConfig", "TrainResult", "bayes_risk", "block_init",
     "degenerate_limit_parameters", "gaussian_attention", "gaussian_linear_attention", "infinite_prompt_linear",
-    "infinite_prompt_risk",
-    "infinite_prompt_softmax", "kms_covariance", "limit_parameters", "linear_attention", "linear_attention_risk",
-    "optimal_linear_risk", "softmax_attention", "tilted_gaussian", "train",
+    "infinite_prompt_risk", "infinite_prompt_softmax", "kms_covariance", "limit_parameters", "linear_attention",
+    "linear_attention_risk", "optimal_linear_risk", "softmax_attention", "tilted_gaussian", "train",
 ]
 
 # Even torch loads on first use, so that the command line's --help and --version answer at once.

@@ -68,8 +68,7 @@ def _examples() -> str:
 # ValueErrors of the library name its parameters; the command line names its options.
 OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
              "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng",
-             "covariates": "--covariates",
-             "lengths": "--lengths"}
+             "covariates": "--covariates", "lengths": "--lengths"}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -230,8 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         "reproduce", formatter_class=_Formatter, help="compute and save the data of paper figures",
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
                     "per figure (beyond_COVARIATES_PRESET.json per covariate law of Chapter 6), with the sweep it came "
-                    "from, into the "
-                    "output folder.",
+                    "from, into the output folder.",
         epilog=f"{_examples()}\n\n{EXIT_CODES}")
     _common_options(rep)
     rep.set_defaults(command_parser=rep)
@@ -308,8 +306,8 @@ def _check_cuda(parser: argparse.ArgumentParser, device: str) -> None:
     if device == "cuda" and torch.version.cuda is None and not torch.cuda.is_available():
         parser.error(f"argument --device: the installed PyTorch ({torch.__version__}) has no CUDA support; install a "
                      "CUDA build (from a checkout: make setup TORCH_INDEX= for PyPI's, or "
-                     "TORCH_INDEX=https://download.pytorch.org/whl/cu128 for a given CUDA version), or use --device "
-                     "auto")
+                     "TORCH_INDEX=https://download.pytorch.org/whl/cu128 for a given CUDA version), or use "
+                     "--device auto")
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

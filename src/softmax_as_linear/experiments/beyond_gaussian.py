@@ -96,8 +96,7 @@ def limit_tracking(result: TrainResult, horizon: float | None = None, fit_from: 
     fit = lengths >= fit_from  # the slopes need three lengths or more (None otherwise)
     out = {"lengths": lengths.tolist(), "times": times.tolist(), "horizon": horizon, "seeds": list(cfg.seeds),
            "fit_lengths": lengths[fit].tolist(), "covariates": cfg.covariates, "distance": {}, "sup": {},
-           "risk_gap": {},
-           "slopes": {}, "risk_gap_slopes": {}}
+           "risk_gap": {}, "slopes": {}, "risk_gap_slopes": {}}
     for activation in ("softmax", "linear"):
         a, limit = _index(result, activation), _index(result, f"{activation}_limit")
         distance = _distance(result, a, limit)
@@ -309,6 +308,5 @@ def saved_result(covariates: str, preset: str = "paper", folder=None) -> dict | 
 
 
 __all__ = ["beyond_experiment", "beyond_provenance", "beyond_readings", "concentration_check", "final_comparison",
-           "limit_comparison",
-           "limit_tracking", "reproduce_command", "result_name", "saved_result"]
+           "limit_comparison", "limit_tracking", "reproduce_command", "result_name", "saved_result"]
 

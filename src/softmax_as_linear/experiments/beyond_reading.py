@@ -113,10 +113,8 @@ def paper_reading(data: dict, covariate: str) -> PaperReading:
     alarms = false_alarms(reading, np.concatenate([finite.ravel(), limit.ravel()]))
     chance = alarms.largest_chance
     lines += [f"  read as a whole: {int(finite.sum())} of {finite.size} finite-L runs (softmax "
-              f"{int(finite[..., 0].sum())},"
-              f" linear {int(finite[..., 1].sum())}) and {int(limit.sum())} of {limit.size} infinite-prompt runs still "
-              "move"
-              f" at the end;",
+              f"{int(finite[..., 0].sum())}, linear {int(finite[..., 1].sum())}) and {int(limit.sum())} of "
+              f"{limit.size} infinite-prompt runs still move at the end;",
               f"  {alarms.text()};",
               f"  median resolution {np.median(reading.resolution[:, :, :2]):.0e} (finite L),"
               f" {np.median(reading.resolution[:, 0, 2:]):.0e} (limits)",

@@ -509,8 +509,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
 
 
 __all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES",
-           "WarmCheckpointKey",
-           "WarmSettings",
-           "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
-           "deep_final_evaluation", "merge_per_seed", "read_stages", "depth_references", "seed_slopes", "stage_window",
-           "train_depth", "train_warm", "warm_readings", "warm_settings"]
+           "WarmCheckpointKey", "WarmSettings", "cross_evaluation", "depth_provenance", "depth_readings",
+           "depth_settings", "depth_summary", "deep_final_evaluation", "merge_per_seed", "read_stages",
+           "depth_references", "seed_slopes", "stage_window", "train_depth", "train_warm", "warm_readings",
+           "warm_settings"]

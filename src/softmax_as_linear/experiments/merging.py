@@ -82,10 +82,9 @@ def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
         expected = depth_shard_settings(preset, seeds, (k, n)).as_dict()
         if config_fields(data.get("provenance", {}).get("settings") or {}) != expected:
             raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} "
-                             f"({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, this merge: "
-                             f"{expected['seeds']}). Run merge with the shards' --preset and --seeds, or train the "
-                             "shards again with these settings and --restart")
+                             f"{k}/{n} ({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, "
+                             f"this merge: {expected['seeds']}). Run merge with the shards' --preset and --seeds, or "
+                             "train the shards again with these settings and --restart")
         parts.append(data)
         origin = dict(data["provenance"])
         origin.pop("settings", None)
@@ -126,9 +125,8 @@ def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
         if data.get("config") != expected:
             differ = [key for key in expected if (data.get("config") or {}).get(key) != expected[key]]
             raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} "
-                             f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
-                             "the shards again with this library and --restart")
+                             f"{k}/{n} ({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or "
+                             "train the shards again with this library and --restart")
         parts.append(data)
         origins.append({**data["provenance"], "shard": f"{k}/{n}"})
     first = parts[0]
@@ -179,9 +177,8 @@ def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirt
         if found != expected:
             differ = [key for key in expected if found.get(key) != expected[key]]
             raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} "
-                             f"({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or train "
-                             "the shards again with this library and --restart")
+                             f"{k}/{n} ({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or "
+                             "train the shards again with this library and --restart")
         parts.append(data)
         origin = dict(data["provenance"])
         origin.pop("settings", None)
@@ -226,7 +223,7 @@ def join_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathlib.
             differ = [f"{key} {_shown(theirs)} (this merge: {_shown(mine)})" for key, theirs, mine in
                       ((key, value, expected.as_dict()[key]) for key, value in result.config.as_dict().items())
                       if theirs != mine]
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard "
+            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
                              f"{k}/{n} ({path}) has {'; '.join(differ)}. Run merge with the shards' --preset, --seeds, "
                              "--sampler, --rng (and --lengths), or train the shards again with these settings and "
                              "--restart")

@@ -124,8 +124,7 @@ def tracking_time_figure(tracking: dict, seed_index: int = 0, title: str | None 
                       f"seed {seed})")
     fig = style.slider_figure(panels, slider_label="prompt length L", active=len(panels) - 1, title=title,
                               xtitle="gradient-flow time t = 2 · lr · k", ytitle="squared distance", logx=True,
-                              logy=True,
-                              fixed=fixed)
+                              logy=True, fixed=fixed)
     return _room_for_slider(_inside_legend(fig, "bottom right"))
 
 

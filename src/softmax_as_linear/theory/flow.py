@@ -106,8 +106,8 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
     else:
         if not is_block(U, V, d):
             raise ValueError(f"U0: the infinite-prompt flow of softmax attention with {task.covariates} covariates is "
-                             "computed "
-                             "in the block structure of Assumption 5.1 (a_y = U0[d, :d] = 0 and v_x = V0[d, :d] = 0)")
+                             "computed in the block structure of Assumption 5.1 (a_y = U0[d, :d] = 0 and v_x = V0[d, "
+                             ":d] = 0)")
 
         def risk(U, V):
             return block_infinite_prompt_risk(U[..., :d, :d], V[..., d, d], task)

@@ -52,8 +52,7 @@ def infinite_prompt_risk(U, V, task: RegressionTask, activation: str = "softmax"
     checks.one_of("activation", activation, ("softmax", "linear"))
     if activation == "softmax" and task.covariates != "gaussian":
         raise ValueError(f"task: softmax attention has no closed-form infinite-prompt risk for {task.covariates} "
-                         "covariates; "
-                         "use limit_model.infinite_prompt_risk_estimate, or activation='linear'")
+                         "covariates; use limit_model.infinite_prompt_risk_estimate, or activation='linear'")
     return infinite_prompt_risk_unchecked(U, V, task)
 
 
