@@ -80,7 +80,7 @@ class DeepSweepSettings(DecaySchedule):
         return dataclasses.replace(self, **changes)
 
     def as_dict(self) -> dict:
-        """Every setting, JSON-ready, with the fields a training checkpoint compares (:data:`RECORDED`, the models)."""
+        """Every setting, JSON-ready, with the fields a training checkpoint compares (:attr:`RECORDED`, the models)."""
         out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
         return {**out, **self.RECORDED, "models": [list(m) for m in DEPTH_MODELS]}
 

@@ -124,11 +124,12 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
     (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's
-    reproductions (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`, and
-    ``"nonlinear_depth"``, both of which shard) take their seeds and stream from their preset.
-    ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate
-    laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files
-    rewritten). ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n``
+    reproductions (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`,
+    ``"nonlinear_depth"``, both of which shard, and ``"nonlinear_optima"``, which does not) take their seeds and
+    stream from their preset. ``covariates`` (default
+    :data:`~softmax_as_linear.experiments.figure_sweeps.BEYOND_COVARIATES`) and ``lengths`` (default the preset's):
+    Chapter 6's covariate laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted,
+    their files rewritten). ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n``
     (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
     :func:`~softmax_as_linear.experiments.result_files.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has
