@@ -2,8 +2,8 @@
 
 Its folders are its layers; a module imports only from its own layer and the ones listed before it.
 
-- :mod:`~softmax_as_linear.registry`: the named choices (figures, presets, samplers, token and covariate laws, devices, the
-  paper's seed, the version), without torch.
+- :mod:`~softmax_as_linear.registry`: the named choices (figures, presets, samplers, token and covariate laws, devices,
+  the paper's seed, the version), without torch.
 - ``core``: foundations that know nothing of the paper.
 
   - :mod:`~softmax_as_linear.core.checks`: the argument checks behind every ``ValueError`` that names an argument.
@@ -66,8 +66,9 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.engine.tensor_step`: the step on batches drawn as tensors (the CPU path, and the
     tensor formulas on a GPU).
   - :mod:`~softmax_as_linear.engine.records`: what the loop records at its record steps.
-  - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results (:class:`~softmax_as_linear.engine.sweep.TrainConfig`,
-    :class:`~softmax_as_linear.engine.sweep.TrainResult`) and their files.
+  - :mod:`~softmax_as_linear.engine.sweep`: a sweep's settings and results
+    (:class:`~softmax_as_linear.engine.sweep.TrainConfig`, :class:`~softmax_as_linear.engine.sweep.TrainResult`) and
+    their files.
   - :mod:`~softmax_as_linear.engine.batched`: every run's parameters stacked, and their forward pass at once.
   - :mod:`~softmax_as_linear.engine.data`: the training batches and held-out prompts of a sweep, as tensors.
   - :mod:`~softmax_as_linear.engine.moments`: the mean and standard deviation of losses summed in chunks.
@@ -111,12 +112,14 @@ Its folders are its layers; a module imports only from its own layer and the one
     test's simulated false-alarm rates for a reading's own design, with correlated records as well as independent.
   - :mod:`~softmax_as_linear.experiments.stages`: one stage of a reproduction trained or resumed under a deadline,
     the one loop behind every chapter's sweeps, with the documented errors for a foreign or damaged checkpoint.
-  - :mod:`~softmax_as_linear.experiments.chapters`: each chapter's reproduction of its own stages as one object,
-    and the registry that the command, the merge and the option checks iterate over.
+  - :mod:`~softmax_as_linear.experiments.chapters`: every reproduction (each figure, each chapter's) as one object,
+    and the registry that the command, the merge, the option checks and the help iterate over.
+  - :mod:`~softmax_as_linear.experiments.figure_sweeps`: the sweeps of the paper's figures and of Chapter 6, trained
+    or reused, read and written file by file.
   - :mod:`~softmax_as_linear.experiments.depth_reproduction`: Chapter 7's reproduction, its sweep, warm stage and
     control in turn, complete when every stage is.
-  - :mod:`~softmax_as_linear.experiments.reproduce`: the reproduction of the paper's figures and of Chapter 6, file
-    by file, and of every chapter in the registry.
+  - :mod:`~softmax_as_linear.experiments.reproduce`: what the command runs, its options checked and every
+    reproduction of the registry named in turn.
   - :mod:`~softmax_as_linear.experiments.merging`: the shards of a reproduction read and joined, one rule for the
     provenance of the joined file.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
@@ -191,9 +194,9 @@ __version__ = _VERSION
 
 __all__ = [
     "AttentionModel", "RegressionTask", "TokenLaw", "TrainConfig", "TrainResult", "bayes_risk", "block_init",
-    "degenerate_limit_parameters", "gaussian_attention", "gaussian_linear_attention", "infinite_prompt_linear", "infinite_prompt_risk",
-    "infinite_prompt_softmax", "kms_covariance", "limit_parameters", "linear_attention", "linear_attention_risk",
-    "optimal_linear_risk", "softmax_attention", "tilted_gaussian", "train",
+    "degenerate_limit_parameters", "gaussian_attention", "gaussian_linear_attention", "infinite_prompt_linear",
+    "infinite_prompt_risk", "infinite_prompt_softmax", "kms_covariance", "limit_parameters", "linear_attention",
+    "linear_attention_risk", "optimal_linear_risk", "softmax_attention", "tilted_gaussian", "train",
 ]
 
 # Even torch loads on first use, so that the command line's --help and --version answer at once.

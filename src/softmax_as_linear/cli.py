@@ -21,9 +21,11 @@ import signal
 import sys
 import tempfile
 
-from .registry import COVARIATES, DEVICES, EXPERIMENTS, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
+from .experiments.chapters import REPRODUCTIONS
+from .registry import COVARIATES, DEVICES, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
 
-FIGURE_CHOICES = (*EXPERIMENTS, "all")
+#: What ``reproduce`` and ``merge`` take: every reproduction of the registry, and ``all`` (the paper's figures).
+FIGURE_CHOICES = (*REPRODUCTIONS, "all")
 
 EXIT_COMPLETE, EXIT_ERROR, EXIT_USAGE, EXIT_PARTIAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 EXIT_CODES = f"""\
@@ -45,7 +47,6 @@ examples:
   python -m softmax_as_linear reproduce fig2 fig3 fig4 --preset paper --device cuda
   python -m softmax_as_linear reproduce all --preset paper --max-minutes 60   # time-boxed; run again to resume
   python -m softmax_as_linear reproduce fig1                                  # lecture preset, a few minutes
-  python -m softmax_as_linear reproduce beyond --preset paper --device cuda    # Chapter 6: uniform and Rademacher
 {chapters}
   # Chapter 6 on a 2-core CPU, reduced (written as beyond_<covariates>_paper_3seeds_L10-30-100-300-1000.json)
   python -m softmax_as_linear reproduce beyond --preset paper --seeds 3 --lengths 10 30 100 300 1000
@@ -59,21 +60,15 @@ examples:
 
 
 def _examples() -> str:
-    """The examples, with one line per chapter's reproduction from the registry."""
-    from .experiments.chapters import REPRODUCTIONS
-
+    """The examples, with the line of each reproduction of the registry that has one."""
     return _EXAMPLES.format(chapters="\n".join(f"  python -m softmax_as_linear {r.example}"
-                                                for r in REPRODUCTIONS.values()))
+                                                for r in REPRODUCTIONS.values() if r.example))
 
-def _reproductions():
-    from .experiments.chapters import REPRODUCTIONS
-
-    return REPRODUCTIONS.values()
 
 # ValueErrors of the library name its parameters; the command line names its options.
 OPTION_OF = {"preset": "--preset", "seeds": "--seeds", "sampler": "--sampler", "max_minutes": "--max-minutes",
-             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng", "covariates": "--covariates",
-             "lengths": "--lengths"}
+             "shard": "--shard", "launcher": "--launcher", "device": "--device", "rng": "--rng",
+             "covariates": "--covariates", "lengths": "--lengths"}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -181,11 +176,10 @@ def _key_value(text: str) -> tuple[str, str]:
 def _common_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("figure", nargs="+", choices=FIGURE_CHOICES, metavar="FIGURE",
                          help=f"one or more of {', '.join(FIGURE_CHOICES)}; the figures of one sweep (2-4, 6-8) "
-                              "share its training; beyond: Chapter 6's sweeps, one per covariate law (--covariates), "
-                              "written as beyond_<covariates>_<preset>.json; "
-                              + "; ".join(f"{r.name}: {r.summary}" for r in _reproductions())
-                              + "; all: the paper's figures (not beyond, not "
-                              + ", not ".join(r.name for r in _reproductions()) + ")")
+                              "share its training; "
+                              + "; ".join(f"{r.name}: {r.summary}" for r in REPRODUCTIONS.values() if r.summary)
+                              + "; all: the paper's figures (not "
+                              + ", not ".join(r.name for r in REPRODUCTIONS.values() if not r.in_all) + ")")
     command.add_argument("--preset", choices=PRESETS, default="lecture",
                          help="paper: the paper's settings (about 45 min of a 2-core CPU for one sweep of one seed, "
                               "minutes on a GPU); lecture: the same stories in minutes on a CPU; smoke: seconds, "
@@ -234,8 +228,8 @@ def build_parser() -> argparse.ArgumentParser:
     rep = commands.add_parser(
         "reproduce", formatter_class=_Formatter, help="compute and save the data of paper figures",
         description="Train (or reuse) the runs behind the given figures and write one figNAME_PRESET.json "
-                    "per figure (beyond_COVARIATES_PRESET.json per covariate law of Chapter 6), with the sweep it came from, into the "
-                    "output folder.",
+                    "per figure (beyond_COVARIATES_PRESET.json per covariate law of Chapter 6), with the sweep it came "
+                    "from, into the output folder.",
         epilog=f"{_examples()}\n\n{EXIT_CODES}")
     _common_options(rep)
     rep.set_defaults(command_parser=rep)
@@ -312,7 +306,8 @@ def _check_cuda(parser: argparse.ArgumentParser, device: str) -> None:
     if device == "cuda" and torch.version.cuda is None and not torch.cuda.is_available():
         parser.error(f"argument --device: the installed PyTorch ({torch.__version__}) has no CUDA support; install a "
                      "CUDA build (from a checkout: make setup TORCH_INDEX= for PyPI's, or "
-                     "TORCH_INDEX=https://download.pytorch.org/whl/cu128 for a given CUDA version), or use --device auto")
+                     "TORCH_INDEX=https://download.pytorch.org/whl/cu128 for a given CUDA version), or use "
+                     "--device auto")
 
 
 def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:

@@ -54,7 +54,8 @@ OPTIMIZERS = ("sgd", "adam")
 #: ``"+graph"`` when the step was replayed as a CUDA graph.
 ENGINE_PATHS = ("auto", "cpu", "tensor", "fused_softmax", "prompt_kernel")
 
-#: Covariate laws of Chapter 6: laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are :math:`F\xi`): the paper's
+#: Covariate laws of Chapter 6: laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are
+# :math:`F\xi`): the paper's
 #: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
 COVARIATES = ("gaussian", "uniform", "rademacher")
 #: Labels of a training sweep: linear in the inputs (Chapters 4-7) or random cosine features on the sphere (Chapter 8).
@@ -83,8 +84,5 @@ CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
 #: Every figure the command line reproduces, in order.
 FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))
 
-#: What the command line reproduces: the paper's figures, Chapter 6's sweeps (``beyond``), Chapter 7's regression
-#: with one and two layers (``depth``), Chapter 8's nonlinear task (``nonlinear``), its one- and two-layer sweep
-#: (``nonlinear_depth``) and its layer trained with the window on a log scale (``nonlinear_window``); the last five are
-#: not part of ``all``.
-EXPERIMENTS = (*FIGURES, "beyond", "depth", "nonlinear", "nonlinear_depth", "nonlinear_window")
+#: What the command line reproduces is :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS` (these figures,
+#: then Chapters 6-8), a registry that imports no torch either.

@@ -46,7 +46,7 @@ def test_one_layer_is_the_one_layer_limit_model():
 def test_the_stepper_columns_are_the_recursion_and_k1_the_one_layer_limit():
     stepper = DeepLimitStepper(_cfg(), dtype=torch.float64)
     tokens, query, target, w = stepper._held_out
-    losses = stepper.losses(tokens, query, target, w)  # (S, 1, nA, B)
+    losses = stepper.losses(tokens, query, target, w=w)  # (S, 1, nA, B)
     assert losses.shape == (2, 1, 3, 16)
     U, v = stepper.weights()["U"], stepper.weights()["v"]
     for s in range(2):
@@ -128,3 +128,21 @@ def test_gradient_is_the_large_prompt_limit_of_the_finite_gradient():
         mean, se = rows.mean(0), rows.std(0) / math.sqrt(groups)
         within = bool((mean.abs() <= 4 * se + 1e-12).all())
         assert within == should_hold
+
+
+def test_the_limit_losses_take_the_base_class_arguments_and_the_tasks_by_name():
+    import inspect
+
+    base = list(inspect.signature(DeepStepper.losses).parameters)
+    assert list(inspect.signature(DeepLimitStepper.losses).parameters)[:len(base)] == base
+    stepper = DeepLimitStepper(_cfg(), dtype=torch.float64)
+    tokens, query, target, w = stepper._held_out
+    own = stepper.losses(tokens, query, target, w=w)
+    weights = stepper.weights()
+    assert torch.equal(stepper.losses(tokens, query, target, weights["U"], weights["v"], w=w), own)
+    assert torch.equal(stepper.losses(tokens, query, target, 0 * weights["U"], w=w), stepper.losses(
+        tokens, query, target, 0 * weights["U"], weights["v"], w=w))
+    assert not torch.equal(stepper.losses(tokens, query, target, 0 * weights["U"], w=w), own)
+    with pytest.raises(ValueError, match="w must be given"):
+        stepper.losses(tokens, query, target)
+    assert torch.equal(stepper.batch_losses(stepper._held_out), own)

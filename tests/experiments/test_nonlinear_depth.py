@@ -94,3 +94,27 @@ def test_options_and_command():
         check_options("lecture", None, names=["nonlinear_depth"], shard=(1, 4))
     assert command_for("nonlinear_depth_lecture.json").endswith("reproduce nonlinear_depth --preset lecture")
     assert command_for("nonlinear_lecture.json").endswith("reproduce nonlinear --preset lecture")
+
+
+def test_chapters_7_and_8_share_one_settings_class_and_take_the_schedule_from_the_engine():
+    import ast
+    import inspect
+
+    from softmax_as_linear.engine.deep_schedule import DeepSweepSettings
+    from softmax_as_linear.experiments import depth_regression, nonlinear_depth
+
+    for cls in (depth_regression.DepthSettings, nonlinear_depth.NonlinearDepthSettings):
+        assert issubclass(cls, DeepSweepSettings)
+        assert not {"__post_init__", "deep_config", "as_dict", "replace", "record_steps"} & set(vars(cls))
+    imported = {alias.name for node in ast.walk(ast.parse(inspect.getsource(nonlinear_depth)))
+                if isinstance(node, ast.ImportFrom) and node.module == "depth_regression" for alias in node.names}
+    assert not imported & {"DecaySchedule", "DECAY_AT", "DECAY_FACTOR", "DEPTH_MODELS", "DepthSettings"}
+    settings = nonlinear_depth.nonlinear_depth_settings("smoke")
+    assert list(settings.as_dict())[-5:] == ["noise_var", "labels", "rng", "covariates", "models"]
+    assert settings.replace(steps=20).steps == 20
+    for change, name in (({"decay_at": 0}, "decay_at"), ({"final_prompts": 1}, "final_prompts"),
+                         ({"steps": 0}, "steps")):
+        with pytest.raises(ValueError, match=name):
+            settings.replace(**change)
+    with pytest.raises(ValueError, match="lengths must be increasing"):
+        depth_regression.depth_settings("smoke", lengths=(20, 10))

@@ -249,12 +249,12 @@ def test_chapter_8_optima_presets_are_those_of_the_experiment():
 
 
 def test_chapter_8_optima_file_names_its_command_and_is_read(tmp_path):
-    command = "python -m softmax_as_linear.experiments.nonlinear_optima lecture"
+    command = "python -m softmax_as_linear reproduce nonlinear_optima --preset lecture"
     assert result_files.command_for("nonlinear_optima_lecture.json") == command
     assert result_files.nonlinear_optima_file("smoke") == "nonlinear_optima_smoke.json"
     with pytest.raises(ValueError, match="preset"):
         result_files.nonlinear_optima_file("huge")
-    with pytest.raises(FileNotFoundError, match="nonlinear_optima smoke"):
+    with pytest.raises(FileNotFoundError, match="nonlinear_optima --preset smoke"):
         result_files.saved_nonlinear_optima("smoke", folder=tmp_path, required=True)
     (tmp_path / "nonlinear_optima_smoke.json").write_text('{"lengths": [10, 100]}')
     assert result_files.saved_nonlinear_optima("smoke", folder=tmp_path)["lengths"] == [10, 100]

@@ -72,3 +72,27 @@ def test_optimum_risk_figure_draws_every_model_and_the_limits():
     bound = [t for t in fig.data if "bound" in (t.name or "")]
     assert np.allclose(bound[0].y, 0.337)
     assert all(np.allclose(t.error_y.array, [0.02, 0.04]) for t in fig.data if t.mode == "lines+markers")
+
+
+def test_the_figures_and_the_fit_draw_the_same_runs_as_kernel_smoothers(data):
+    # one rule (experiments.nonlinear.kernel_smoothers): a run with an isotropic score but a negative window is not a
+    # kernel smoother, in the fit of the window's exponent as in both figures
+    import copy
+
+    from softmax_as_linear.experiments import nonlinear
+
+    changed = copy.deepcopy(data)
+    soft = changed["models"].index("softmax")
+    changed["windows"]["w"][0][1][soft] = -abs(changed["windows"]["w"][0][1][soft])
+    changed["windows"]["anisotropy"][0][1][soft] = 0.1
+    changed["windows"]["kernel_anisotropy"] = 0.9  # a file's record of the threshold does not change the rule
+    kept = nonlinear.kernel_smoothers(changed["windows"], soft)
+    assert not kept[0, 1] and kept.sum() >= 2
+    aniso = np.asarray(changed["windows"]["anisotropy"], dtype=float)[:, :, soft]
+    assert np.array_equal(kept, (aniso < nonlinear.KERNEL_ANISOTROPY)
+                          & (np.asarray(changed["windows"]["w"], dtype=float)[:, :, soft] > 0))
+    fig = figures.window_figure(changed)
+    drawn = [t for t in fig.data if t.mode == "markers" and "kernel-like" in t.name]
+    assert sum(len(t.y) for t in drawn) == kept.sum()
+    trained = [t for t in figures.optimum_window_figure(_optima(), changed).data if t.mode == "markers"]
+    assert len(trained[0].y) == kept.sum()

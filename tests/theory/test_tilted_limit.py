@@ -138,3 +138,20 @@ def test_the_limit_panel_names_its_own_seed():
     with pytest.raises(ValueError, match=r"^seed") as caught:
         panel.limit_view(1.0, 1.0, 0.1, 16, seed=-1)
     assert "feature_seed" not in str(caught.value)
+
+
+def test_quadratic_limits_read_queries_z_q_with_a_zero_label_slot():
+    # u = U z_q = (M x_q, 0): linear attention's limit is v_x' M x_q + v_y beta' M x_q, whatever E[y^2] (noise, c)
+    B = torch.tensor([[0.5, 0.2], [0.2, -0.3]], **f64)
+    beta = torch.tensor([0.3, -0.1], **f64)
+    U, V = torch.zeros(3, 3, **f64), torch.zeros(3, 3, **f64)
+    U[:2, :2] = torch.tensor([[0.3, 0.1], [0.0, 0.5]], **f64)
+    U[2, 2] = 0.7  # reads the query's label slot, which is 0
+    V[2] = torch.tensor([0.2, -0.4, 1.0], **f64)
+    query = torch.tensor([[0.5, -1.0, 0.0], [2.0, 0.3, 0.0]], **f64)
+    Mx = query[:, :2] @ U[:2, :2].T
+    for c, noise_var in ((0.2, 0.05), (3.0, 2.0)):
+        _, lin = tl.quadratic_limits(U, V, tl.QuadraticLabels(B, beta, c, noise_var=noise_var), query)
+        assert torch.allclose(lin, Mx @ V[2, :2] + V[2, 2] * (Mx @ beta), atol=1e-15, rtol=0)
+    with pytest.raises(ValueError, match="query"):
+        tl.quadratic_limits(U, V, tl.QuadraticLabels(B, beta, 0.2), torch.tensor([[0.5, -1.0, 1.0]], **f64))

@@ -228,4 +228,5 @@ def load_npz(path) -> dict[str, np.ndarray]:
         with np.load(path, allow_pickle=False) as data:
             return {k: data[k] for k in data.files}
     except NPZ_READ_ERRORS as error:
-        raise DamagedFileError(path, f"{type(error).__name__}: {error}" if str(error) else type(error).__name__) from None
+        raise DamagedFileError(path, f"{type(error).__name__}: {error}" if str(error)
+                               else type(error).__name__) from None

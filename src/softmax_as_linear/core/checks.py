@@ -80,7 +80,8 @@ def vector(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:
 
 
 def square(name: str, tensor: Tensor, dim: int | None = None) -> Tensor:
-    """``tensor`` if it has shape ``(..., D, D)`` (with ``D == dim`` when given), else a ``ValueError`` naming ``name``."""
+    """``tensor`` if it has shape ``(..., D, D)`` (with ``D == dim`` when given), else a ``ValueError`` naming
+    ``name``."""
     if tensor.ndim < 2 or tensor.shape[-1] != tensor.shape[-2]:
         raise ValueError(f"{name} must have shape (..., D, D), got {tuple(tensor.shape)}")
     if dim is not None and tensor.shape[-1] != dim:
@@ -111,7 +112,8 @@ def one_of(name: str, value, choices) -> str:
 
 
 def number_list(name: str, text: str) -> list[float]:
-    """Numbers typed as text, separated by commas or semicolons (``"1, 1; 0.2"``), or a ``ValueError`` naming ``name``."""
+    """Numbers typed as text, separated by commas or semicolons (``"1, 1; 0.2"``), or a ``ValueError`` naming
+    ``name``."""
     if not isinstance(text, str):
         raise ValueError(f"{name} must be text, got {type(text).__name__}")
     parts = [p.strip() for p in text.replace(";", ",").split(",") if p.strip()]

@@ -106,8 +106,8 @@ def proportion_interval(successes: int, n: int, level: float = 0.95) -> tuple[fl
 
 def chance_of_at_least(count: int, n: int, p: float) -> float:
     r""":math:`P(X \ge \text{count})` for :math:`X \sim \mathrm{Binomial}(n, p)`: how likely ``count`` or more of ``n``
-    independent tests, each a false alarm with probability at most ``p``, fire by chance alone (for instance runs flagged
-    as still moving when none is, :func:`~softmax_as_linear.experiments.trajectory.read_risks` at its level)."""
+    independent tests, each a false alarm with probability at most ``p``, fire by chance alone (for instance runs
+    flagged as still moving when none is, :func:`~softmax_as_linear.experiments.trajectory.read_risks` at its level)."""
     n, count = int(n), int(count)
     if n < 1 or not 0 <= count <= n:
         raise ValueError(f"count must lie in [0, n] with n >= 1, got count={count!r}, n={n!r}")
@@ -145,9 +145,10 @@ class Slope:
 
 def loglog_slope(x, y) -> Slope:
     r"""Least-squares slope :math:`\hat b` of :math:`\log y = a + b \log x` over ``n >= 3`` points,
-    its standard error :math:`\sqrt{\hat\sigma^2 [(A^\top A)^{-1}]_{00}}` with :math:`\hat\sigma^2 = \mathrm{RSS}/(n-2)`,
-    and (:meth:`Slope.interval`) its Student-t interval. The same numbers as :func:`scipy.stats.linregress`, but
-    from the residuals: linregress computes the error from :math:`1 - r^2`, which loses every digit for points
+    its standard error :math:`\sqrt{\hat\sigma^2 [(A^\top A)^{-1}]_{00}}` with
+    :math:`\hat\sigma^2 = \mathrm{RSS}/(n-2)`, and (:meth:`Slope.interval`) its Student-t interval. The same numbers as
+    :func:`scipy.stats.linregress`, but from the residuals: linregress computes the error from :math:`1 - r^2`, which
+    loses every digit for points
     close to a line (a closed-form curve gives an error of 1e-8 instead of 0)."""
     lx, ly = np.log(np.asarray(x, dtype=float)), np.log(np.asarray(y, dtype=float))
     if lx.ndim != 1 or lx.shape != ly.shape:

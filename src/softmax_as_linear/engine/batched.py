@@ -35,8 +35,8 @@ from .sweep import TrainConfig
 class SoftmaxPrediction(torch.autograd.Function):
     r"""Softmax-attention predictions of many runs on shared prompts, with their gradients formed in the forward pass.
 
-    For run ``j`` of prompt ``b``: :math:`\hat y = \sum_i a_i c_i` with :math:`a = \operatorname{softmax}(z_i^\top u + m_i)`
-    and :math:`c_i = v^\top z_i`. Its gradients are
+    For run ``j`` of prompt ``b``: :math:`\hat y = \sum_i a_i c_i` with
+    :math:`a = \operatorname{softmax}(z_i^\top u + m_i)` and :math:`c_i = v^\top z_i`. Its gradients are
     :math:`\partial \hat y / \partial v = \bar z = \sum_i a_i z_i` and
     :math:`\partial \hat y / \partial u = \sum_i a_i (c_i - \hat y) z_i = \sum_i a_i c_i z_i - \hat y \bar z`.
     With :math:`e_i = \exp(z_i^\top u + m_i - \max)`, two matrix products over the prompt give
@@ -58,7 +58,8 @@ class SoftmaxPrediction(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, tokens_t, u, v, mask, lengths, fused=True):
-        r"""Predictions ``(N, n)``; keeps :math:`\bar z` and the gradient of the prediction in ``u`` for the backward pass."""
+        r"""Predictions ``(N, n)``; keeps :math:`\bar z` and the gradient of the prediction in ``u`` for the backward
+        pass."""
         fused = fused_softmax.try_softmax_sums(tokens_t, u, v, lengths) if fused else None
         if fused is not None:
             pred, mean_token, grad_u = fused
@@ -105,7 +106,8 @@ class SoftmaxSweep(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, u, v, tokens_t, plan):
-        r"""Predictions ``(S, nL, B)``; keeps :math:`\bar z` and the gradient of the prediction in ``u`` for the backward pass."""
+        r"""Predictions ``(S, nL, B)``; keeps :math:`\bar z` and the gradient of the prediction in ``u`` for the
+        backward pass."""
         S, nL, B, D = u.shape
         N = S * B
         u_rows = u.transpose(1, 2)  # (S, B, nL, D)
@@ -203,7 +205,8 @@ class SweepModel:
                        if m in cfg.models]
         waste = 1.25 if device.type == "cpu" else math.inf
         # (slice of length indices, longest length): slices, because indexing by a list would copy it to the device
-        self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]]) for idx in _length_buckets(cfg.lengths, waste)]
+        self.buckets = [(slice(idx[0], idx[-1] + 1), cfg.lengths[idx[-1]])
+                        for idx in _length_buckets(cfg.lengths, waste)]
         self.masks = [torch.where(torch.arange(Lb, device=device)[None, :] < lengths[sl][:, None], 0.0,
                                   float("-inf")).to(self.dtype) for sl, Lb in self.buckets]
         self.bucket_lengths = [lengths[sl].to(torch.int32) for sl, _ in self.buckets]

@@ -72,8 +72,8 @@ class DeepConfig:
 
     def as_dict(self) -> dict:
         r"""Every setting as plain data, what a checkpoint of :func:`~softmax_as_linear.engine.train.run` records and
-        is compared on: the task by its ``d``, :math:`\Sigma` (nested lists), variances, sampler and covariates; and, as in
-        every training checkpoint, ``rng`` (``"torch"``: the batches come from torch's generators) and the
+        is compared on: the task by its ``d``, :math:`\Sigma` (nested lists), variances, sampler and covariates; and, as
+        in every training checkpoint, ``rng`` (``"torch"``: the batches come from torch's generators) and the
         ``covariates`` at the top level. :meth:`from_dict` is the inverse."""
         task = self.task
         out = {"task": {"d": task.d, "covariance": task.covariance.tolist(), "task_var": task.task_var,
@@ -162,12 +162,18 @@ class DeepStepper:
                 if not picks:
                     continue
                 U_a, V_a = U[:, i, picks].unsqueeze(-4), V[:, i, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
-                out = deep_forward_unchecked(tokens[:, None, :, :L], query[:, None], U_a, V_a, activation)  # (S, n, B, D)
+                out = deep_forward_unchecked(tokens[:, None, :, :L], query[:, None], U_a, V_a,
+                                             activation)  # (S, n, B, D)
                 for j, a in enumerate(picks):
                     row[a] = out[:, j, :, -1]
             columns.append(torch.stack(row, dim=1))  # (S, nA, B)
         prediction = torch.stack(columns, dim=1)  # (S, nL, nA, B)
         return 0.5 * (prediction - target[:, None, None, :]) ** 2
+
+    def batch_losses(self, batch: tuple[Tensor, ...]) -> Tensor:
+        """:meth:`losses` of a batch as the stepper draws it (``tokens``, ``query``, ``target``), with its weights:
+        what a step, the batch risk and the held-out risk read."""
+        return self.losses(*batch)
 
     # --------------------------------------------------------------------------------------------- the interface
     def step(self) -> None:
@@ -177,7 +183,7 @@ class DeepStepper:
         ``blowup`` times the zero predictor's risk stops, and records this step in ``diverged_at``; a run already
         stopped keeps the step it diverged at."""
         batch = self._draw()
-        risk = self.losses(*batch).mean(-1)
+        risk = self.batch_losses(batch).mean(-1)
         stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
         before = (self.U.detach().clone(), self.v.detach().clone())
         self.optimizer.zero_grad(set_to_none=False)
@@ -201,12 +207,13 @@ class DeepStepper:
         if batch is None:  # drawn from copies of the generators: a reading moves nothing
             batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
         with torch.no_grad():
-            return self.losses(*batch).mean(-1)
+            return self.batch_losses(batch).mean(-1)
 
     def held_out(self) -> tuple[Tensor, Tensor]:
-        """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt losses."""
+        """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt
+        losses."""
         with torch.no_grad():
-            losses = self.losses(*self._held_out).double()  # the mean and sd in float64, as the engine's records
+            losses = self.batch_losses(self._held_out).double()  # the mean and sd in float64, as the engine's records
         return losses.mean(-1), losses.std(-1)
 
     def weights(self) -> dict[str, Tensor]:
@@ -215,7 +222,8 @@ class DeepStepper:
 
     def state(self) -> dict:
         """Everything needed to resume: parameters, optimiser, data streams, step, alive, diverged_at."""
-        return {"U": self.U.detach().clone(), "v": self.v.detach().clone(), "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+        return {"U": self.U.detach().clone(), "v": self.v.detach().clone(),
+                "optimizer": copy.deepcopy(self.optimizer.state_dict()),
                 "generators": [g.get_state() for g in self.generators], "step": self.step_count,
                 "alive": self.alive.clone(), "diverged_at": self.diverged_at.clone()}
 

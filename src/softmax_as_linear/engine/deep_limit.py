@@ -48,21 +48,34 @@ class DeepLimitStepper(DeepStepper):
         return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
                      for name in ("tokens", "query", "target", "w"))
 
-    def predictions(self, query: Tensor, w: Tensor) -> Tensor:
-        r""":math:`\hat y_\infty` of every run on tasks ``w (S, B, d)`` and queries ``query (S, B, D)``: ``(S, 1, nA, B)``."""
-        V = self._V()
+    def predictions(self, query: Tensor, w: Tensor, U: Tensor | None = None, v: Tensor | None = None) -> Tensor:
+        r""":math:`\hat y_\infty` of every run on tasks ``w (S, B, d)`` and queries ``query (S, B, D)``:
+        ``(S, 1, nA, B)``,
+        with the stepper's weights or the weights ``U`` ``(S, 1, nA, K, D, D)`` and ``v`` ``(S, 1, nA, K, D)`` given."""
+        U = self.U if U is None else U.to(self.U)
+        V = self._V(None if v is None else v.to(self.v))
         out = [None] * len(self.cfg.models)
         for activation in ACTIVATIONS:
             picks = [a for a, (act, _) in enumerate(self.cfg.models) if act == activation]
             if not picks:
                 continue
-            U_a, V_a = self.U[:, 0, picks].unsqueeze(-4), V[:, 0, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
+            U_a, V_a = U[:, 0, picks].unsqueeze(-4), V[:, 0, picks].unsqueeze(-4)  # (S, n, 1, K, D, D)
             pred = deep_limit_prediction(U_a, V_a, self.cfg.task, w[:, None], query[:, None], activation)  # (S, n, B)
             for j, a in enumerate(picks):
                 out[a] = pred[:, j]
         return torch.stack(out, dim=1)[:, None]
 
-    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, w: Tensor) -> Tensor:
-        r"""Per-prompt losses :math:`\tfrac12(\hat y_\infty - y_q)^2` of every run, ``(S, 1, nA, B)`` (``tokens`` unread)."""
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor, U: Tensor | None = None, v: Tensor | None = None,
+               w: Tensor | None = None) -> Tensor:
+        r"""Per-prompt losses :math:`\tfrac12(\hat y_\infty - y_q)^2` of every run, ``(S, 1, nA, B)``: the base class's
+        arguments (``tokens`` unread: no prompt; the weights ``U``, ``v`` optional) and the tasks ``w`` ``(S, B, d)``
+        of the prompts, which the infinite-prompt network reads instead (a ``ValueError`` without them)."""
         del tokens
-        return 0.5 * (self.predictions(query, w) - target[:, None, None, :]) ** 2
+        if w is None:
+            raise ValueError("w must be given: the infinite-prompt losses read the prompts' tasks (S, B, d)")
+        return 0.5 * (self.predictions(query, w, U, v) - target[:, None, None, :]) ** 2
+
+    def batch_losses(self, batch: tuple[Tensor, ...]) -> Tensor:
+        """:meth:`losses` of a batch as this stepper draws it (``tokens``, ``query``, ``target``, ``w``)."""
+        tokens, query, target, w = batch
+        return self.losses(tokens, query, target, w=w)

@@ -41,8 +41,8 @@ def final_evaluation(result: TrainResult, n_prompts: int = 100_000, device="auto
     device = resolve_device(device)
     cfg = result.config
     if cfg.labels != "linear":
-        raise ValueError(f"result: its labels are {cfg.labels!r}; the exact linear risks here are those of linear labels "
-                         "(Chapter 8's sweeps are measured by experiments.nonlinear.nonlinear_final_risks)")
+        raise ValueError(f"result: its labels are {cfg.labels!r}; the exact linear risks here are those of linear "
+                         "labels (Chapter 8's sweeps are measured by experiments.nonlinear.nonlinear_final_risks)")
     task = cfg.task()
     S, nL, nA = len(cfg.seeds), len(cfg.lengths), len(cfg.models)
     U_all, V_all = (torch.as_tensor(np.asarray(m)[:, :, :, -1], dtype=torch.float64) for m in result.uv())

@@ -2,8 +2,9 @@ r"""The reference trainer: one run of a sweep, one prompt length, plain autograd
 
 This is the whole of what :func:`~softmax_as_linear.engine.train.train` computes for one run; the engine takes the
 same steps for every run of a sweep at once, and every code path it has is checked against this loop on the same
-prompts (``tests/engine/test_paths.py``). The model is the paper's (:class:`~softmax_as_linear.theory.models.AttentionModel`,
-four matrices, :math:`\hat y = W_O \sum_i a_i W_V z_i`), the loss its mean squared error over a batch:
+prompts (``tests/engine/test_paths.py``). The model is the paper's
+(:class:`~softmax_as_linear.theory.models.AttentionModel`, four matrices, :math:`\hat y = W_O \sum_i a_i W_V z_i`), the
+loss its mean squared error over a batch:
 
 .. code-block:: python
 
@@ -54,8 +55,8 @@ def train_one_run(cfg: TrainConfig, L: int, activation: str, seed: int, device: 
     """Train the run ``(L, activation, seed)`` of the sweep ``cfg`` (SGD) alone, on the CPU, on the batches the sweep
     draws on ``device`` (or ``batches``, the list :func:`sweep_batches` gives, to draw them once for several runs);
     return its weights after each step, ``cfg.steps + 1`` dicts (the first the initial weights): ``W_Q, W_K, W_V``
-    ``(D, D)`` and ``W_O`` ``(1, D)`` for the four matrices from PyTorch's initialisation, or ``U, V`` ``(D, D)`` for the
-    ``uv`` parametrisation (the product of that initialisation's matrices, or the block start of Assumption 5.1),
+    ``(D, D)`` and ``W_O`` ``(1, D)`` for the four matrices from PyTorch's initialisation, or ``U, V`` ``(D, D)`` for
+    the ``uv`` parametrisation (the product of that initialisation's matrices, or the block start of Assumption 5.1),
     predicting with :func:`~softmax_as_linear.theory.models.predict`."""
     if cfg.optimizer != "sgd" or cfg.init not in ("pytorch", "block"):
         raise ValueError("the reference trainer is plain SGD from PyTorch's initialisation or the block start; "

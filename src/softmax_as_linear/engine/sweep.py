@@ -66,7 +66,8 @@ class TrainConfig:
         lr: learning rate. optimizer: ``"sgd"`` (the paper) or ``"adam"``.
         parametrisation: ``"four_matrix"`` (W_Q, W_K, W_V, W_O; the experiments) or ``"uv"`` (the theory).
         init: ``"pytorch"`` (default ``nn.Linear`` draws from the seed; the paper), ``"block"``
-            (Assumption 5.1 with ``alpha``; ``"uv"`` only) or ``"given"`` (weights passed to :func:`~softmax_as_linear.engine.train.train`).
+            (Assumption 5.1 with ``alpha``; ``"uv"`` only) or ``"given"`` (weights passed to
+            :func:`~softmax_as_linear.engine.train.train`).
         init_scale: multiplies the PyTorch initialisation (a small value gives a near-zero start).
         alpha: scale of the block initialisation.
         record_every: record risks and parameters every this many steps (and at 0 and the end).
@@ -341,9 +342,10 @@ def load_checkpoint(path, config: TrainConfig, device) -> dict:
     ``ValueError`` if it was written for another configuration, a
     :class:`~softmax_as_linear.core.artifacts.DamagedFileError` if it cannot be read.
 
-    Only what a truncated or foreign file raises counts as damage (:data:`~softmax_as_linear.core.artifacts.CHECKPOINT_READ_ERRORS`,
-    and the ``OSError`` of seeking past the end of a truncated zip); a ``TypeError`` or ``AttributeError`` is a bug
-    and a ``PermissionError`` a problem of the system, raised as they are.
+    Only what a truncated or foreign file raises counts as damage
+    (:data:`~softmax_as_linear.core.artifacts.CHECKPOINT_READ_ERRORS`, and the ``OSError`` of seeking past the end of a
+    truncated zip); a ``TypeError`` or ``AttributeError`` is a bug and a ``PermissionError`` a problem of the system,
+    raised as they are.
     """
     try:
         state = torch.load(pathlib.Path(path), map_location=device, weights_only=False)

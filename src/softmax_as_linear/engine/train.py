@@ -24,7 +24,8 @@ standard error is measured, not assumed). With SGD at learning rate ``lr`` on th
 time :math:`t = 2\,\mathrm{lr}\,k` on :math:`R` (see :func:`~softmax_as_linear.theory.flow.infinite_prompt_flow`).
 
 A run whose risk becomes NaN, infinite or larger than ``blowup`` times the risk of predicting zero is
-*diverged*: it stops updating, its later records are NaN, and :attr:`~softmax_as_linear.engine.sweep.TrainResult.diverged` says so.
+*diverged*: it stops updating, its later records are NaN, and
+:attr:`~softmax_as_linear.engine.sweep.TrainResult.diverged` says so.
 """
 from __future__ import annotations
 
@@ -203,8 +204,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
     """Train every run of ``config`` together and return their trajectories.
 
     Args:
-        config: the sweep (see :class:`~softmax_as_linear.engine.sweep.TrainConfig`); ``rng="auto"`` is resolved for ``device``
-            (:func:`resolved`) and the result's config says which stream was used.
+        config: the sweep (see :class:`~softmax_as_linear.engine.sweep.TrainConfig`); ``rng="auto"`` is resolved for
+            ``device`` (:func:`resolved`) and the result's config says which stream was used.
         init_weights: with ``config.init == "given"``, a dict of ``(D, D)`` tensors (``W_O`` is ``(1, D)``),
             or ``(S, D, D)`` for one per seed: ``W_Q, W_K, W_V, W_O`` or ``U, V``.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
@@ -221,7 +222,8 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
             runs here. A path asked for that cannot run, or that fell back to another while training, is an error;
             so is resuming, with a path asked for, a checkpoint written on another path (refused before training).
 
-    The result's ``engine_path`` names the path that ran (:attr:`~softmax_as_linear.engine.sweep.TrainResult.engine_path`).
+    The result's ``engine_path`` names the path that ran
+    (:attr:`~softmax_as_linear.engine.sweep.TrainResult.engine_path`).
 
     When the environment variable ``SOFTMAX_AS_LINEAR_TRAIN_CACHE`` names a folder, a plain call (no
     ``init_weights``, ``checkpoint`` or ``should_stop``) returns the sweep stored there by an earlier call with the same

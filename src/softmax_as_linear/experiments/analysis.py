@@ -85,8 +85,8 @@ def flow_gap(result: TrainResult, seed: int | None = None, horizon: float | None
 def seed_outcomes(result: TrainResult, tolerance: float = 0.1, tail: float = 0.1) -> dict:
     r"""How every seed ended: diverged, stalled, or trained.
 
-    A run *diverged* when the trainer stopped it (:attr:`~softmax_as_linear.engine.sweep.TrainResult.diverged`). A run that did not
-    diverge *stalled* when its final held-out risk (mean over the last ``tail`` of the records)
+    A run *diverged* when the trainer stopped it (:attr:`~softmax_as_linear.engine.sweep.TrainResult.diverged`). A run
+    that did not diverge *stalled* when its final held-out risk (mean over the last ``tail`` of the records)
     exceeds the best final risk among the seeds at the same ``L`` and activation by more than a
     fraction ``tolerance``; otherwise it *trained*. For reference, the best risk of normalised
     linear attention at each ``L`` (:func:`~softmax_as_linear.theory.risks.optimal_linear_risk`) is returned too.
@@ -112,7 +112,8 @@ def seed_outcomes(result: TrainResult, tolerance: float = 0.1, tail: float = 0.1
         out["final"][activation] = final[:, :, a].tolist()
         out["diverged"][activation] = result.diverged[:, :, a].sum(0).tolist()
         out["stalled"][activation] = stalled[:, :, a].sum(0).tolist()
-        out["trained"][activation] = (len(cfg.seeds) - result.diverged[:, :, a].sum(0) - stalled[:, :, a].sum(0)).tolist()
+        out["trained"][activation] = (len(cfg.seeds) - result.diverged[:, :, a].sum(0)
+                                      - stalled[:, :, a].sum(0)).tolist()
     return out
 
 
@@ -126,7 +127,8 @@ def first_time_below(flow: dict, task: RegressionTask, level: float) -> float:
 
 
 def squared_distance(U, V, U_ref, V_ref) -> np.ndarray:
-    r""":math:`\|U - U_{ref}\|_F^2 + \|V - V_{ref}\|_F^2`; ``U, V`` ``(..., D, D)`` (a flow's ``(T, D, D)``) -> ``(...)``."""
+    r""":math:`\|U - U_{ref}\|_F^2 + \|V - V_{ref}\|_F^2`; ``U, V`` ``(..., D, D)`` (a flow's ``(T, D, D)``) ->
+    ``(...)``."""
     U, V = np.asarray(U, dtype=float), np.asarray(V, dtype=float)
     U_ref, V_ref = np.asarray(U_ref, dtype=float), np.asarray(V_ref, dtype=float)
     return ((U - U_ref) ** 2).sum((-1, -2)) + ((V - V_ref) ** 2).sum((-1, -2))

@@ -13,7 +13,8 @@ infinite-prompt models, from the same initialisation and on the same batches. Re
   constant against measured output gaps);
 - :func:`final_comparison`: the final risks on fresh prompts against the :math:`L`-Bayes risk and the best
   linear attention under the same law;
-- :func:`beyond_experiment`: all of it, with provenance, as the JSON-ready content of ``beyond_<covariates>_<preset>.json``.
+- :func:`beyond_experiment`: all of it, with provenance, as the JSON-ready content of
+  ``beyond_<covariates>_<preset>.json``.
 
 Distances are squared Euclidean norms over the four trained matrices (as in the paper's Figure 3);
 risks are :math:`R = \tfrac12\mathrm{MSE}`.
@@ -77,13 +78,13 @@ def limit_tracking(result: TrainResult, horizon: float | None = None, fit_from: 
 
     - ``distance``: :math:`\delta_L(t) = \|\theta_L(t) - \theta_\infty(t)\|^2` ``(S, nL, T)`` per activation, and
       ``sup``: :math:`\sup_{t \le T}\delta_L(t)` ``(S, nL)`` over the horizon (default: the whole run);
-    - ``risk_gap``: :math:`\sup_{t \le T} |R_L(\theta_L(t)) - R_\infty(\theta_\infty(t))|` ``(S, nL)``, both risks on the
-      same held-out prompts (the limit run reads their tasks, queries and targets);
+    - ``risk_gap``: :math:`\sup_{t \le T} |R_L(\theta_L(t)) - R_\infty(\theta_\infty(t))|` ``(S, nL)``, both risks on
+      the same held-out prompts (the limit run reads their tasks, queries and targets);
     - ``slopes``: log-log slopes in :math:`L` of ``sup`` and ``risk_gap`` over the lengths from ``fit_from`` on,
       per seed and for the mean over seeds, with 95% intervals (None with fewer than three such lengths);
-    - ``limits``: :math:`\|\theta^{\mathrm{soft}}_\infty(t) - \theta^{\mathrm{lin}}_\infty(t)\|^2` ``(S, T)``, the distance
-      between the two infinite-prompt runs, and ``paired``: :math:`\|\theta^{\mathrm{soft}}_L - \theta^{\mathrm{lin}}_L\|^2`
-      ``(S, nL, T)`` (the paper's Figure 3).
+    - ``limits``: :math:`\|\theta^{\mathrm{soft}}_\infty(t) - \theta^{\mathrm{lin}}_\infty(t)\|^2` ``(S, T)``, the
+      distance between the two infinite-prompt runs, and ``paired``:
+      :math:`\|\theta^{\mathrm{soft}}_L - \theta^{\mathrm{lin}}_L\|^2` ``(S, nL, T)`` (the paper's Figure 3).
 
     Arrays are returned as lists; runs that diverged give NaN.
     """
@@ -94,8 +95,8 @@ def limit_tracking(result: TrainResult, horizon: float | None = None, fit_from: 
     lengths = np.array(cfg.lengths)
     fit = lengths >= fit_from  # the slopes need three lengths or more (None otherwise)
     out = {"lengths": lengths.tolist(), "times": times.tolist(), "horizon": horizon, "seeds": list(cfg.seeds),
-           "fit_lengths": lengths[fit].tolist(), "covariates": cfg.covariates, "distance": {}, "sup": {}, "risk_gap": {},
-           "slopes": {}, "risk_gap_slopes": {}}
+           "fit_lengths": lengths[fit].tolist(), "covariates": cfg.covariates, "distance": {}, "sup": {},
+           "risk_gap": {}, "slopes": {}, "risk_gap_slopes": {}}
     for activation in ("softmax", "linear"):
         a, limit = _index(result, activation), _index(result, f"{activation}_limit")
         distance = _distance(result, a, limit)
@@ -110,7 +111,8 @@ def limit_tracking(result: TrainResult, horizon: float | None = None, fit_from: 
     out["limits"] = limits.tolist()
     out["limits_sup"] = limits[:, within].max(-1).tolist()
     out["paired"] = _distance(result, _index(result, "softmax"), _index(result, "linear"), None).tolist()
-    out["limit_risk"] = {a: result.eval_risk[:, 0, _index(result, f"{a}_limit")].tolist() for a in ("softmax", "linear")}
+    out["limit_risk"] = {a: result.eval_risk[:, 0, _index(result, f"{a}_limit")].tolist()
+                         for a in ("softmax", "linear")}
     return out
 
 
@@ -145,10 +147,12 @@ def limit_comparison(result: TrainResult, n_samples: int = 1 << 18, seed: int = 
         out.setdefault("v_y", {})[model] = V[:, d, d].tolist()
         out.setdefault("norm_a_y", {})[model] = U[:, d, :d].norm(dim=-1).tolist()
         out.setdefault("norm_v_x", {})[model] = V[:, d, :d].norm(dim=-1).tolist()
-        pred = torch.stack([infinite_prompt_prediction(U[s], V[s], task, w, query, limit) for s in range(len(cfg.seeds))])
+        pred = torch.stack([infinite_prompt_prediction(U[s], V[s], task, w, query, limit)
+                            for s in range(len(cfg.seeds))])
         losses[model] = 0.5 * (pred - truth) ** 2 + 0.5 * task.noise_var
     U, V = _uv_final(result, "linear_limit")
-    pred = torch.stack([infinite_prompt_prediction(U[s], V[s], task, w, query, "softmax") for s in range(len(cfg.seeds))])
+    pred = torch.stack([infinite_prompt_prediction(U[s], V[s], task, w, query, "softmax")
+                        for s in range(len(cfg.seeds))])
     cross = 0.5 * (pred - truth) ** 2 + 0.5 * task.noise_var
     summary = lambda values: [mean_se(row) for row in values]  # noqa: E731
     out["risk"] = {model: [m for m, _ in summary(v)] for model, v in losses.items()}
@@ -205,9 +209,11 @@ def final_comparison(result: TrainResult, evaluation: dict, n_bayes_samples: int
     cfg = result.config
     task = cfg.task()
     gaussian = RegressionTask(task.d, task.covariance, task.task_var, task.noise_var, task.sampler)
-    bayes = [bayes_risk(L, task, n_samples=n_bayes_samples, seed=seeding.stream_seed(seeding.REFERENCE_SEED, "bayes", L))
+    bayes = [bayes_risk(L, task, n_samples=n_bayes_samples,
+                        seed=seeding.stream_seed(seeding.REFERENCE_SEED, "bayes", L))
              for L in cfg.lengths]
-    out = {"lengths": list(cfg.lengths), "seeds": list(cfg.seeds), "covariates": cfg.covariates, "final_prompts": int(evaluation["n_prompts"]),
+    out = {"lengths": list(cfg.lengths), "seeds": list(cfg.seeds), "covariates": cfg.covariates,
+           "final_prompts": int(evaluation["n_prompts"]),
            "noise_floor": task.noise_var / 2, "bayes": [b[0] for b in bayes], "bayes_se": [b[1] for b in bayes],
            "optimal_linear": [optimal_linear_risk(L, task) for L in cfg.lengths],
            "optimal_linear_gaussian": [optimal_linear_risk(L, gaussian) for L in cfg.lengths],
@@ -230,7 +236,8 @@ def beyond_readings(result: TrainResult, evaluation: dict, preset: str, n_bayes_
     risks along training, as a JSON-ready dict without provenance; ``"complete"`` is False for a stopped run."""
     checks.one_of("preset", preset, PRESETS)
     config = result.config
-    return {"experiment": "beyond_gaussian", "covariates": config.covariates, "preset": preset, "complete": result.complete,
+    return {"experiment": "beyond_gaussian", "covariates": config.covariates, "preset": preset,
+            "complete": result.complete,
             "steps": result.steps.tolist(), "times": result.times.tolist(),
             "eval_risk": {model: result.eval_risk[:, :, a].tolist() for a, model in enumerate(config.models)},
             "tracking": limit_tracking(result), "limits": limit_comparison(result, BEYOND_LIMIT_SAMPLES[preset]),
@@ -252,10 +259,10 @@ def beyond_provenance(result: TrainResult, preset: str, device, wall_seconds: fl
 def beyond_experiment(covariates: str = "uniform", preset: str = "lecture", device="auto", progress: bool = False,
                       checkpoint=None, should_stop=None, n_bayes_samples: int = 20_000, threads: int | None = 1,
                       **overrides) -> dict:
-    """Train the Chapter 6 sweep of the covariate law ``covariates`` at ``preset`` scale and read it (:func:`beyond_readings`), with its
-    provenance (:func:`beyond_provenance`). ``overrides`` replace fields of the preset's configuration (e.g.
-    ``seeds``, ``steps``) and are listed in the provenance; ``checkpoint``/``should_stop`` as in
-    :func:`~softmax_as_linear.engine.train.train`. On a CPU the sweep trains on ``threads`` compute threads
+    """Train the Chapter 6 sweep of the covariate law ``covariates`` at ``preset`` scale and read it
+    (:func:`beyond_readings`), with its provenance (:func:`beyond_provenance`). ``overrides`` replace fields of the
+    preset's configuration (e.g. ``seeds``, ``steps``) and are listed in the provenance; ``checkpoint``/``should_stop``
+    as in :func:`~softmax_as_linear.engine.train.train`. On a CPU the sweep trains on ``threads`` compute threads
     (default one, the next batch being drawn on another core: the fastest setting on a 2-core CPU, see
     ``benchmarks/README.md``; None keeps torch's setting). A JSON-ready dict; ``"complete"`` is False for a
     stopped run. The command line's ``reproduce beyond`` writes these files, with resume and shards."""
@@ -289,16 +296,17 @@ def result_name(covariates: str, preset: str = "paper") -> str:
 
 
 def reproduce_command(covariates: str, preset: str = "paper") -> str:
-    """The command that writes a Chapter 6 result (:func:`~softmax_as_linear.experiments.result_files.beyond_command`)."""
+    """The command that writes a Chapter 6 result
+    (:func:`~softmax_as_linear.experiments.result_files.beyond_command`)."""
     return beyond_command(covariates, preset)
 
 
 def saved_result(covariates: str, preset: str = "paper", folder=None) -> dict | None:
-    """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale, or the largest reduced run of that preset, or
-    ``None`` (:func:`~softmax_as_linear.experiments.result_files.saved_beyond`)."""
+    """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale, or the largest reduced run of
+    that preset, or ``None`` (:func:`~softmax_as_linear.experiments.result_files.saved_beyond`)."""
     return saved_beyond(covariates, preset, folder)
 
 
-__all__ = ["beyond_experiment", "beyond_provenance", "beyond_readings", "concentration_check", "final_comparison", "limit_comparison",
-           "limit_tracking", "reproduce_command", "result_name", "saved_result"]
+__all__ = ["beyond_experiment", "beyond_provenance", "beyond_readings", "concentration_check", "final_comparison",
+           "limit_comparison", "limit_tracking", "reproduce_command", "result_name", "saved_result"]
 

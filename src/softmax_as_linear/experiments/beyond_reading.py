@@ -7,13 +7,14 @@ its saved file) records, for every seed, length ``L`` and model of :data:`MODELS
 record. Where the sweep does not store the records' standard errors (``"eval_se"``), they are inferred from the
 relative spread of the per-prompt losses that the sweep's final evaluation measured for the same run,
 
-.. math:: s_t = R_t \,\frac{\mathrm{se}_{\mathrm{final}}}{R_{\mathrm{final}}}\,\sqrt{n_{\mathrm{final}} / n_{\mathrm{eval}}},
+.. math:: s_t = R_t \,\frac{\mathrm{se}_{\mathrm{final}}}{R_{\mathrm{final}}}\,\sqrt{n_{\mathrm{final}} /
+   n_{\mathrm{eval}}},
 
 which assumes that the relative spread at a record is that of the final parameters (close for the records of a run
 that has settled, a guess for early ones), as
-:func:`~softmax_as_linear.experiments.uncertainty.held_out_se` does for the paper's figures. These standard errors are reported, not tested: whether a run still moves is
-read from its own scatter over the last half of training (41 records of the 81 a paper-scale sweep keeps, cut into
-8 batches of 5; the last quarter's 21 records are too few),
+:func:`~softmax_as_linear.experiments.uncertainty.held_out_se` does for the paper's figures. These standard errors are
+reported, not tested: whether a run still moves is read from its own scatter over the last half of training (41 records
+of the 81 a paper-scale sweep keeps, cut into 8 batches of 5; the last quarter's 21 records are too few),
 :func:`~softmax_as_linear.experiments.trajectory.read_risks` with ``fraction=0.5``.
 """
 from __future__ import annotations
@@ -73,13 +74,13 @@ class PaperReading:
 
     ``tracking_intervals``: each seed's interval of the exponent of L of the softmax run's distance to its limit;
     ``moving``: how many runs (finite-L and infinite-prompt) still move at the end, of ``runs``, by the stationarity
-    test of :func:`read_sweep`; ``false_alarm_chance``: the largest probability of at least as many by chance alone at the
-    test's simulated false-alarm rates for this design (:func:`~.false_alarms.false_alarms`: independent records or
-    records correlated as SGD's are); ``above_share``: interval of the share of seeds where softmax minus linear attention (paired)
-    exceeds 3 standard errors at the largest L; ``above_up_to_1000``: whether it does at every L <= 1000 in every
-    seed; ``outlasts``: per L, how many seeds' surplus exceeds its fall over the last half plus the test's resolution
-    by 3 standard errors; ``excess_slope_highs``: each seed's upper end of the interval of the log-log slope of
-    softmax minus the L-Bayes risk over L >= 100."""
+    test of :func:`read_sweep`; ``false_alarm_chance``: the largest probability of at least as many by chance alone at
+    the test's simulated false-alarm rates for this design (:func:`~.false_alarms.false_alarms`: independent records or
+    records correlated as SGD's are); ``above_share``: interval of the share of seeds where softmax minus linear
+    attention (paired) exceeds 3 standard errors at the largest L; ``above_up_to_1000``: whether it does at every L <=
+    1000 in every seed; ``outlasts``: per L, how many seeds' surplus exceeds its fall over the last half plus the test's
+    resolution by 3 standard errors; ``excess_slope_highs``: each seed's upper end of the interval of the log-log slope
+    of softmax minus the L-Bayes risk over L >= 100."""
 
     text: str
     tracking_intervals: list
@@ -102,7 +103,8 @@ def paper_reading(data: dict, covariate: str) -> PaperReading:
     lengths, seeds, n = np.array(final["lengths"]), tracking["seeds"], len(tracking["seeds"])
     soft = tracking["slopes"]["softmax"]
     mean, low, high = stats.mean_interval(soft["per_seed"])                     # spread between the seeds
-    lines = [f"{covariate}: {n} seeds, L up to {lengths[-1]}, {where['settings']['steps']:,} steps, on {where['device_name']};",
+    lines = [f"{covariate}: {n} seeds, L up to {lengths[-1]}, {where['settings']['steps']:,} steps, on "
+             f"{where['device_name']};",
              f"  softmax distance to its limit: exponent, mean of the seeds' {mean:.2f} [{low:.2f}, {high:.2f}]"]
     # every run read as a whole; the infinite-prompt models are one run per seed (the same at every L)
     reading = read_sweep(data)
@@ -110,14 +112,15 @@ def paper_reading(data: dict, covariate: str) -> PaperReading:
     flagged, runs = int(finite.sum() + limit.sum()), finite.size + limit.size
     alarms = false_alarms(reading, np.concatenate([finite.ravel(), limit.ravel()]))
     chance = alarms.largest_chance
-    lines += [f"  read as a whole: {int(finite.sum())} of {finite.size} finite-L runs (softmax {int(finite[..., 0].sum())},"
-              f" linear {int(finite[..., 1].sum())}) and {int(limit.sum())} of {limit.size} infinite-prompt runs still move"
-              f" at the end;",
+    lines += [f"  read as a whole: {int(finite.sum())} of {finite.size} finite-L runs (softmax "
+              f"{int(finite[..., 0].sum())}, linear {int(finite[..., 1].sum())}) and {int(limit.sum())} of "
+              f"{limit.size} infinite-prompt runs still move at the end;",
               f"  {alarms.text()};",
               f"  median resolution {np.median(reading.resolution[:, :, :2]):.0e} (finite L),"
               f" {np.median(reading.resolution[:, 0, 2:]):.0e} (limits)",
               "  infinite-prompt softmax model, fall over the last half per seed: "
-              + ", ".join(f"{f:.0e}" + ("*" if m else "") for f, m in zip(reading.fall[:, 0, 2], reading.moving[:, 0, 2]))
+              + ", ".join(f"{f:.0e}" + ("*" if m else "") for f,
+                          m in zip(reading.fall[:, 0, 2], reading.moving[:, 0, 2]))
               + " (* still moving)"]
     # softmax above linear attention, paired on the same prompts
     difference, difference_se = np.array(final["paired_difference"]), np.array(final["paired_difference_se"])
@@ -145,7 +148,8 @@ def paper_reading(data: dict, covariate: str) -> PaperReading:
     to_optimum = np.array(final["risk"]["linear"]) / np.array(final["linear_exact"]) - 1
     lines += [f"  softmax - L-Bayes (median): {np.median(excess[:, lengths == 100]):.4f} (L = 100),"
               f" {np.median(excess[:, -1]):.4f} (L = {lengths[-1]}); exponent over L >= 100 of the median over seeds"
-              f" {median_fit.slope:.2f}, per seed {min(f.slope for f in fits):.2f} to {max(f.slope for f in fits):.2f};",
+              f" {median_fit.slope:.2f}, per seed {min(f.slope for f in fits):.2f} to"
+              f" {max(f.slope for f in fits):.2f};",
               f"  trained linear attention within {np.abs(to_optimum).max():.1%} of R*_lin(L)"]
     # the question of Section 6.6: closer to its own limit than the two limits are apart?
     sup, apart = np.array(tracking["sup"]["softmax"]), np.array(tracking["limits_sup"])   # (seeds, lengths), (seeds,)

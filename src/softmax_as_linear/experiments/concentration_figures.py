@@ -85,8 +85,8 @@ def concentration_figure(name: str = "fig1", preset: str = "lecture", device="au
     activations), regression task with :math:`d = 5`, :math:`\tau^2 = 1/d`, :math:`s^2 = 0.1`, and
     :math:`\Sigma = I` (``"isotropic"``) or the KMS matrix (``"kms"``; prompt and query inputs
     :math:`N(0, \Sigma)`). ``covariance`` defaults to the one of ``name``
-    (:data:`~softmax_as_linear.registry.CONCENTRATION_FIGURES`). For every prompt length, ``n_batches`` batches of ``batch``
-    fresh prompts (stream ``"prompts"`` at (327, L)) give, through
+    (:data:`~softmax_as_linear.registry.CONCENTRATION_FIGURES`). For every prompt length, ``n_batches`` batches of
+    ``batch`` fresh prompts (stream ``"prompts"`` at (327, L)) give, through
     :func:`~softmax_as_linear.experiments.concentration_figures.icl_batch_gaps`,
 
     - ``output``: mean over prompts of :math:`(\hat y_{\mathrm{soft}} - \hat y_{\mathrm{lin}})^2`;
@@ -100,8 +100,8 @@ def concentration_figure(name: str = "fig1", preset: str = "lecture", device="au
     - ``ess``: mean effective sample size of the softmax weights;
 
     each as ``{"mean", "low", "high", "level"}`` lists (95% Student-t intervals over prompts or
-    batches), with the settings and :func:`~softmax_as_linear.core.provenance.provenance` (device, torch, commit, wall time).
-    Presets: :data:`~softmax_as_linear.experiments.presets.CONCENTRATION_PRESETS`.
+    batches), with the settings and :func:`~softmax_as_linear.core.provenance.provenance` (device, torch, commit, wall
+    time). Presets: :data:`~softmax_as_linear.experiments.presets.CONCENTRATION_PRESETS`.
     """
     checks.one_of("name", name, tuple(CONCENTRATION_FIGURES))
     checks.one_of("preset", preset, tuple(CONCENTRATION_PRESETS))
@@ -145,7 +145,8 @@ def concentration_figure(name: str = "fig1", preset: str = "lecture", device="au
         provenance=provenance(dev, time.perf_counter() - started))
     if name == "fig5":
         result["identification"] = ("inferred: the paper's text (Appendix A.2.2) describes Figures 6-8 as the KMS "
-                                    "versions of Figures 2-4 and never describes Figure 5; this is Figure 1 with KMS inputs")
+                                    "versions of Figures 2-4 and never describes Figure 5; this is Figure 1 with KMS "
+                                    "inputs")
     return result
 
 

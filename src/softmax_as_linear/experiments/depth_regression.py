@@ -38,28 +38,35 @@ from ..core import checks, seeding
 from ..core.artifacts import jsonable
 from ..core.provenance import device_name, provenance, utc_now
 from ..core.stats import loglog_slope, mean_se_along
-from ..engine.deep import DeepConfig
-from ..engine.deep_schedule import FALL_FRACTIONS, DecayedDeepStepper, DecaySchedule
+from ..engine.deep_schedule import (
+    DECAY_AT,
+    DECAY_FACTOR,
+    DEPTH_MODELS,
+    FALL_FRACTIONS,
+    DecayedDeepStepper,
+    DecaySchedule,
+    DeepSweepSettings,
+)
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.preconditioned_gd import best_preconditioners
 from ..theory.regression import RegressionTask
 from ..theory.risks import bayes_risk, optimal_linear_risk
 
-#: The four models of the sweep, as ``(activation, K)`` columns, and their names in result files.
-DEPTH_MODELS = (("softmax", 1), ("linear", 1), ("softmax", 2), ("linear", 2))
+#: The names in result files of the four models of the sweep
+#: (:data:`~softmax_as_linear.engine.deep_schedule.DEPTH_MODELS`, one column each).
 MODEL_NAMES = ("softmax_1", "linear_1", "softmax_2", "linear_2")
 #: Paired differences read from the final evaluation: name -> (model, minus model).
 DIFFERENCES = {"second_layer_softmax": ("softmax_2", "softmax_1"), "second_layer_linear": ("linear_2", "linear_1"),
                "softmax_minus_linear_1": ("softmax_1", "linear_1"), "softmax_minus_linear_2": ("softmax_2", "linear_2")}
-#: Fraction of the steps taken at the full learning rate before it is divided by ten.
-DECAY_AT, DECAY_FACTOR = 0.75, 0.1
 _EVAL_CHUNK = 1024
 
 
 @dataclasses.dataclass(frozen=True)
-class DepthSettings(DecaySchedule):
-    """Every setting of a Chapter 7 regression sweep (the task is Chapter 4's, isotropic, ``d = 5``, ``s^2 = 0.1``)."""
+class DepthSettings(DeepSweepSettings):
+    """Every setting of a Chapter 7 regression sweep (the task is Chapter 4's, isotropic, ``d = 5``, ``s^2 = 0.1``);
+    checks, training configuration and checkpoint fields shared with Chapter 8's second layer
+    (:class:`~softmax_as_linear.engine.deep_schedule.DeepSweepSettings`)."""
 
     lengths: tuple[int, ...]
     seeds: tuple[int, ...]
@@ -78,34 +85,16 @@ class DepthSettings(DecaySchedule):
     decay_at: float = DECAY_AT
     decay_factor: float = DECAY_FACTOR
 
-    def __post_init__(self):
-        checks.positive_int("steps", self.steps)
-        checks.positive_int("record_every", self.record_every)
-        checks.int_at_least("final_prompts", self.final_prompts, 2)
+    RECORDED = {"rng": "torch", "covariates": "gaussian"}
+
+    def check_own(self) -> None:
         checks.int_at_least("pgd_samples", self.pgd_samples, 2)
         checks.int_at_least("bayes_samples", self.bayes_samples, 2)
         if sorted(set(self.lengths)) != list(self.lengths):
             raise ValueError(f"lengths must be increasing, got {self.lengths}")
-        if not 0 < self.decay_at <= 1:
-            raise ValueError(f"decay_at must be in (0, 1], got {self.decay_at}")
-        self.deep_config()  # checks the rest
 
     def task(self) -> RegressionTask:
         return RegressionTask.isotropic(d=self.d, noise_var=self.noise_var)
-
-    def deep_config(self) -> DeepConfig:
-        return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths), models=DEPTH_MODELS,
-                          batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer, alpha=self.alpha,
-                          held_out_prompts=self.held_out_prompts)
-
-
-    def replace(self, **changes) -> "DepthSettings":
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict:
-        """Every setting, JSON-ready; with the fields a training checkpoint compares (``rng``, ``covariates``)."""
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-        return {**out, "rng": "torch", "covariates": "gaussian", "models": [list(m) for m in DEPTH_MODELS]}
 
 
 def depth_settings(preset: str, **overrides) -> DepthSettings:
@@ -157,7 +146,8 @@ def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     weights = {"final": final_weights(stepper)}
     history_U, history_v = (torch.as_tensor(records.history[k]) for k in ("U", "v"))
     for fraction in FALL_FRACTIONS:
-        step = settings.fall_step(fraction) * last // settings.steps if last < settings.steps else settings.fall_step(fraction)
+        step = (settings.fall_step(fraction) * last // settings.steps if last < settings.steps
+                else settings.fall_step(fraction))
         k = min(range(len(records.steps)), key=lambda i: abs(records.steps[i] - step))
         weights[fraction] = history_U[:, :, :, k], history_v[:, :, :, k]
     generators = [seeding.generator(seed, "evaluation", max(cfg.lengths)) for seed in cfg.seeds]
@@ -179,12 +169,14 @@ def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     for name, a in index.items():
         out["risk"][name], out["risk_se"][name] = mean_se_along(final[:, :, a])
     for name, (first, second) in DIFFERENCES.items():
-        out["difference"][name], out["difference_se"][name] = mean_se_along(final[:, :, index[first]] - final[:, :, index[second]])
+        out["difference"][name], out["difference_se"][name] = mean_se_along(
+            final[:, :, index[first]] - final[:, :, index[second]])
     for fraction in FALL_FRACTIONS:
         key = str(fraction)
         out["fall"][key], out["fall_se"][key] = {}, {}
         for name, a in index.items():
-            out["fall"][key][name], out["fall_se"][key][name] = mean_se_along(losses[fraction][:, :, a] - final[:, :, a])
+            out["fall"][key][name], out["fall_se"][key][name] = mean_se_along(
+                losses[fraction][:, :, a] - final[:, :, a])
     return out
 
 
@@ -193,7 +185,8 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     softmax network of the same depth, on fresh prompts (the ``"analysis"`` stream of the seed at the longest length).
 
     Chapters 2 and 3 say that at fixed weights the finite-:math:`L` softmax network approaches the linear one as
-    :math:`L` grows (centred tokens, Exercise 7.2), with a mean-square output gap :math:`E_L = \mathbb{E}(\hat y_{\mathrm{soft}}
+    :math:`L` grows (centred tokens, Exercise 7.2), with a mean-square output gap
+    :math:`E_L = \mathbb{E}(\hat y_{\mathrm{soft}}
     - \hat y_{\mathrm{lin}})^2` of order :math:`1/L` in the light regime. Returns, for ``K = 1, 2`` (``{"1": ..., "2":
     ...}``, arrays ``(S, nL)``): ``softmax_risk`` (the softmax network at :math:`\theta`), ``linear_risk``,
     ``excess`` (their paired difference) with standard errors, and ``output_gap`` :math:`E_L` with its standard
@@ -202,7 +195,8 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     from ..theory.depth import deep_forward_unchecked
 
     cfg = stepper.cfg
-    n_prompts = max(2, settings.final_prompts // 4) if n_prompts is None else checks.int_at_least("n_prompts", n_prompts, 2)
+    n_prompts = (max(2, settings.final_prompts // 4) if n_prompts is None
+                 else checks.int_at_least("n_prompts", n_prompts, 2))
     U, v = final_weights(stepper)
     V = torch.zeros_like(U)
     V[..., -1, :] = v
@@ -309,7 +303,8 @@ def depth_summary(data: dict, level: float = 0.95) -> dict:
     r"""Means over seeds with standard errors over seeds (``"mean"``, ``"se"`` ``{name: (nL,)}`` for every model and
     difference), over the seeds whose runs did not diverge (a diverged run's readings are NaN; ``"diverged"``
     ``{model: (nL,)}`` counts them; a mean of one seed has no standard error: NaN), the paired falls in standard errors
-    (``"fall_z"``: ``{fraction: {model: (S, nL)}}``, NaN for a diverged run), and log-log slopes in :math:`L` of the softmax-minus-linear gaps at each depth, per seed and for
+    (``"fall_z"``: ``{fraction: {model: (S, nL)}}``, NaN for a diverged run), and log-log slopes in :math:`L` of the
+    softmax-minus-linear gaps at each depth, per seed and for
     the mean over seeds, with ``level`` intervals from the spread of the seeds' slopes (``"gap_slopes"``)."""
     per = data["per_seed"]
     lengths = np.asarray(data["lengths"], dtype=float)
@@ -470,8 +465,8 @@ def train_warm(settings: DepthSettings, warm: WarmSettings, U, v, device="cpu", 
 
 
 def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings, U, v) -> dict:
-    """The warm stage read on the sweep's own fresh prompts (the same as :func:`deep_final_evaluation`'s, so paired with the
-    four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
+    """The warm stage read on the sweep's own fresh prompts (the same as :func:`deep_final_evaluation`'s, so paired with
+    the four models, whose final weights ``U``, ``v`` are the sweep's): ``risk``, ``risk_se`` ``(S, nL)``; ``minus``,
     ``minus_se`` ``{model: (S, nL)}`` (warm start minus each model); ``fall``, ``fall_se`` over the last half,
     quarter, tenth; the held-out ``trajectory``; ``complete``, ``steps``; the settings."""
     from ..engine.deep import DeepStepper
@@ -513,8 +508,8 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     return jsonable(out)
 
 
-__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES", "WarmCheckpointKey",
-           "WarmSettings",
-           "cross_evaluation", "depth_provenance", "depth_readings", "depth_settings", "depth_summary",
-           "deep_final_evaluation", "merge_per_seed", "read_stages", "depth_references", "seed_slopes", "stage_window",
-           "train_depth", "train_warm", "warm_readings", "warm_settings"]
+__all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES",
+           "WarmCheckpointKey", "WarmSettings", "cross_evaluation", "depth_provenance", "depth_readings",
+           "depth_settings", "depth_summary", "deep_final_evaluation", "merge_per_seed", "read_stages",
+           "depth_references", "seed_slopes", "stage_window", "train_depth", "train_warm", "warm_readings",
+           "warm_settings"]

@@ -38,10 +38,10 @@ def depth_shard_settings(preset: str, seeds: int | None = None, shard=None):
 
 
 def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty) -> pathlib.Path:
-    """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, then its warm stage (two-layer
-    softmax from the trained two-layer linear weights) and that stage's equal-budget control (the same steps from the
-    block-start two-layer softmax weights) trained and read, written as ``depth_<run>.json`` (a shard's into its
-    folder). A file whose sweep is complete but whose warm stage or control is missing or unfinished resumes there
+    """Chapter 7's regression sweep: trained (or resumed) through the engine's loop, read, then its warm stage
+    (two-layer softmax from the trained two-layer linear weights) and that stage's equal-budget control (the same steps
+    from the block-start two-layer softmax weights) trained and read, written as ``depth_<run>.json`` (a shard's into
+    its folder). A file whose sweep is complete but whose warm stage or control is missing or unfinished resumes there
     without training the sweep again."""
     from .depth_regression import depth_provenance, depth_readings, depth_references, train_depth, warm_settings
     from .result_files import depth_file, depth_run
@@ -87,7 +87,8 @@ def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty)
         data["main_complete"] = data["complete"]
         data["run"] = run
         data["provenance"] = {**depth_provenance(settings, preset, device, time.monotonic() - start, records),
-                              "run": run, "overrides": overrides_of(seeds, shard=shard), **({"allow_dirty": True} if dirty else {})}
+                              "run": run, "overrides": overrides_of(seeds, shard=shard),
+                              **({"allow_dirty": True} if dirty else {})}
         if shard is not None:
             data["provenance"]["shard"] = f"{shard[0]}/{shard[1]}"
     for name, source, stage_checkpoint in (("warm", "linear_2", warm_checkpoint),

@@ -11,8 +11,8 @@ both through the engine's loop :func:`~softmax_as_linear.engine.train.run`. Read
 - ``output_gap``: :math:`\mathbb{E}(\hat y_L(\theta_L(t)) - \hat y_\infty(\theta_\infty(t)))^2` on the held-out prompts,
   split into ``sampling`` :math:`\mathbb{E}(\hat y_L(\theta_L) - \hat y_\infty(\theta_L))^2` (the finite prompt at the
   finite run's own weights, Section 7.5's :math:`E_L`) and ``drift``
-  :math:`\mathbb{E}(\hat y_\infty(\theta_L) - \hat y_\infty(\theta_\infty))^2` (how differently the two runs predict once
-  the prompt is infinite: blind to the directions the infinite-prompt model does not see);
+  :math:`\mathbb{E}(\hat y_\infty(\theta_L) - \hat y_\infty(\theta_\infty))^2` (how differently the two runs predict
+  once the prompt is infinite: blind to the directions the infinite-prompt model does not see);
 - ``risk_gap``: :math:`|R_L(\theta_L(t)) - R_\infty(\theta_\infty(t))|` on the same held-out prompts;
 
 their suprema over the trajectory, and (:func:`tracking_slopes`) the log-log slope of each supremum in :math:`L`, per
@@ -65,7 +65,8 @@ class TrackingSettings:
     def __post_init__(self):
         checks.positive_int("d", self.d)
         if len(self.lengths) < 3 or len(set(self.lengths)) != len(self.lengths):
-            raise ValueError(f"lengths must hold at least 3 different lengths (a slope with an error), got {self.lengths}")
+            raise ValueError("lengths must hold at least 3 different lengths (a slope with an error), got "
+                             f"{self.lengths}")
         if len(self.seeds) < 2:
             raise ValueError(f"seeds must hold at least 2 seeds (an interval over seeds), got {self.seeds}")
         for K in self.depths:
@@ -83,7 +84,8 @@ class TrackingSettings:
         return RegressionTask.isotropic(self.d, noise_var=self.noise_var)
 
     def config(self, K: int) -> DeepConfig:
-        """The :class:`~softmax_as_linear.engine.deep.DeepConfig` of depth ``K``: one column ``(activation, K)`` per activation, plain SGD."""
+        """The :class:`~softmax_as_linear.engine.deep.DeepConfig` of depth ``K``: one column ``(activation, K)`` per
+        activation, plain SGD."""
         return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths),
                           models=tuple((a, K) for a in self.activations), batch_size=self.batch_size, lr=self.lr,
                           optimizer="sgd", alpha=self.alpha, held_out_prompts=self.held_out_prompts)
@@ -156,8 +158,8 @@ def _output_gaps(tracked: TrackedDepth) -> dict[str, np.ndarray]:
             U_L, V_L = _weights(tracked.finite.history, k)
             U_inf, V_inf = _weights(tracked.limit.history, k)
             limit_pred = torch.stack([deep_limit_prediction(U_inf[:, 0, a, None], V_inf[:, 0, a, None], task, w, query,
-                                                            activation) for a, (activation, _) in enumerate(cfg.models)],
-                                     dim=1)  # (S, nA, B)
+                                                            activation)
+                                      for a, (activation, _) in enumerate(cfg.models)], dim=1)  # (S, nA, B)
             for i, L in enumerate(cfg.lengths):
                 for a, (activation, _) in enumerate(cfg.models):
                     U, V = U_L[:, i, a, None], V_L[:, i, a, None]  # (S, 1, K, D, D) against the B prompts

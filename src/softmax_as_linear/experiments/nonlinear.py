@@ -70,7 +70,8 @@ def window_exponent(lengths, w: np.ndarray, keep: np.ndarray | None = None, leve
     r"""The exponent :math:`\beta` of :math:`w \propto L^\beta`: the least-squares slope of :math:`\log w` on
     :math:`\log L` for every seed (rows of ``w (S, nL)``), over the lengths where ``keep (S, nL)`` is True (default:
     all; a seed with fewer than 2 kept lengths gets NaN), and the Student-t interval of the mean over the fitted seeds
-    (independent replicates; at least 2 needed). Returns ``{"per_seed", "mean", "low", "high", "level", "seeds_fitted"}``."""
+    (independent replicates; at least 2 needed). Returns
+    ``{"per_seed", "mean", "low", "high", "level", "seeds_fitted"}``."""
     w = np.asarray(w, dtype=float)
     keep = np.ones(w.shape, dtype=bool) if keep is None else np.asarray(keep, dtype=bool)
     lx = np.log(np.asarray(lengths, dtype=float))
@@ -82,14 +83,25 @@ def window_exponent(lengths, w: np.ndarray, keep: np.ndarray | None = None, leve
               for row, k in zip(w, keep)]
     fitted = [b for b in slopes if np.isfinite(b)]
     if len(fitted) < 2:
-        return {"per_seed": slopes, "mean": None, "low": None, "high": None, "level": level, "seeds_fitted": len(fitted)}
+        return {"per_seed": slopes, "mean": None, "low": None, "high": None, "level": level,
+                "seeds_fitted": len(fitted)}
     mean, low, high = stats.mean_interval(fitted, level)
     return {"per_seed": slopes, "mean": mean, "low": low, "high": high, "level": level, "seeds_fitted": len(fitted)}
 
 
 #: A trained softmax run reads as a kernel smoother when the isotropic part dominates its input score,
-#: :math:`\|U_{xx} - wI\|_F / \|U_{xx}\|_F` below this (0 for :math:`U_{xx} = wI`, 1 for a traceless one).
+#: :math:`\|U_{xx} - wI\|_F / \|U_{xx}\|_F` below this (0 for :math:`U_{xx} = wI`, 1 for a traceless one), and its
+#: window is positive (:func:`kernel_smoothers`).
 KERNEL_ANISOTROPY = 0.5
+
+
+def kernel_smoothers(windows: dict, model: int) -> np.ndarray:
+    """Which runs of column ``model`` read as kernel smoothers, ``(S, nL)`` booleans: anisotropy below
+    :data:`KERNEL_ANISOTROPY` and a positive window :math:`w` (a diverged run's NaN readings are neither). ``windows``:
+    the ``"windows"`` of a ``nonlinear_<preset>.json`` result, or :func:`window_readings` with a seed and a length
+    axis first. The one rule of the window's fit (:func:`finish`) and of the chapter's figures."""
+    anisotropy = np.asarray(windows["anisotropy"], dtype=float)[:, :, model]
+    return (anisotropy < KERNEL_ANISOTROPY) & (np.asarray(windows["w"], dtype=float)[:, :, model] > 0)
 
 
 def nonlinear_final_risks(result, n_prompts: int) -> dict:
@@ -130,7 +142,8 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
     for L in lengths:
         value, se = task.bayes_risk(L, n_prompts, seed=seeding.stream_seed(seeding.REFERENCE_SEED, "bayes", L))
         bayes.append(value), bayes_se.append(se)
-        best = best_bandwidth(task, L, n_prompts=n_prompts, seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))
+        best = best_bandwidth(task, L, n_prompts=n_prompts,
+                              seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))
         nw.append(best["risk"]), nw_se.append(best["se"]), nw_w.append(best["w"])
         if progress:
             print(f"references at L={L}: Bayes {value:.4f}, Nadaraya-Watson {best['risk']:.4f} at w={best['w']:.3g}",
@@ -143,8 +156,10 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
 
 def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
                       restart: bool = False, seeds: tuple[int, ...] | None = None) -> dict | None:
-    r"""Softmax attention trained at one length (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`) for each (frequency scale :math:`\gamma`,
-    noise :math:`s^2`) of :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE`, from the preset's seeds (or ``seeds``), each a stage of its own
+    r"""Softmax attention trained at one length
+    (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`) for each (frequency scale
+    :math:`\gamma`, noise :math:`s^2`) of :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE`, from
+    the preset's seeds (or ``seeds``), each a stage of its own
     (:func:`~softmax_as_linear.experiments.stages.train_stage`): its final window :math:`w` and anisotropy per seed,
     its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task. Returns ``{"length",
     "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w", "complete"}``, or None
@@ -157,8 +172,8 @@ def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | 
         what = (f"the window's dependence at L={L}, gamma={frequency:g}, s^2={noise_var:g} ({preset} preset, seeds "
                 f"{', '.join(map(str, config.seeds))})")
         result = train_stage(what, out / "checkpoints" / f"nonlinear_{preset}_dependence{k}.pt",
-                             resolved(config, device), config.steps, lambda **kw: train(config, device=device, progress=True, **kw), device,
-                             deadline, restart)
+                             resolved(config, device), config.steps,
+                             lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
         if not result.complete:
             return None
         U, V = result.uv()
@@ -172,7 +187,8 @@ def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | 
     for (frequency, noise_var), w, w_star in zip(presets.NONLINEAR_DEPENDENCE, out_w, best):
         print(f"window at L={L}, gamma={frequency:g}, s^2={noise_var:g}: trained w = {np.round(w, 1).tolist()},"
               f" best Nadaraya-Watson w* = {w_star:.3g}", flush=True)
-    return {"length": L, "settings": [list(x) for x in presets.NONLINEAR_DEPENDENCE], "w": out_w, "anisotropy": out_a, "risk": out_r,
+    return {"length": L, "settings": [list(x) for x in presets.NONLINEAR_DEPENDENCE], "w": out_w, "anisotropy": out_a,
+            "risk": out_r,
             "best_w": best, "complete": True}
 
 
@@ -216,7 +232,8 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
     dependence = window_dependence(preset, device, out, deadline, restart, seeds) if result.complete else None
     origin = {"preset": preset, "seeds": list(config.seeds), "training_seconds": result.seconds,
               "engine_path": result.engine_path, "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
-              "final_prompts": presets.NONLINEAR_FINAL_PROMPTS[preset], "reference_prompts": presets.NONLINEAR_REFERENCE_PROMPTS[preset],
+              "final_prompts": presets.NONLINEAR_FINAL_PROMPTS[preset],
+              "reference_prompts": presets.NONLINEAR_REFERENCE_PROMPTS[preset],
               **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
     if dependence is None:  # stopped at the deadline: nothing measured, nothing printed as final
         stopped = "the sweep" if not result.complete else "the window's dependence"
@@ -269,7 +286,7 @@ def finish(data: dict, preset: str, progress: bool = False) -> dict:
     config = data["config"]
     soft = list(data["models"]).index("softmax")
     final_w = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]
-    kernel_like = (np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < KERNEL_ANISOTROPY) & (final_w > 0)
+    kernel_like = kernel_smoothers(data["windows"], soft)
     lengths = tuple(config["lengths"])
     data["windows"]["exponent"] = window_exponent(lengths, final_w, kernel_like) if len(lengths) > 1 else None
     data["references"] = references(nonlinear_config(preset).task(), lengths,

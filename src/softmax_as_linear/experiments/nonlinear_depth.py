@@ -33,30 +33,22 @@ from ..core import checks
 from ..core.artifacts import jsonable, results_folder, save_json
 from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
-from ..engine.deep import DeepConfig
-from ..engine.deep_schedule import DecayedDeepStepper, DecaySchedule
+from ..engine.deep_schedule import DECAY_AT, DECAY_FACTOR, DecayedDeepStepper, DeepSweepSettings
 from ..engine.train import run
 from ..registry import PRESETS
 from ..theory.cosine_task import CosineTask
 from . import presets
-from .depth_regression import (
-    DECAY_AT,
-    DECAY_FACTOR,
-    DEPTH_MODELS,
-    FALL_FRACTIONS,
-    MODEL_NAMES,
-    deep_final_evaluation,
-    final_weights,
-)
+from .depth_regression import FALL_FRACTIONS, MODEL_NAMES, deep_final_evaluation, final_weights
 from .presets import NONLINEAR_TASK
 from .result_files import nonlinear_depth_command, nonlinear_depth_file
 from .stages import train_stage
 
 
 @dataclasses.dataclass(frozen=True)
-class NonlinearDepthSettings(DecaySchedule):
+class NonlinearDepthSettings(DeepSweepSettings):
     """Every setting of the sweep: lengths, seeds, optimisation (Adam with one step decay, as Chapter 7's), the
-    block initialisation's scale ``alpha`` and the task (Chapter 8's)."""
+    block initialisation's scale ``alpha`` and the task (Chapter 8's); checks, training configuration and checkpoint
+    fields shared with Chapter 7's (:class:`~softmax_as_linear.engine.deep_schedule.DeepSweepSettings`)."""
 
     lengths: tuple[int, ...]
     seeds: tuple[int, ...]
@@ -76,32 +68,17 @@ class NonlinearDepthSettings(DecaySchedule):
     task_var: float = NONLINEAR_TASK["task_var"]
     noise_var: float = NONLINEAR_TASK["noise_var"]
 
-    def __post_init__(self):
-        checks.positive_int("steps", self.steps)
-        checks.positive_int("record_every", self.record_every)
-        checks.int_at_least("final_prompts", self.final_prompts, 2)
-        if not 0 < self.decay_at <= 1:
-            raise ValueError(f"decay_at must be in (0, 1], got {self.decay_at}")
-        self.deep_config()  # checks the rest
+    RECORDED = {"labels": "cosine", "rng": "torch", "covariates": "sphere"}
 
     def task(self) -> CosineTask:
-        """Chapter 8's task (the same as :meth:`~softmax_as_linear.engine.sweep.TrainConfig.task` with cosine labels)."""
+        """Chapter 8's task (the same as :meth:`~softmax_as_linear.engine.sweep.TrainConfig.task` with cosine
+        labels)."""
         return CosineTask(self.d, self.features, self.frequency, self.task_var, self.noise_var, inputs="sphere")
-
-    def deep_config(self) -> DeepConfig:
-        return DeepConfig(task=self.task(), seeds=tuple(self.seeds), lengths=tuple(self.lengths), models=DEPTH_MODELS,
-                          batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer, alpha=self.alpha,
-                          held_out_prompts=self.held_out_prompts)
-
-    def as_dict(self) -> dict:
-        """Every setting, JSON-ready, with the fields a training checkpoint compares."""
-        out = {k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(self).items()}
-        return {**out, "labels": "cosine", "rng": "torch", "covariates": "sphere",
-                "models": [list(m) for m in DEPTH_MODELS]}
 
 
 def nonlinear_depth_settings(preset: str = "lecture", **overrides) -> NonlinearDepthSettings:
-    """The settings of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPTH_SETTINGS`), fields overridden by ``overrides``."""
+    """The settings of ``preset`` (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPTH_SETTINGS`), fields
+    overridden by ``overrides``."""
     checks.one_of("preset", preset, PRESETS)
     return NonlinearDepthSettings(**{**presets.NONLINEAR_DEPTH_SETTINGS[preset], **overrides})
 
@@ -173,8 +150,8 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     else:  # stopped at the deadline: nothing measured
         data = {"experiment": "nonlinear_depth", "complete": False, "models": list(MODEL_NAMES),
                 "lengths": list(settings.lengths), "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
-        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command resumes "
-              "it", flush=True)
+        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command "
+              "resumes it", flush=True)
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": settings.as_dict(), "seeds": list(settings.seeds),
                           "engine_path": records.engine_path, "training_seconds": round(float(records.seconds), 1),

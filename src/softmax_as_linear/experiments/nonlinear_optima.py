@@ -13,7 +13,9 @@ prompts come from stream ``"prompts"`` and its held-out prompts from stream ``"e
 (:func:`~softmax_as_linear.core.seeding.generator`). Replicates are therefore independent across :math:`k` and
 :math:`L`, and a task setting changed for the dependence study reuses the same random numbers.
 
-The result file ``nonlinear_optima_<preset>.json`` (:func:`reproduce_nonlinear_optima`) holds, per model, the
+The result file ``nonlinear_optima_<preset>.json``, written by ``python -m softmax_as_linear reproduce nonlinear_optima
+--preset <preset>`` (:func:`reproduce_nonlinear_optima`; the reproduction
+:class:`~softmax_as_linear.experiments.chapters.NonlinearOptima`), holds, per model, the
 per-replicate windows, risks and convergence readings ``(nL, K)``; their means and standard errors over replicates;
 the optimism of the in-sample minimum; the paired gaps (linear - softmax = intercept + locality); the infinite-prompt
 references by quadrature (:mod:`~softmax_as_linear.theory.circle_quadrature`); the exponent of :math:`w^*` against
@@ -22,6 +24,7 @@ z-scores; and the provenance.
 """
 from __future__ import annotations
 
+import json
 import math
 import pathlib
 import sys
@@ -31,12 +34,13 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding
-from ..core.artifacts import results_folder, save_json
+from ..core.artifacts import DamagedFileError, load_json, results_folder, save_json
 from ..core.provenance import provenance
 from ..theory import circle_quadrature
 from ..theory.attention_optimum import Prompts, fit, losses, start
 from .nonlinear import exponent_heuristic, nonlinear_config, window_exponent
 from .presets import NONLINEAR_DEPENDENCE_LENGTH as DEPENDENCE_LENGTH
+from .result_files import FIELDS_READ, nonlinear_optima_command, nonlinear_optima_file
 
 #: Replicate k draws from experiment seed OPTIMA_SEED + k (apart from the training sweeps' seeds 0-9).
 OPTIMA_SEED = 100
@@ -136,7 +140,8 @@ def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool 
             soft, nw = per_model["softmax"], per_model["nadaraya_watson"]
             print(f"L={L}: softmax w* = {mean_se(np.log(soft['w'][-1]))[0]:.3f} (log), "
                   f"risk {mean_se(soft['held_out'][-1])[0]:.4f}; Nadaraya-Watson w* = "
-                  f"{math.exp(mean_se(np.log(nw['w'][-1]))[0]):.1f}; linear {mean_se(per_model['linear']['held_out'][-1])[0]:.4f};"
+                  f"{math.exp(mean_se(np.log(nw['w'][-1]))[0]):.1f}; linear "
+                  f"{mean_se(per_model['linear']['held_out'][-1])[0]:.4f};"
                   f" {seconds[-1]:.0f} s for {replicates} x {n} prompts", flush=True)
     return {"models": {m: {k: np.asarray(v, dtype=float) for k, v in d.items()} for m, d in per_model.items()},
             "gaps": {k: np.asarray(v) for k, v in gaps.items()}, "seconds": seconds, "prompts": prompts}
@@ -225,12 +230,65 @@ def dependence(settings: dict, base_records: dict | None, progress: bool = False
     return {"length": L, "replicates": K, "table": table, "directions": directions}
 
 
-def reproduce_nonlinear_optima(preset: str = "lecture", out=None, progress: bool = True) -> pathlib.Path:
-    """Compute the optima of ``preset`` (:data:`PRESETS`) on the CPU in float64 with one thread, and write
-    ``nonlinear_optima_<preset>.json`` atomically into ``out`` (default: the results folder)."""
+#: The fields of Chapter 8's configuration that define the task the optima are fitted on (its training settings,
+#: which the optima do not use, may change without making a file stale).
+TASK_FIELDS = ("d", "covariance", "rho", "sampler", "covariates", "task_var", "noise_var", "labels", "features",
+               "frequency")
+
+
+def replicate_seeds(preset: str = "lecture") -> tuple[int, ...]:
+    """The experiment seeds of the replicates of ``preset``: ``OPTIMA_SEED + k`` for ``k < K``."""
+    return tuple(OPTIMA_SEED + k for k in range(PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]["replicates"]))
+
+
+def optima_settings(preset: str = "lecture") -> dict:
+    """The settings a ``nonlinear_optima_<preset>.json`` records (and is compared on): the preset's, the seed rule's
+    first seed and the fits' chunk size, as JSON reads them back."""
+    from ..theory.attention_optimum import CHUNK_TOKENS
+
     settings = PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]
-    begin = time.monotonic()
+    return json.loads(json.dumps({**settings, "optima_seed": OPTIMA_SEED, "chunk_tokens": CHUNK_TOKENS}))
+
+
+def up_to_date(path: pathlib.Path, preset: str) -> bool:
+    """Whether ``path`` holds a complete optima file of ``preset``'s settings: every field its chapter reads, the same
+    :func:`optima_settings` and the same task (:data:`TASK_FIELDS`). A file that cannot be read is a
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` that says to delete it."""
+    if not path.exists():
+        return False
+    try:
+        data = load_json(path)
+    except DamagedFileError as error:
+        raise error.advise("delete it (the same command then computes the optima again), or run the same command "
+                           "with --restart") from None
+    task = json.loads(json.dumps(nonlinear_config("lecture").as_dict()))
+    return (all(field in data for field in FIELDS_READ["nonlinear_optima_"])
+            and data.get("settings") == optima_settings(preset)
+            and all((data.get("task") or {}).get(field) == task[field] for field in TASK_FIELDS))
+
+
+def reproduce_nonlinear_optima(preset: str = "lecture", out=None, progress: bool = True, restart: bool = False,
+                               dirty: bool = False) -> pathlib.Path:
+    """Compute the optima of ``preset`` (:data:`PRESETS`) on the CPU in float64 with one thread (the caller's thread
+    count restored after), and write ``nonlinear_optima_<preset>.json`` atomically into ``out`` (default: the results
+    folder); a file of the same settings that is already there is kept ("up to date", :func:`up_to_date`) unless
+    ``restart``. ``dirty``: the library has uncommitted changes, and the file says so."""
+    settings = PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]
+    out = results_folder() if out is None else pathlib.Path(out)
+    path = out / nonlinear_optima_file(preset)
+    if not restart and up_to_date(path, preset):
+        print(f"{path}: up to date", flush=True)
+        return path
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
+    try:
+        return _compute(preset, settings, path, progress, dirty)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _compute(preset: str, settings: dict, path: pathlib.Path, progress: bool, dirty: bool) -> pathlib.Path:
+    begin = time.monotonic()
     task = nonlinear_config("lecture").task()
     lengths, K = settings["lengths"], settings["replicates"]
     sweep = length_sweep(task, settings, lengths, K, progress)
@@ -245,7 +303,8 @@ def reproduce_nonlinear_optima(preset: str = "lecture", out=None, progress: bool
         "preset": preset, "settings": {**settings, "optima_seed": OPTIMA_SEED, "chunk_tokens": None},
         "task": nonlinear_config("lecture").as_dict(), "lengths": list(lengths), "replicates": K,
         "prompts": sweep["prompts"], "models": list(MODELS),
-        "limits": {"linear": circle_quadrature.linear_limit_risk(task), "affine": circle_quadrature.affine_limit_risk(task),
+        "limits": {"linear": circle_quadrature.linear_limit_risk(task),
+                   "affine": circle_quadrature.affine_limit_risk(task),
                    "intercept_share": circle_quadrature.intercept_share(task),
                    "zero": circle_quadrature.zero_limit_risk(task), "noise_floor": task.noise_floor(),
                    "nodes": circle_quadrature.NODES},
@@ -263,19 +322,21 @@ def reproduce_nonlinear_optima(preset: str = "lecture", out=None, progress: bool
     data["settings"]["chunk_tokens"] = CHUNK_TOKENS
     data["dependence"] = dependence(settings, base_records, progress)
     data["provenance"] = {**provenance("cpu", time.monotonic() - begin), "preset": preset,
-                          "command": f"python -m softmax_as_linear.experiments.nonlinear_optima {preset}",
+                          "command": nonlinear_optima_command(preset), **({"allow_dirty": True} if dirty else {}),
                           "seed_rule": f"replicate k: seed {OPTIMA_SEED} + k, streams 'prompts' (fit) and "
                                        f"'evaluation' (held out) at each L",
                           "replicate_seeds": [OPTIMA_SEED + k for k in range(K)]}
-    out = results_folder() if out is None else pathlib.Path(out)
-    path = save_json(out / f"nonlinear_optima_{preset}.json", data)
+    path = save_json(path, data)
     if progress:
         print(f"wrote {path} in {time.monotonic() - begin:.0f} s", flush=True)
     return path
 
 
 def main(argv=None) -> int:
-    """``python -m softmax_as_linear.experiments.nonlinear_optima [preset] [out]``; exit code 2 on bad arguments."""
+    """``python -m softmax_as_linear.experiments.nonlinear_optima [preset] [out]``: :func:`reproduce_nonlinear_optima`,
+    the function the reproduction ``nonlinear_optima`` runs (``python -m softmax_as_linear reproduce nonlinear_optima
+    --preset <preset>`` adds the check of the library's uncommitted changes); exit code 2 for bad arguments, 1 for a
+    damaged file, 0 once the file is written or up to date."""
     argv = sys.argv[1:] if argv is None else argv
     try:
         preset = argv[0] if argv else "lecture"
@@ -283,7 +344,11 @@ def main(argv=None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    reproduce_nonlinear_optima(preset, argv[1] if len(argv) > 1 else None)
+    try:
+        reproduce_nonlinear_optima(preset, argv[1] if len(argv) > 1 else None)
+    except DamagedFileError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -150,9 +150,9 @@ def _compact(values: np.ndarray) -> list:
 
 def sweep_provenance(result: TrainResult, preset: str | None = None, device="cpu", wall_seconds: float = 0.0,
                      evaluation: dict | None = None) -> dict:
-    """Where a sweep's figures came from: :func:`~softmax_as_linear.core.provenance.provenance` (device, torch, commit, wall time, load) plus
-    the device's name, the preset and every setting of the sweep (lr, batch, steps, eval sizes, sampler,
-    seeds), the training path that ran (``engine_path``), its training time, the size of the final evaluation
+    """Where a sweep's figures came from: :func:`~softmax_as_linear.core.provenance.provenance` (device, torch, commit,
+    wall time, load) plus the device's name, the preset and every setting of the sweep (lr, batch, steps, eval sizes,
+    sampler, seeds), the training path that ran (``engine_path``), its training time, the size of the final evaluation
     set and the date (UTC)."""
     return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
             "settings": result.config.as_dict(), "engine_path": result.engine_path,

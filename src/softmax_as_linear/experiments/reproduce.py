@@ -1,24 +1,13 @@
-"""The reproduction of the paper's figures and of Chapter 6 (train or reuse each sweep, measure its final risks, write one
-result file per figure or per covariate law with its provenance), and of every chapter in the registry (what
-``python -m softmax_as_linear reproduce`` runs).
+"""What ``python -m softmax_as_linear reproduce`` runs: its options checked, then every reproduction named, in the
+order of the registry :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS`.
 
-Figures 2-4 share one isotropic sweep and Figures 6-8 one anisotropic sweep: the sweep is trained
-once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
-saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``figN_<preset>.json``
-(``sweep_kms_published_<preset>.npz`` and ``figN_<preset>_published.json`` for Figures 6-8 drawn with the
-published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covariate law and writes
-``beyond_<covariates>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
-overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Chapter 7 (``"depth"``) trains one sweep of
-one- and two-layer attention (:mod:`~softmax_as_linear.experiments.depth_regression`) and writes ``depth_<run>.json``.
-Chapter 8 (``"nonlinear"``) trains softmax and linear attention on a nonlinear task
-(:mod:`~softmax_as_linear.experiments.nonlinear`) and writes ``nonlinear_<preset>.json``; ``"nonlinear_depth"`` trains
-one and two layers on it (:mod:`~softmax_as_linear.experiments.nonlinear_depth`), ``nonlinear_depth_<preset>.json``. Every name is
-:mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts (``_final.npz`` next
-to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the last half, quarter and tenth
-of training, both records scored on the same fresh prompts
-(:func:`~softmax_as_linear.experiments.uncertainty.trajectory_changes`).
-With a deadline, training stops after about that long and the result files are written marked
-``"complete": false`` with the steps reached; the same call later resumes from the checkpoint.
+The paper's figures and Chapter 6 are reproduced by :mod:`~softmax_as_linear.experiments.figure_sweeps`; Chapter 7
+(``"depth"``) by :mod:`~softmax_as_linear.experiments.depth_reproduction`, one sweep of one- and two-layer attention
+written as ``depth_<run>.json``; Chapter 8 by :mod:`~softmax_as_linear.experiments.nonlinear` (``"nonlinear"``,
+``nonlinear_<preset>.json``), :mod:`~softmax_as_linear.experiments.nonlinear_depth` (``"nonlinear_depth"``) and
+:mod:`~softmax_as_linear.experiments.nonlinear_optima` (``"nonlinear_optima"``). With a deadline, training stops after
+about that long and the result files are written marked ``"complete": false``; the same call later resumes from the
+checkpoint.
 
 Every file records its preset and every override (``provenance["overrides"]``: seeds, lengths, sampler, random
 stream, shard). A library with uncommitted changes writes nothing unless ``allow_dirty`` is given
@@ -33,54 +22,28 @@ shard ``k`` only, in a folder of its own.
 """
 from __future__ import annotations
 
-import json
 import pathlib
 import time
 
-import numpy as np
-
 from ..core import checks
-from ..core.artifacts import (
-    DamagedFileError,
-    SettingsMismatchError,
-    load_json,
-    load_npz,
-    results_folder,
-    save_json,
-    save_npz,
-)
+from ..core.artifacts import results_folder
 from ..core.devices import resolve_device
 from ..core.provenance import library_changes
-from ..engine.evaluation import final_evaluation
-from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
-from ..engine.train import resolved, train
-from ..registry import (
-    CONCENTRATION_FIGURES,
-    COVARIATES,
-    EXPERIMENTS,
-    FIGURES,
-    PRESETS,
-    RNGS,
-    SAMPLERS,
-    TRAINING_FIGURES,
-)
+from ..registry import PRESETS, RNGS, SAMPLERS
 from .chapters import REPRODUCTIONS
-from .concentration_figures import concentration_figure
-from .paper_figures import figure_data, sweep_provenance
-from .presets import (
-    BEYOND_FINAL_PROMPTS,
-    CHANGE_PROMPTS,
-    FINAL_PROMPTS,
-    beyond_config,
-    shard_seeds,
-    sweep_config,
-    sweep_seeds,
+from .figure_sweeps import (  # noqa: F401  (the figures' and Chapter 6's names, read from here before)
+    BEYOND_COVARIATES,
+    all_seeds,
+    beyond_overrides,
+    beyond_run,
+    final_key,
+    keep_other_seeds,
+    same_final_key,
+    sweep_of,
 )
-from .result_files import beyond_stem, figure_file, overrides_of, run_name, shard_folder, sweep_stem
-from .stages import damaged, train_stage
+from .presets import shard_seeds  # noqa: F401
+from .result_files import overrides_of, shard_folder  # noqa: F401
 
-#: The covariate laws of Chapter 6's reproduction when none is named.
-BEYOND_COVARIATES = ("uniform", "rademacher")
 
 class UncommittedChangesError(Exception):
     """The library has uncommitted changes and ``allow_dirty`` was not given: a result written now could not say
@@ -99,98 +62,23 @@ def check_clean(allow_dirty: bool = False) -> bool:
     return bool(changed)
 
 
-def sweep_of(name: str, sampler: str = "paper") -> tuple[str, str]:
-    """(covariance, sampler) of the sweep behind training figure ``name`` (isotropic inputs: both samplers
-    draw the same prompts, so its sweep is the paper sampler's)."""
-    covariance = TRAINING_FIGURES[name][0]
-    return covariance, sampler if covariance == "kms" else "paper"
-
-
-def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tuple[int, ...]:
-    """The seeds of a reproduction: the preset's (figures: 327; Chapter 6: its preset's), or the first ``seeds`` of
-    :func:`~softmax_as_linear.experiments.presets.sweep_seeds`."""
-    if seeds is not None:
-        return sweep_seeds(seeds)
-    return beyond_config(preset).seeds if beyond else sweep_config(preset).seeds
-
-
-def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
-           restart: bool = False) -> TrainResult:
-    """A figure's (or Chapter 6's) sweep: read from ``<stem>.npz`` when it is there, complete, of ``config``
-    ("up to date"); else trained or resumed (:func:`~softmax_as_linear.experiments.stages.train_stage`) and saved."""
-    path = out / f"{stem}.npz"
-    if not restart and path.exists():
-        try:
-            result = load_sweep(path)
-        except DamagedFileError as error:
-            raise damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains "
-                                 "the sweep again if there is none)") from None
-        if result.config == config and result.complete:
-            print(f"{path}: up to date")
-            return result
-    kind = f"Chapter 6 {config.covariates}" if config.covariates != "gaussian" else config.covariance
-    what = f"the {kind} sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
-    result = train_stage(what, out / "checkpoints" / f"{stem}.pt", config, config.steps,
-                         lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
-    save_sweep(path, result)
-    status = "complete" if result.complete else f"stopped at step {int(result.steps[-1])} of {config.steps} (partial)"
-    print(f"{path}: {status}, {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
-    return result
-
-
 def figures_of(figure: str | list[str]) -> list[str]:
-    """The experiments named (``"all"``: every paper figure), in order; a ``ValueError`` names an unknown one."""
+    """The reproductions named (``"all"``: every paper figure), in the registry's order; a ``ValueError`` names an
+    unknown one."""
     requested = [figure] if isinstance(figure, str) else list(figure)
     for name in requested:
-        checks.one_of("figure", name, (*EXPERIMENTS, "all"))
+        checks.one_of("figure", name, (*REPRODUCTIONS, "all"))
     if not requested:
         raise ValueError("figure must name at least one figure")
-    return [f for f in EXPERIMENTS if ("all" in requested and f in FIGURES) or f in requested]
-
-
-def final_key(result: TrainResult, n_prompts: int) -> str:
-    """What a cached final evaluation was computed for: the sweep's settings, its last step and the prompt count."""
-    return json.dumps({"config": result.config.as_dict(), "steps": int(result.steps[-1]), "n_prompts": int(n_prompts)})
-
-
-def same_final_key(stored: str, key: str) -> bool:
-    """Whether a cached evaluation's ``stored`` key is :func:`final_key` ``key``, written by any version (a
-    configuration's renamed and added fields read as today's, :func:`~softmax_as_linear.engine.sweep.config_fields`)."""
-    def read(text: str):
-        try:
-            value = json.loads(text)
-            return {**value, "config": config_fields(value["config"])}
-        except (ValueError, TypeError, KeyError):
-            return None
-    stored_value = read(stored)
-    return stored_value is not None and stored_value == read(key)
-
-
-def _final(result, path: pathlib.Path, n_prompts: int, device, restart: bool = False) -> dict:
-    """The final evaluation of a sweep on ``n_prompts`` fresh prompts (cached next to it as ``<sweep>_final.npz``)."""
-    final = path.with_name(path.stem + "_final.npz")
-    key = final_key(result, n_prompts)
-    if final.exists() and not restart:
-        try:
-            cached = load_npz(final)
-        except DamagedFileError as error:
-            raise damaged(error, "delete it (the same command then measures the final risks again, "
-                                 "without training)") from None
-        if same_final_key(str(cached.pop("key", "")), key):
-            return cached
-    start = time.monotonic()
-    evaluation = final_evaluation(result, n_prompts, device=device)
-    save_npz(final, key=np.array(key), **evaluation)
-    print(f"{final}: final risks on {n_prompts:,} fresh prompts per seed and L, "
-          f"{time.monotonic() - start:.0f} s", flush=True)
-    return evaluation
+    return [name for name, r in REPRODUCTIONS.items() if ("all" in requested and r.in_all) or name in requested]
 
 
 def check_options(preset: str, max_minutes: float | None, seeds: int | None = None, sampler: str = "paper",
                   rng: str = "auto", shard: tuple[int, int] | None = None, names=("fig2",), covariates=None,
                   lengths=None) -> None:
     """Check a reproduction's options before anything is computed; a ``ValueError`` names the first bad one
-    (``names``: the experiments of :func:`figures_of`; ``covariates`` and ``lengths`` are Chapter 6's)."""
+    (``names``: the reproductions of :func:`figures_of`, each of which checks its own options after the common ones;
+    ``covariates`` and ``lengths`` apply only to the reproductions that take them, Chapter 6's)."""
     checks.one_of("preset", preset, PRESETS)
     if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or not 1 <= seeds <= 1000):
         raise ValueError(f"seeds must be an integer from 1 to 1000, got {seeds!r}")
@@ -198,42 +86,36 @@ def check_options(preset: str, max_minutes: float | None, seeds: int | None = No
     if max_minutes is not None and not max_minutes > 0:
         raise ValueError(f"max_minutes must be positive, got {max_minutes!r}")
     checks.one_of("rng", rng, RNGS)
-    beyond = "beyond" in names
-    if not beyond and (covariates is not None or lengths is not None):
-        raise ValueError(f"{'covariates' if covariates is not None else 'lengths'} applies to Chapter 6's sweeps only "
-                         "(reproduce beyond)")
-    for covariate in covariates or ():
-        checks.one_of("covariates", covariate, COVARIATES)
-    for name in names:
-        if name in REPRODUCTIONS and REPRODUCTIONS[name].fixed_seeds and (seeds is not None or sampler != "paper"
-                                                                          or rng != "auto"):
-            raise ValueError(REPRODUCTIONS[name].refused_options())
-    if beyond:
-        beyond_config(preset, **({} if lengths is None else {"lengths": tuple(lengths)}))  # checks the lengths
+    chosen = [REPRODUCTIONS[name] for name in names]
+    for option, value in (("covariates", covariates), ("lengths", lengths)):
+        if value is not None and not any(option in r.options for r in chosen):
+            takers = [r for r in REPRODUCTIONS.values() if option in r.options]
+            raise ValueError(f"{option} applies to {' and '.join(r.title for r in takers)} only "
+                             f"(reproduce {' '.join(r.name for r in takers)})")
+    for r in chosen:
+        r.check(preset, seeds, shard, max_minutes, sampler=sampler, rng=rng, covariates=covariates, lengths=lengths)
     if shard is not None:
         k, n = shard
-        counts = [len(all_seeds(preset, seeds))] if any(name in TRAINING_FIGURES for name in names) else []
-        counts += [len(all_seeds(preset, seeds, beyond=True))] if beyond else []
-        own = [REPRODUCTIONS[name] for name in names if name in REPRODUCTIONS]
-        counts += [len(r.seeds(preset, seeds)) for r in own if not r.fixed_seeds]
-        fixed_counts = [len(r.seeds(preset)) for r in own if r.fixed_seeds]  # Chapter 8's presets fix their seeds
-        counts += fixed_counts
-        count = min(counts, default=len(all_seeds(preset, seeds)))
+        counts = {r.name: r.shard_count(preset, seeds) for r in chosen}
+        fixed_counts = [counts[r.name] for r in chosen if r.fixed_seeds]  # Chapter 8's presets fix their seeds
+        count = min((c for c in counts.values() if c is not None), default=len(all_seeds(preset, seeds)))
         if not 1 <= k <= n:
             raise ValueError(f"shard must be K/N with 1 <= K <= N, got {k}/{n}")
         if n > count:
             raise ValueError(f"shard needs a seed at least per shard: {n} shards, and this reproduction has {count} "
                              f"seed{'s' if count > 1 else ''}; "
-                             + (f"use {count} shards or fewer (the preset fixes Chapter 8's seeds)" if count in fixed_counts
-                                else f"add --seeds {n} or more"))
+                             + (f"use {count} shards or fewer (the preset fixes Chapter 8's seeds)"
+                                if count in fixed_counts else f"add --seeds {n} or more"))
 
 
 def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "auto", out=None,
               max_minutes: float | None = None, seeds: int | None = None, sampler: str = "paper",
               restart: bool = False, shard: tuple[int, int] | None = None, rng: str = "auto",
               covariates=None, lengths=None, allow_dirty: bool = False) -> list[pathlib.Path]:
-    """Compute and save the artifacts of ``figure`` (a name, ``"beyond"``, ``"all"``, or a list of them); returns the
-    files written.
+    """Compute and save the artifacts of ``figure`` (a name of
+    :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS`, ``"all"``, or a list of them); returns the files
+    written. Each reproduction named runs in the registry's order
+    (:meth:`~softmax_as_linear.experiments.chapters.Reproduction.reproduce`).
 
     ``out`` defaults to the results folder, where the chapters read. ``max_minutes`` bounds the
     training time of this call (artifacts are then marked ``"complete": false``). ``seeds``: number of
@@ -241,12 +123,14 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     KMS sweep (Figures 6-8), ``"paper"`` or ``"published"``; the isotropic sweep is the same for both.
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
-    (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's sweeps
-    (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`, and
-    ``"nonlinear_depth"``, both of which shard) take their seeds and stream from their preset.
-    ``covariates`` (default :data:`BEYOND_COVARIATES`) and ``lengths`` (default the preset's): Chapter 6's covariate laws and
-    prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted, their files rewritten).
-    ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
+    (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's
+    reproductions (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`,
+    ``"nonlinear_depth"``, both of which shard, and ``"nonlinear_optima"``, which does not) take their seeds and
+    stream from their preset. ``covariates`` (default
+    :data:`~softmax_as_linear.experiments.figure_sweeps.BEYOND_COVARIATES`) and ``lengths`` (default the preset's):
+    Chapter 6's covariate laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted,
+    their files rewritten). ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n``
+    (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
     :func:`~softmax_as_linear.experiments.result_files.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has
     uncommitted changes (:func:`check_clean`), saying so in every file.
@@ -257,102 +141,15 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     deadline = None if max_minutes is None else time.monotonic() + 60 * max_minutes
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
-    overrides = {} if seeds is None else {"seeds": sweep_seeds(seeds)}
-    recorded = overrides_of(seeds, sampler, rng, shard=shard)
+    chosen = [REPRODUCTIONS[name] for name in names]
     if shard is not None:
         out = shard_folder(out, *shard)
-        names = [name for name in names if name not in CONCENTRATION_FIGURES]
-        if any(name in TRAINING_FIGURES for name in names):
-            overrides = {"seeds": shard_seeds(all_seeds(preset, seeds), *shard)}
+        chosen = [r for r in chosen if r.sharded]
+    options = dict(sampler=sampler, rng=rng, covariates=covariates, lengths=lengths)
     if not restart:
-        run_seeds = overrides.get("seeds", all_seeds(preset, seeds))
-        for name in names:
-            if name in TRAINING_FIGURES:
-                keep_other_seeds(out / figure_file(name, preset, sweep_of(name, sampler)[1]), run_seeds)
-    written, sweeps = [], {}
-    for name in names:
-        if name == "beyond":
-            written += _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths, dirty)
-            continue
-        if name in REPRODUCTIONS:  # a chapter's reproduction of its own stages
-            written += REPRODUCTIONS[name].reproduce(preset, device, out, deadline, seeds, restart, shard, dirty)
-            continue
-        if name in CONCENTRATION_FIGURES:  # no training: softmax against linear attention at the initialisation
-            data = concentration_figure(name, preset, device=device, progress=True)
-            data["provenance"] = {**data.get("provenance", {}), **({"allow_dirty": True} if dirty else {})}
-            used = "paper"
-        else:
-            covariance, used = sweep_of(name, sampler)
-            if covariance not in sweeps:
-                start = time.monotonic()
-                stem = sweep_stem(covariance, preset, used)
-                config = resolved(sweep_config(preset, covariance, sampler=used, rng=rng, **overrides), device)
-                result = _sweep(config, stem, preset, device, out, deadline, restart)
-                evaluation = _final(result, out / f"{stem}.npz", FINAL_PROMPTS[preset], device, restart)
-                origin = sweep_provenance(result, preset, device, time.monotonic() - start, evaluation)
-                origin.update(overrides=recorded, **({"allow_dirty": True} if dirty else {}))
-                if shard is not None:
-                    origin["shard"] = f"{shard[0]}/{shard[1]}"
-                sweeps[covariance] = result, evaluation, origin
-            result, evaluation, origin = sweeps[covariance]
-            data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
-                                  device=device), "provenance": origin}
-        written.append(save_json(out / figure_file(name, preset, used), data))
-        print(f"wrote {written[-1]}", flush=True)
-    return written
-
-
-def keep_other_seeds(path: pathlib.Path, seeds) -> None:
-    """Refuse, before anything trains, to replace the figure file at ``path`` when it holds other seeds than the
-    run's ``seeds``: a figure file is named by its preset alone, so a three-seed run would otherwise overwrite the
-    ten-seed file the chapters read. The :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` says how
-    to keep both or replace it; a damaged file is left to be rewritten."""
-    if not path.exists():
-        return
-    try:
-        stored = load_json(path).get("seeds")
-    except DamagedFileError:
-        return
-    if stored is not None and [int(s) for s in stored] != [int(s) for s in seeds]:
-        raise SettingsMismatchError(
-            path, f"{path} holds the seeds {', '.join(map(str, stored))}, and this command would replace it with the "
-                  f"seeds {', '.join(map(str, seeds))}: write elsewhere with --out, or pass --restart to replace it")
-
-
-def beyond_run(preset: str, seeds: int | None = None, lengths=None) -> str:
-    """The run name of a Chapter 6 reproduction (:func:`~softmax_as_linear.experiments.result_files.run_name`)."""
-    return run_name(preset, None if seeds is None else sweep_seeds(seeds), None if lengths is None else tuple(lengths))
-
-
-def beyond_overrides(preset: str, seeds: int | None = None, lengths=None, shard=None) -> dict:
-    """The fields of :func:`~softmax_as_linear.experiments.presets.beyond_config` a Chapter 6 reproduction replaces."""
-    overrides = {} if lengths is None else {"lengths": tuple(int(L) for L in lengths)}
-    if seeds is not None or shard is not None:
-        overrides["seeds"] = all_seeds(preset, seeds, beyond=True)
-    if shard is not None:
-        overrides["seeds"] = shard_seeds(overrides["seeds"], *shard)
-    return overrides
-
-
-def _reproduce_beyond(preset, device, out, deadline, seeds, rng, restart, shard, covariates, lengths,
-                      dirty) -> list[pathlib.Path]:
-    """Chapter 6's sweeps, one per law, each read and written as ``beyond_<covariates>_<run>.json``."""
-    from .beyond_gaussian import beyond_provenance, beyond_readings
-
-    run = beyond_run(preset, seeds, lengths)
-    recorded = overrides_of(seeds, rng=rng, lengths=lengths, shard=shard)
-    written = []
-    for covariate in covariates or BEYOND_COVARIATES:
-        start = time.monotonic()
-        stem = beyond_stem(covariate, run)
-        config = resolved(beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths, shard)), device)
-        print(f"== Chapter 6, {covariate} covariates, {preset} preset" + ("" if run == preset else f" ({run})"), flush=True)
-        result = _sweep(config, f"sweep_{stem}", preset, device, out, deadline, restart)
-        trained = time.monotonic() - start
-        evaluation = _final(result, out / f"sweep_{stem}.npz", BEYOND_FINAL_PROMPTS[preset], device, restart)
-        data = {**beyond_readings(result, evaluation, preset), "run": run}
-        data["provenance"] = {**beyond_provenance(result, preset, device, time.monotonic() - start, trained),
-                              "run": run, "overrides": recorded, **({"allow_dirty": True} if dirty else {})}
-        written.append(save_json(out / f"{stem}.json", data))
-        print(f"wrote {written[-1]}", flush=True)
+        for r in chosen:
+            r.before_training(preset, out, seeds, shard, **options)
+    written, shared = [], {}  # shared: the sweeps the figures of this call share, trained once
+    for r in chosen:
+        written += r.reproduce(preset, device, out, deadline, seeds, restart, shard, dirty, shared=shared, **options)
     return written

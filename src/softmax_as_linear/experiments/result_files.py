@@ -14,10 +14,10 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
   ``python -m softmax_as_linear reproduce nonlinear --preset <preset>``, with its checkpoint
   ``checkpoints/nonlinear_<preset>.pt``, and ``nonlinear_depth_<preset>.json`` for its one- and two-layer sweep, written
   by ``python -m softmax_as_linear reproduce nonlinear_depth --preset <preset>``, and ``nonlinear_optima_<preset>.json``
-  for the optima of one attention layer, written by ``python -m softmax_as_linear.experiments.nonlinear_optima
+  for the optima of one attention layer, written by ``python -m softmax_as_linear reproduce nonlinear_optima --preset
   <preset>``;
-- ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<covariates>_<run>.npz``: the training sweeps behind
-  them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
+- ``sweep_<covariance>[_published]_<preset>.npz`` and ``sweep_beyond_<covariates>_<run>.npz``: the training sweeps
+  behind them (with ``_final.npz``, their final evaluation, and ``checkpoints/<stem>.pt``).
 
 :func:`load_result` loads any of the JSON files by name and, when it is missing or damaged, names the command that
 writes it (:func:`command_for`); a damaged file that the repository holds is also named with the ``git checkout`` that
@@ -91,10 +91,12 @@ def damaged_advice(path, command: str) -> str:
     try:
         origin = json.loads(_git(top, "show", f"HEAD:{relative}") or "").get("provenance") or {}
         device = origin.get("device_name") or origin.get("device")
-        took = f" (the committed run took {float(origin['wall_seconds']) / 60:.0f} min" + (f" on {device})" if device else ")")
+        took = (f" (the committed run took {float(origin['wall_seconds']) / 60:.0f} min"
+                + (f" on {device})" if device else ")"))
     except (ValueError, KeyError, TypeError, AttributeError):
         pass
-    return f"the repository holds it: restore the committed file with\n    git -C {top} checkout -- {relative}\nor {rerun}{took}"
+    return (f"the repository holds it: restore the committed file with\n    git -C {top} checkout -- {relative}\n"
+            f"or {rerun}{took}")
 
 
 def _committed(path: pathlib.Path) -> tuple[str, str] | None:
@@ -151,7 +153,8 @@ def _fields_read(filename: str) -> tuple[str, ...]:
 
 
 def sweep_stem(covariance: str, preset: str, sampler: str = "paper") -> str:
-    """File stem of a figures' sweep: ``sweep_<covariance>[_published]_<preset>`` (its ``.npz``, ``_final.npz``, ``.pt``)."""
+    """File stem of a figures' sweep: ``sweep_<covariance>[_published]_<preset>`` (its ``.npz``, ``_final.npz``,
+    ``.pt``)."""
     return f"sweep_{covariance}{'' if sampler == 'paper' else '_' + sampler}_{preset}"
 
 
@@ -243,8 +246,8 @@ def beyond_command(covariates: str, run: str = "paper") -> str:
 
 
 def reduced_runs(covariates: str, preset: str, folder=None) -> list[str]:
-    """The runs of ``preset`` with other seeds or lengths saved for the covariate law ``covariates`` (results folder, then the shipped copy),
-    the one with the most seeds, then the longest prompts, first."""
+    """The runs of ``preset`` with other seeds or lengths saved for the covariate law ``covariates`` (results folder,
+    then the shipped copy), the one with the most seeds, then the longest prompts, first."""
     from ..core.artifacts import search_path
 
     runs = set()
@@ -264,9 +267,10 @@ def reduced_runs(covariates: str, preset: str, folder=None) -> list[str]:
 
 
 def saved_beyond(covariates: str, preset: str = "paper", folder=None) -> dict | None:
-    """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale: ``beyond_<covariates>_<preset>.json`` when the preset's
-    run has been made, else the largest reduced run of that preset (:func:`reduced_runs`; its file's ``run`` and
-    ``overrides`` say what changed), else ``None`` (:func:`beyond_command` writes it). A partial file is returned as
+    """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale:
+    ``beyond_<covariates>_<preset>.json`` when the preset's run has been made, else the largest reduced run of that
+    preset (:func:`reduced_runs`; its file's ``run`` and ``overrides`` say what changed), else ``None``
+    (:func:`beyond_command` writes it). A partial file is returned as
     it is (``"complete": false``: its figures say so, and Chapter 6 checks no claim on it)."""
     run = preset if find_result(beyond_file(covariates, preset), folder) is not None else next(
         iter(reduced_runs(covariates, preset, folder)), preset)
@@ -425,7 +429,7 @@ def nonlinear_optima_file(preset: str = "lecture") -> str:
 def nonlinear_optima_command(preset: str = "lecture") -> str:
     """The command that writes ``nonlinear_optima_<preset>.json`` into the results folder."""
     checks.one_of("preset", preset, _optima_presets())
-    return f"python -m softmax_as_linear.experiments.nonlinear_optima {preset}"
+    return f"python -m softmax_as_linear reproduce nonlinear_optima --preset {preset}"
 
 
 def saved_nonlinear_optima(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:
@@ -456,8 +460,8 @@ def command_for(filename: str) -> str:
     preset = rest.removesuffix("_" + sampler) if sampler != "paper" else rest
     if figure not in (*TRAINING_FIGURES, *CONCENTRATION_FIGURES) or preset not in PRESETS:
         raise ValueError(f"filename must be a result file of the course (<figure>_<preset>[_published].json, "
-                         f"beyond_<covariates>_<run>.json, depth_<run>.json, nonlinear_<preset>.json, "
-                         f"nonlinear_depth_<preset>.json, nonlinear_window_<preset>.json or "
+                         "beyond_<covariates>_<run>.json, depth_<run>.json, nonlinear_<preset>.json, "
+                         "nonlinear_depth_<preset>.json, nonlinear_window_<preset>.json or "
                          f"nonlinear_optima_<preset>.json), got {filename!r}")
     return figure_command(figure, preset, sampler)
 

@@ -25,38 +25,13 @@ from __future__ import annotations
 import pathlib
 import time
 
-import numpy as np
-
 from ..core import checks
-from ..core.artifacts import DamagedFileError, load_json, load_npz, results_folder, save_json, save_npz
+from ..core.artifacts import load_json, results_folder, save_json
 from ..core.devices import resolve_device
-from ..core.provenance import provenance, utc_now
-from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
-from ..registry import CONCENTRATION_FIGURES, LAUNCHERS, TRAINING_FIGURES
+from ..registry import LAUNCHERS
 from .chapters import REPRODUCTIONS
-from .concentration_figures import concentration_figure
-from .merging import ShardError, ShardsPartial, common_origin
-from .paper_figures import figure_data
-from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, sweep_config
-from .reproduce import (
-    BEYOND_COVARIATES,
-    all_seeds,
-    beyond_overrides,
-    beyond_run,
-    check_clean,
-    check_options,
-    figures_of,
-    final_key,
-    overrides_of,
-    reproduce,
-    shard_folder,
-    shard_seeds,
-    sweep_of,
-)
-from .result_files import beyond_stem, figure_file, sweep_stem
-
-#: The arrays of a final evaluation that have a seed axis (the others, ``n_prompts``, are shared).
-EVALUATION_PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
+from .merging import ShardError, ShardsPartial
+from .reproduce import check_clean, check_options, figures_of, reproduce
 
 
 def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: str, k: int, n: int,
@@ -70,166 +45,47 @@ def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: s
     return f"python -m softmax_as_linear reproduce {' '.join(figures)} --preset {preset}{extra}{where} --shard {k}/{n}"
 
 
-def _merge_sweep(stem: str, config: TrainConfig, final_prompts: int, out: pathlib.Path, n: int, command,
-                 shard_file=None) -> tuple[TrainResult, dict, list[dict]]:
-    """The shards' sweeps ``<stem>.npz`` and final evaluations, joined along the seed axis, with each shard's
-    provenance (read from ``shard_file(folder)``, one of the shard's result files, when given). ``config``: the
-    whole reproduction's; with ``rng="auto"`` the shards' random stream is the one the first shard used (it depends
-    on its device)."""
-    results, evaluations, origins = [], [], []
-    for k in range(1, n + 1):
-        folder = shard_folder(out, k, n)
-        path = folder / f"{stem}.npz"
-        expected = config.replace(seeds=shard_seeds(config.seeds, k, n))
-        if not path.exists():
-            raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
-        result = load_sweep(path)
-        if config.rng == "auto":  # the stream "auto" meant where the first shard ran
-            config = config.replace(rng=result.config.rng)
-            expected = expected.replace(rng=result.config.rng)
-        if result.config != expected:
-            differ = [f"{key} {_shown(theirs)} (this merge: {_shown(mine)})" for key, theirs, mine in
-                      ((key, value, expected.as_dict()[key]) for key, value in result.config.as_dict().items())
-                      if theirs != mine]
-            raise ShardError(f"the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} ({path}) has {'; '.join(differ)}. Run merge with the shards' --preset, --seeds, "
-                             "--sampler, --rng (and --lengths), or train the shards again with these settings and "
-                             "--restart")
-        if not result.complete:
-            raise ShardError(f"shard {k}/{n} stopped at step {int(result.steps[-1])} of {config.steps}: run the same "
-                             f"command again to resume it\n    {command(k)}")
-        final = folder / f"{stem}_final.npz"
-        evaluation = load_npz(final) if final.exists() else {}
-        if str(evaluation.pop("key", "")) != final_key(result, final_prompts):
-            raise ShardError(f"shard {k}/{n} has no final evaluation of its sweep ({final}): run\n    {command(k)}")
-        origin = {"shard": f"{k}/{n}", "seeds": list(result.config.seeds),
-                  "training_seconds": round(float(result.seconds), 1)}
-        figure = None if shard_file is None else shard_file(folder)
-        if figure is not None and figure.exists():
-            try:
-                origin = {**load_json(figure).get("provenance", {}), **origin}
-            except DamagedFileError as error:  # its provenance would be lost: the shard's command rewrites it
-                raise ShardError(f"{error}; it holds the provenance of shard {k}/{n} (where and how it ran): run the "
-                                 f"shard's command again, which rewrites it from its sweep without training\n"
-                                 f"    {command(k)}") from None
-            origin.pop("settings", None)
-        results.append(result)
-        evaluations.append(evaluation)
-        origins.append(origin)
-    first = results[0]
-    merged = TrainResult(config, first.steps,
-                         *(np.concatenate([getattr(r, name) for r in results]) for name in ("train_risk", "eval_risk")),
-                         {name: np.concatenate([r.params[name] for r in results]) for name in first.params},
-                         np.concatenate([r.diverged_at for r in results]), float(sum(r.seconds for r in results)), True,
-                         np.concatenate([r.eval_sd for r in results]),
-                         ", ".join(dict.fromkeys(r.engine_path for r in results)))  # the path, or each one that ran
-    evaluation = {name: np.concatenate([e[name] for e in evaluations]) for name in EVALUATION_PER_SEED}
-    evaluation["n_prompts"] = evaluations[0]["n_prompts"]
-    save_sweep(out / f"{stem}.npz", merged)
-    save_npz(out / f"{stem}_final.npz", key=np.array(final_key(merged, final_prompts)), **evaluation)
-    return merged, evaluation, origins
-
-
-def _shown(value):
-    return list(value) if isinstance(value, tuple) else repr(value) if isinstance(value, str) else value
-
-
-def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], seconds: float, overrides: dict,
-                       dirty: bool) -> dict:
-    """The provenance of merged files: where the shards ran (the first shard's device, torch and commit at the top,
-    every shard in ``shards``), the preset, its overrides and the settings of the whole reproduction, the summed
-    training time, and the merge."""
-    first = origins[0]
-    top = {**common_origin(origins), **({"allow_dirty": True} if first.get("allow_dirty") else {})}
-    merged = provenance("cpu", seconds)
-    return {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "overrides": overrides,
-            "settings": result.config.as_dict(), "training_seconds": round(float(result.seconds), 1),
-            "final_prompts": first.get("final_prompts"), "date": utc_now(), "shards": origins, "merged": merged}
-
-
 def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=None, seeds: int | None = None,
           sampler: str = "paper", device: str = "auto", rng: str = "auto", covariates=None, lengths=None,
           allow_dirty: bool = False) -> list[pathlib.Path]:
     """Join the ``shards`` shards of a reproduction (each trained by ``reproduce(..., shard=(k, shards))``) and
     write its files into ``out``: the sweeps, their final evaluations and one file per figure (and per law of
-    Chapter 6), as one :func:`~softmax_as_linear.experiments.reproduce.reproduce` of every seed writes them
-    (Figures 1 and 5, which have no seeds, are computed here). A :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing or unfinished
-    shard and the command that completes it, or says that the merge's settings differ from the shards'; nothing is
-    written then."""
+    Chapter 6, and per chapter's reproduction), as one :func:`~softmax_as_linear.experiments.reproduce.reproduce` of
+    every seed writes them (Figures 1 and 5, which have no seeds, are computed here). Every reproduction named checks
+    that its shards are there, then reads and joins them
+    (:meth:`~softmax_as_linear.experiments.chapters.Reproduction.merged_files`); only then is anything written. A
+    :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing or unfinished shard and the command
+    that completes it, or says that the merge's settings differ from the shards'; nothing is written then."""
     names = figures_of(figure)
     check_options(preset, None, seeds, sampler, rng, (1, shards), names, covariates, lengths)
     dirty = check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
     start = time.monotonic()
-    training = [name for name in names if name not in CONCENTRATION_FIGURES]
-    figures = [name for name in training if name in TRAINING_FIGURES]
-    beyond = "beyond" in names
-    run = beyond_run(preset, seeds, lengths) if beyond else None
+    chosen = [REPRODUCTIONS[name] for name in names]
+    training = [r.name for r in chosen if r.sharded]
 
     def command(k):
         return shard_command(training, preset, seeds, sampler, k, shards, out, rng, covariates, lengths)
 
-    needed = {}  # sweep stem -> (config, final prompts, a result file of the shard beside it)
-    for covariance, used in dict.fromkeys(sweep_of(name, sampler) for name in figures):
-        first = next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance)
-        needed[sweep_stem(covariance, preset, used)] = (
-            sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng),
-            FINAL_PROMPTS[preset], lambda folder, first=first, used=used: folder / figure_file(first, preset, used))
-    for covariate in (covariates or BEYOND_COVARIATES) if beyond else ():
-        stem = beyond_stem(covariate, run)
-        config = beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths))
-        needed[f"sweep_{stem}"] = (config, BEYOND_FINAL_PROMPTS[preset], lambda folder, stem=stem: folder / f"{stem}.json")
-    for stem in needed:  # every shard of every sweep is there before anything is written
-        for k in range(1, shards + 1):
-            folder = shard_folder(out, k, shards)
-            if not (folder / f"{stem}.npz").exists():
-                others = sorted(p.stem for p in folder.glob(f"{stem.split('_', 3)[0]}_*.npz")
-                                if not p.stem.endswith("_final")) if stem.startswith("sweep_beyond") else []
-                hint = (f" (it holds {', '.join(others)}: were the shards trained with other --seeds or --lengths "
-                        "than this merge's?)") if others else ""
-                raise ShardError(f"shard {k}/{shards} has not written its sweep {stem} yet{hint}: run\n    {command(k)}")
-    own = {name: REPRODUCTIONS[name].merged(preset, seeds, shards, out, command, dirty, start)  # before any write
-           for name in names if name in REPRODUCTIONS}
-    sweeps = {}
-    for stem, (config, final_prompts, shard_file) in needed.items():
-        merged, evaluation, origins = _merge_sweep(stem, config, final_prompts, out, shards, command, shard_file)
-        recorded = overrides_of(seeds, sampler if stem.startswith("sweep_kms") else "paper", rng,
-                                lengths if stem.startswith("sweep_beyond") else None)
-        sweeps[stem] = merged, evaluation, _merged_provenance(merged, preset, origins, time.monotonic() - start,
-                                                              recorded, dirty)
+    options = dict(sampler=sampler, rng=rng, covariates=covariates, lengths=lengths)
+    for r in chosen:  # every shard of every sweep is there before anything is read
+        r.check_shards(preset, seeds, shards, out, command, **options)
+    sweeps = {}  # the sweeps joined for this merge, each once, by stem
+    files = [file for r in chosen
+             for file in r.merged_files(preset, seeds, shards, out, command, dirty, start, device=device,
+                                        sweeps=sweeps, **options)]
+    for sweep in sweeps.values():
+        sweep.save(out)
     written = []
-    for name in names:
-        if name in own:
-            written.append(save_json(out / REPRODUCTIONS[name].file(preset, seeds), own[name]))
-            print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name == "beyond":
-            from .beyond_gaussian import beyond_readings
-
-            for covariate in covariates or BEYOND_COVARIATES:
-                stem = beyond_stem(covariate, run)
-                result, evaluation, origin = sweeps[f"sweep_{stem}"]
-                data = {**beyond_readings(result, evaluation, preset), "run": run,
-                        "provenance": {**origin, "run": run}}
-                written.append(save_json(out / f"{stem}.json", data))
-                print(f"wrote {written[-1]}", flush=True)
-            continue
-        if name in CONCENTRATION_FIGURES:
-            data, used = concentration_figure(name, preset, device=resolve_device(device), progress=True), "paper"
-            if dirty:
-                data["provenance"] = {**data.get("provenance", {}), "allow_dirty": True}
-        else:
-            covariance, used = sweep_of(name, sampler)
-            result, evaluation, origin = sweeps[sweep_stem(covariance, preset, used)]
-            data = {**figure_data(name, result, evaluation=evaluation, change_prompts=CHANGE_PROMPTS[preset],
-                                  device=resolve_device(device)), "provenance": origin}
-        written.append(save_json(out / figure_file(name, preset, used), data))
+    for name, data in files:
+        written.append(save_json(out / name, data()))
         print(f"wrote {written[-1]}", flush=True)
     return written
 
 
 def run_shard(figures: list[str], options: dict, shard: tuple[int, int], threads: int = 1) -> list[str]:
-    """One shard, as a launched job runs it: :func:`~softmax_as_linear.experiments.reproduce.reproduce` with ``shard`` on ``threads`` torch threads
+    """One shard, as a launched job runs it: :func:`~softmax_as_linear.experiments.reproduce.reproduce` with ``shard``
+    on ``threads`` torch threads
     (a CPU); returns the files written and whether each is complete."""
     import torch
 
@@ -254,8 +110,9 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     prefix, for instance ``{"partition": "gpu", "additional_parameters": {"account": "me"}}``) or
     ``"local"`` (the shards as processes of this machine; with CUDA, shard ``k`` gets GPU ``k - 1`` modulo
     the GPUs there). ``timeout_minutes`` bounds each job; ``gpus_per_shard`` defaults to 1 on CUDA, else 0.
-    Job logs go to ``<out>/shards/logs/``. Returns the merged files; a :class:`~softmax_as_linear.experiments.merging.ShardError` names failed
-    or unfinished shards (rerun the same call to resume them: finished shards are reused).
+    Job logs go to ``<out>/shards/logs/``. Returns the merged files; a
+    :class:`~softmax_as_linear.experiments.merging.ShardError` names failed or unfinished shards (rerun the same call to
+    resume them: finished shards are reused).
     """
     import submitit  # the optional extra: pip install softmax_as_linear[cluster]
 
@@ -264,7 +121,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     check_options(preset, max_minutes, seeds, sampler, rng, (1, shards), names, covariates, lengths)
     check_clean(allow_dirty)
     out = results_folder() if out is None else pathlib.Path(out)
-    training = [name for name in names if name not in CONCENTRATION_FIGURES]
+    training = [name for name in names if REPRODUCTIONS[name].sharded]
     resolved = resolve_device(device) if launcher == "local" else None
     cuda = (resolved.type == "cuda") if resolved is not None else str(device) == "cuda"
     gpus = (1 if cuda else 0) if gpus_per_shard is None else gpus_per_shard

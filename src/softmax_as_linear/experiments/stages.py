@@ -46,8 +46,9 @@ def damaged(error: DamagedFileError, what: str) -> DamagedFileError:
 
 def resume_point(checkpoint: pathlib.Path, key, what: str) -> int | None:
     """The step the checkpoint of stage ``what`` resumes from (None without one), ``key`` (with ``as_dict()``,
-    ``seeds`` and ``steps``) being what it must have been written for; a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` when it was
-    written for other settings (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``),
+    ``seeds`` and ``steps``) being what it must have been written for; a
+    :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` when it was written for other settings
+    (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``),
     a :class:`~softmax_as_linear.core.artifacts.DamagedFileError` when it cannot be read."""
     if not checkpoint.exists():
         return None

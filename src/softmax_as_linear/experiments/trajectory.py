@@ -33,8 +33,8 @@ escape). The paper-scale files have :math:`n = 76` records in their last quarter
 **Resolution.** The smallest fall over the window that the test detects in a run is
 :math:`c\,\mathrm{se}(\text{fall})` with :math:`c` the critical value (``resolution``): a steady fall of that size is
 found about half the time (43 % in the tests' simulation), one of twice that size almost always (96 %), and a run
-not called moving may still move by less than that. It is per run, set by that run's own jitter, and independent of the Monte Carlo
-error of the records (a common offset of the shared held-out prompts).
+not called moving may still move by less than that. It is per run, set by that run's own jitter, and independent of the
+Monte Carlo error of the records (a common offset of the shared held-out prompts).
 
 **Settled since** :math:`k_{t^*}`: the records are cut, back from the end, into batches of the test window's size
 :math:`b` (the :math:`T \bmod b` records left over at the start form a shorter first batch, its band widened for

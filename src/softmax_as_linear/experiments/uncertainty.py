@@ -17,7 +17,8 @@ relative standard deviation is measured, never assumed.
 - :func:`change_between`: the fall of the held-out risk between two records of a trajectory file, paired when the
   file stores it, otherwise with the bound :math:`\mathrm{se}_1 + \mathrm{se}_2`, valid whatever the correlation.
 
-Risks are :math:`R = \tfrac12 \mathrm{MSE}`. Arrays have axes seed ``S``, length ``nL``, (activation ``nA``), record ``T``.
+Risks are :math:`R = \tfrac12 \mathrm{MSE}`. Arrays have axes seed ``S``, length ``nL``, (activation ``nA``), record
+``T``.
 """
 from __future__ import annotations
 

@@ -43,9 +43,11 @@ def limit_gap_figure(data: dict, title: str = "Finite prompts against the closed
         lengths = row["lengths"]
         fig.add_trace(style.band(lengths, row["low"], row["high"], color))
         fig.add_trace(go.Scatter(x=lengths, y=_values(row["scaled"]), mode="lines+markers",
-                                 name=f"{COVARIATE_NAMES[covariates]}: measured (95 % interval)", line=dict(color=color, width=2.5)))
+                                 name=f"{COVARIATE_NAMES[covariates]}: measured (95 % interval)",
+                                 line=dict(color=color, width=2.5)))
         fig.add_trace(go.Scatter(x=[lengths[0], lengths[-1]], y=[row["constant"]] * 2, mode="lines",
-                                 name=f"{COVARIATE_NAMES[covariates]}: delta-method limit E[C]", line=dict(color=color, dash="dash")))
+                                 name=f"{COVARIATE_NAMES[covariates]}: delta-method limit E[C]",
+                                 line=dict(color=color, dash="dash")))
     return _inside_legend(fig, "bottom right")
 
 
@@ -63,9 +65,11 @@ def block_flow_figure(flows: dict, drift: dict | None = None, noise_var: float =
         excess = np.asarray(flow["risk"]) - noise_var / 2
         color = style.COVARIATE_COLORS[covariates]
         fig.add_trace(go.Scatter(x=times[keep], y=_values(np.where(excess > 1e-15, excess, np.nan)[keep]), mode="lines",
-                                 name=f"{COVARIATE_NAMES[covariates]}: R∞ − s²/2", line=dict(color=color, width=2.5)))
+                                 name=f"{COVARIATE_NAMES[covariates]}: R∞ − s²/2",
+                                 line=dict(color=color, width=2.5)))
         fig.add_trace(go.Scatter(x=times[keep], y=_values(np.asarray(flow["V"])[keep, -1, -1]), mode="lines",
-                                 name=f"{COVARIATE_NAMES[covariates]}: v_y", yaxis="y2", line=dict(color=color, dash="dot")))
+                                 name=f"{COVARIATE_NAMES[covariates]}: v_y", yaxis="y2",
+                                 line=dict(color=color, dash="dot")))
     if drift is not None:
         fig.add_trace(go.Scatter(x=drift["times"], y=_values(drift["excess"]), mode="lines",
                                  name="uniform, predicted K(24Kt)^(−2/3)", line=dict(color="#444", dash="dash")))
@@ -75,9 +79,9 @@ def block_flow_figure(flows: dict, drift: dict | None = None, noise_var: float =
 def tracking_figure(tracking: dict, title: str | None = None) -> go.Figure:
     """Theorem 4.3 against :math:`L` from :func:`~softmax_as_linear.experiments.beyond_gaussian.limit_tracking` data.
 
-    Per activation, :math:`\\sup_{t \\le T}\\|\\theta_L(t) - \\theta_\\infty(t)\\|^2` (each run against the infinite-prompt
-    run of its own activation; median and range over seeds); the distance between the two infinite-prompt runs
-    (softmax's limit against linear attention's), and the paper's Figure-3 distance
+    Per activation, :math:`\\sup_{t \\le T}\\|\\theta_L(t) - \\theta_\\infty(t)\\|^2` (each run against the
+    infinite-prompt run of its own activation; median and range over seeds); the distance between the two
+    infinite-prompt runs (softmax's limit against linear attention's), and the paper's Figure-3 distance
     :math:`\\sup_t\\|\\theta^{\\mathrm{soft}}_L - \\theta^{\\mathrm{lin}}_L\\|^2`, which cannot fall below it.
     """
     lengths, seeds = tracking["lengths"], tracking["seeds"]
@@ -89,7 +93,8 @@ def tracking_figure(tracking: dict, title: str | None = None) -> go.Figure:
                                   f"{MODEL_NAMES[activation]} – its limit", markers=True):
             fig.add_trace(trace)
     paired = np.asarray(tracking["paired"])[..., np.asarray(tracking["times"]) <= tracking["horizon"] + 1e-12].max(-1)
-    for trace in _seed_traces(lengths, paired, seeds, style.COLORS["optimal_linear"], "softmax – linear, same L (Figure 3)",
+    for trace in _seed_traces(lengths, paired, seeds, style.COLORS["optimal_linear"],
+                              "softmax – linear, same L (Figure 3)",
                               markers=True, width=1.5):
         fig.add_trace(trace)
     limits = np.asarray(tracking["limits_sup"])
@@ -115,10 +120,11 @@ def tracking_time_figure(tracking: dict, seed_index: int = 0, title: str | None 
                                  mode="lines", name=f"softmax – linear at L = {L}",
                                  line=dict(color=style.COLORS["optimal_linear"], width=1.5, dash="dash")))
         panels.append((str(L), traces))
-    title = title or f"Squared distances along training ({COVARIATE_NAMES[tracking['covariates']]} covariates, seed {seed})"
+    title = title or (f"Squared distances along training ({COVARIATE_NAMES[tracking['covariates']]} covariates, "
+                      f"seed {seed})")
     fig = style.slider_figure(panels, slider_label="prompt length L", active=len(panels) - 1, title=title,
-                              xtitle="gradient-flow time t = 2 · lr · k", ytitle="squared distance", logx=True, logy=True,
-                              fixed=fixed)
+                              xtitle="gradient-flow time t = 2 · lr · k", ytitle="squared distance", logx=True,
+                              logy=True, fixed=fixed)
     return _room_for_slider(_inside_legend(fig, "bottom right"))
 
 
@@ -139,10 +145,13 @@ def final_figure(final: dict, title: str | None = None) -> go.Figure:
     fig.add_trace(go.Scatter(x=lengths, y=_values(final["bayes"]), mode="lines", name=f"L-Bayes (ridge), {name} inputs",
                              line=dict(color=style.COLORS["bayes"], width=2)))
     fig.add_trace(go.Scatter(x=lengths, y=_values(final["optimal_linear"]), mode="lines",
-                             name=f"best linear attention, {name} inputs", line=dict(color=style.COLORS["optimal_linear"], width=2, dash="dash")))
+                             name=f"best linear attention, {name} inputs",
+                             line=dict(color=style.COLORS["optimal_linear"], width=2, dash="dash")))
     fig.add_trace(go.Scatter(x=lengths, y=_values(final["optimal_linear_gaussian"]), mode="lines",
-                             name="best linear attention, Gaussian inputs", line=dict(color=style.COLORS["optimal_linear"], width=1, dash="dot")))
-    for trace in _seed_traces(lengths, final["risk"]["softmax"], seeds, style.COLORS["softmax"], "trained softmax attention",
+                             name="best linear attention, Gaussian inputs",
+                             line=dict(color=style.COLORS["optimal_linear"], width=1, dash="dot")))
+    for trace in _seed_traces(lengths, final["risk"]["softmax"], seeds, style.COLORS["softmax"],
+                              "trained softmax attention",
                               markers=True):
         fig.add_trace(trace)
     for trace in _seed_traces(lengths, final["linear_exact"], seeds, style.COLORS["linear"],
@@ -152,24 +161,27 @@ def final_figure(final: dict, title: str | None = None) -> go.Figure:
 
 
 def missing_note(covariates: str, preset: str = "paper") -> str:
-    """Markdown saying that the result of the covariate law ``covariates`` at ``preset`` scale has not been computed, and how to compute it."""
+    """Markdown saying that the result of the covariate law ``covariates`` at ``preset`` scale has not been computed,
+    and how to compute it."""
     return (f"**Chapter 6 at {preset} scale has not been computed for {COVARIATE_NAMES[covariates]} covariates** "
             f"(no `results/{result_name(covariates, preset)}` in this copy of the course). It is written by\n\n"
-            f"```\n{reproduce_command(covariates, preset)}\n```\n\n(about a minute per law expected on one GPU, not yet measured; "
+            f"```\n{reproduce_command(covariates, preset)}\n```\n\n(about a minute per law expected on one GPU, not "
+            "yet measured; "
             "see the script's help for a CPU run).")
 
 
 def show_saved(covariates: str, data: dict | None, preset: str = "paper") -> dict | None:
-    """Show the tracking and final-risk figures of ``data``, the saved result of the covariate law ``covariates`` at ``preset`` scale
-    (:func:`~softmax_as_linear.experiments.beyond_gaussian.saved_result`), with a line saying where its data came
-    from; or, when ``data`` is None, the note of :func:`missing_note`. Returns ``data``."""
+    """Show the tracking and final-risk figures of ``data``, the saved result of the covariate law ``covariates`` at
+    ``preset`` scale (:func:`~softmax_as_linear.experiments.beyond_gaussian.saved_result`), with a line saying where its
+    data came from; or, when ``data`` is None, the note of :func:`missing_note`. Returns ``data``."""
     from IPython.display import Markdown, display
 
     if data is None:
         display(Markdown(missing_note(covariates, preset)))
         return None
     partial = "" if data.get("complete", True) else ", partial"
-    style.show(tracking_figure(data["tracking"], title=f"Distance to the infinite-prompt run, {COVARIATE_NAMES[covariates]} "
+    style.show(tracking_figure(data["tracking"],
+                               title=f"Distance to the infinite-prompt run, {COVARIATE_NAMES[covariates]} "
                                f"covariates<br><sup>{preset} settings{partial}</sup>"))
     style.show(final_figure(data["final"], title=f"Final risk, {COVARIATE_NAMES[covariates]} covariates"
                             f"<br><sup>{preset} settings{partial}</sup>"))

@@ -13,8 +13,8 @@ from . import style
 
 
 def _gap_traces(curve, which: str, color: str, name: str, dash: str = "solid", band: bool = True) -> list:
-    """The mean of one estimate of a :class:`~softmax_as_linear.theory.concentration.GapCurve` against ``L``, with its 95%
-    interval as a band."""
+    """The mean of one estimate of a :class:`~softmax_as_linear.theory.concentration.GapCurve` against ``L``, with its
+    95% interval as a band."""
     estimate = getattr(curve, which)
     traces = [style.band(curve.lengths, estimate.low, estimate.high, color)] if band else []
     traces.append(go.Scatter(x=curve.lengths, y=estimate.mean, mode="lines+markers", name=name,

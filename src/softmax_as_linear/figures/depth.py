@@ -44,7 +44,8 @@ def layer_cloud_figure(tokens, means, covs, queries=None, limit_queries=None, *,
         traces = [go.Scatter(x=xy(tokens[layer])[0], y=xy(tokens[layer])[1], mode="markers",
                              name=f"tokens of one prompt (L = {length:,})",
                              marker=dict(color=style.COLORS["softmax"], size=4, opacity=0.45))]
-        traces += _ellipses(means[layer], covs[layer], "recursion N(m_ℓ, Γ_ℓ), 1 and 2 s.d.", style.COLORS["theory"])
+        traces += _ellipses(means[layer], covs[layer], "recursion N(m_ℓ, Γ_ℓ), 1 and 2 s.d.",
+                            style.COLORS["theory"])
         if queries is not None:
             q, r = np.asarray(queries)[layer], np.asarray(limit_queries)[layer]
             traces.append(go.Scatter(x=xy(q)[0], y=xy(q)[1], mode="markers", name="queries, finite network",
@@ -86,7 +87,8 @@ def estimates_against_length(lengths, estimates: dict[str, Estimate], *, title: 
 
 
 def tail_index_figure(indices: dict[str, np.ndarray]) -> go.Figure:
-    """Chapter 3's light-tail index :math:`a_\\ell` of every layer for each family of weights, against the threshold 1/2."""
+    """Chapter 3's light-tail index :math:`a_\\ell` of every layer for each family of weights, against the threshold
+    1/2."""
     fig = style.new_figure("Light-tail index of each layer", "layer ℓ", "a_ℓ", logy=True)
     for index, (label, values) in enumerate(indices.items()):
         values = np.asarray(values, dtype=float)

@@ -19,7 +19,8 @@ def depth_risk_figure(summary: dict, references: dict, warm_risk=None) -> go.Fig
     fig = style.new_figure(f"One and two attention layers on in-context regression ({len(summary['seeds'])} seeds)",
                            "prompt length L", "risk R = MSE/2 on fresh prompts", logx=True, logy=True)
     for name, label, color, dash in (("optimal_linear", "R*_lin(L): best one-layer linear", "optimal_linear", "dash"),
-                                     ("pgd_2", "2 steps of preconditioned GD, best preconditioners", "theory", "dashdot"),
+                                     ("pgd_2", "2 steps of preconditioned GD, best preconditioners", "theory",
+                                      "dashdot"),
                                      ("bayes", "L-Bayes (ridge)", "bayes", "dot")):
         fig.add_trace(go.Scatter(x=lengths, y=references[name], mode="lines", name=label,
                                  line=dict(color=style.COLORS[color], dash=dash, width=2)))

@@ -1,4 +1,5 @@
-"""Builders of Chapter 2's figures: Lemma 2.1 drawn, the tilted measure and the affine map it makes of softmax attention.
+"""Builders of Chapter 2's figures: Lemma 2.1 drawn, the tilted measure and the affine map it makes of softmax
+attention.
 
 Plane points are ``(n, 2)`` tensors or arrays, drawn with :func:`~softmax_as_linear.figures.geometry.xy`; sliders
 switch between precomputed panels, so they work in the rendered book without a kernel. The live panel's builder,
@@ -151,8 +152,8 @@ def lemma_figure(mean, cov, tilted_mean, samples, weighted_mean, quadrature_mean
     Left: ``samples`` ``(k, 2)`` of :math:`\\mu`, the contours of :math:`\\mu` (``mean`` ``(2,)``, ``cov``
     ``(2, 2)``) and of the tilted :math:`\\nu_z = N(m + \\Gamma U z, \\Gamma)` (``tilted_mean`` ``(2,)``), the
     importance-weighted mean of the tokens and the quadrature mean of :math:`\\nu_z` (each ``(2,)``). Right: the
-    softmax and linear limits on the circle ``‖z‖ = radius`` (``(n, 2)`` each), the ``outputs`` ``(p, 2)`` of prompts
-    of ``length`` tokens and the lemma's :math:`T[\\mu](z) = Vm + V\\Gamma U z` ``(2,)``.
+    softmax and linear limits on the circle ``‖z‖ = radius`` (``(n, 2)`` each), the ``outputs`` ``(p, 2)`` of
+    prompts of ``length`` tokens and the lemma's :math:`T[\\mu](z) = Vm + V\\Gamma U z` ``(2,)``.
     """
     n_prompts = len(outputs)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("tokens: μ and the tilted ν_z", "outputs"))

@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from ..core import stats
+from ..experiments.nonlinear import kernel_smoothers
 from . import style
 
 
@@ -92,15 +93,17 @@ def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
 
 def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Figure:
     """The final window :math:`w = \\operatorname{tr}(U_{xx})/d` of trained softmax attention against :math:`L` (every
-    seed; runs that do not read as kernel smoothers drawn apart), with the best Nadaraya-Watson :math:`w` and, when
-    given, a line of slope ``heuristic_exponent`` through its first point. ``data``: a ``nonlinear_<preset>.json``
-    result. No power law is fitted to the trained windows: at a fixed step budget they record where training stopped,
+    seed; runs that do not read as kernel smoothers,
+    :func:`~softmax_as_linear.experiments.nonlinear.kernel_smoothers`, drawn apart), with the best Nadaraya-Watson
+    :math:`w` and, when given, a line of slope ``heuristic_exponent`` through its first point. ``data``: a
+    ``nonlinear_<preset>.json`` result. No power law is fitted to the trained windows: at a fixed step budget they
+    record where training stopped,
     not an optimum."""
     ref, windows = data["references"], data["windows"]
     lengths = np.asarray(ref["lengths"], dtype=float)
     soft = data["models"].index("softmax")
     w = np.asarray(windows["w"], dtype=float)[:, :, soft]
-    kept = np.asarray(windows["anisotropy"], dtype=float)[:, :, soft] < windows.get("kernel_anisotropy", 0.5)
+    kept = kernel_smoothers(windows, soft)
     steps = data["config"].get("steps")
     fig = style.new_figure(f"Trained windows after {steps:,} steps against the best kernel smoother's window"
                            if steps else "Trained windows against the best kernel smoother's window",
@@ -198,8 +201,7 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
     if data is not None:
         soft = data["models"].index("softmax")
         trained = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]
-        kept = np.asarray(data["windows"]["anisotropy"], dtype=float)[:, :, soft] < data["windows"].get(
-            "kernel_anisotropy", 0.5)
+        kept = kernel_smoothers(data["windows"], soft)
         steps = data["config"].get("steps")
         trained_lengths = np.broadcast_to(np.asarray(data["references"]["lengths"], dtype=float), trained.shape)
         fig.add_trace(go.Scatter(x=trained_lengths[kept], y=trained[kept], mode="markers",

@@ -88,8 +88,10 @@ def _seed_traces(x, per_seed, seeds, color: str, name: str, *, markers: bool = F
     q_low, q_high = (int(round(100 * q)) for q in BAND_QUANTILES)
     band = f"range of {values.shape[0]} seeds" if few else f"{q_low}-{q_high} % of {values.shape[0]} seeds"
     traces = [style.band(x[ok], summary["low"][ok], summary["high"][ok], color, name=band),
-              go.Scatter(x=x, y=_values(summary["median"]), mode=mode, name=f"{name} (median of {values.shape[0]} seeds)",
-                         legendgroup=group, showlegend=legend, line=dict(color=color, width=width), marker=dict(size=7))]
+              go.Scatter(x=x, y=_values(summary["median"]), mode=mode,
+                         name=f"{name} (median of {values.shape[0]} seeds)",
+                         legendgroup=group, showlegend=legend, line=dict(color=color, width=width),
+                         marker=dict(size=7))]
     if PAPER_SEED in list(seeds):
         row = values[list(seeds).index(PAPER_SEED)]
         traces.append(go.Scatter(x=x, y=_values(row), mode=mode, name=f"seed {PAPER_SEED} (the paper's)",
@@ -106,7 +108,8 @@ def provenance_note(data: dict) -> str:
     settings = origin.get("settings", {})
     seeds = settings.get("seeds", data.get("seeds", []))
     device = origin.get("gpu") or origin.get("device_name") or origin.get("device")
-    commit = (origin.get("commit") or "unknown")[:10] + (" (with uncommitted changes)" if origin.get("uncommitted_changes") else "")
+    commit = ((origin.get("commit") or "unknown")[:10]
+              + (" (with uncommitted changes)" if origin.get("uncommitted_changes") else ""))
     steps = settings.get("steps")
     if not isinstance(steps, int):
         trained = ""
@@ -134,7 +137,8 @@ def _level(y: float, name: str, color: str, dash: str, x_range) -> go.Scatter:
 
 
 def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 2 (isotropic) or 6 (anisotropic) from :func:`~softmax_as_linear.experiments.paper_figures.final_risks` data.
+    """The course's version of the paper's Figure 2 (isotropic) or 6 (anisotropic) from
+    :func:`~softmax_as_linear.experiments.paper_figures.final_risks` data.
 
     Final held-out risk of each activation against ``L`` (log-log), with the three references: the
     L-Bayes-optimal ridge risk, the best normalised linear attention at that ``L`` and the noise floor
@@ -171,8 +175,9 @@ def final_risk_figure(data: dict, title: str | None = None) -> go.Figure:
 
 
 def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 3 / 7 from :func:`~softmax_as_linear.experiments.paper_figures.parameter_gaps` data: the squared distance between the
-    paired softmax and linear parameters along training, one line per ``L`` (log scale; step 0, where
+    """The course's version of the paper's Figure 3 / 7 from
+    :func:`~softmax_as_linear.experiments.paper_figures.parameter_gaps` data: the squared distance between the paired
+    softmax and linear parameters along training, one line per ``L`` (log scale; step 0, where
     both start from the same weights, is left out)."""
     steps = np.asarray(data["steps"])
     title = title or f"Softmax and linear training paths ({data['covariance']} inputs)"
@@ -189,7 +194,8 @@ def parameter_gap_figure(data: dict, title: str | None = None) -> go.Figure:
 
 
 def risk_trajectory_figure(data: dict, title: str | None = None, active: int | None = None) -> go.Figure:
-    """The course's version of the paper's Figure 4 / 8 from :func:`~softmax_as_linear.experiments.paper_figures.risk_trajectories` data, with a slider over ``L``.
+    """The course's version of the paper's Figure 4 / 8 from
+    :func:`~softmax_as_linear.experiments.paper_figures.risk_trajectories` data, with a slider over ``L``.
 
     Each panel shows the held-out risk of both activations along training at one ``L`` and that
     ``L``'s references (Bayes, best linear attention, noise floor). Works without a kernel.
@@ -307,7 +313,8 @@ def flow_convergence_figure(flows: dict, title: str = "Infinite-prompt gradient 
         fig.add_trace(go.Scatter(x=flow["times"], y=_values(np.where(excess > floor, excess, np.nan)), mode="lines",
                                  name=f"R∞ − s²/2, {label}", line=dict(color=color, width=2.5)))
         fig.add_trace(go.Scatter(x=flow["times"], y=_values(np.where(distance > floor, distance, np.nan)),
-                                 mode="lines", name=f"‖θ(t) − θ*‖², {label}", line=dict(color=color, width=2, dash="dash")))
+                                 mode="lines", name=f"‖θ(t) − θ*‖², {label}",
+                                 line=dict(color=color, width=2, dash="dash")))
     return _inside_legend(fig)
 
 
@@ -333,7 +340,8 @@ def flow_matrices_figure(flow: dict, limit, every: int = 1, min_change: float = 
 
     def heat(U, V):
         z = np.round(np.concatenate([U, gap, V], axis=1), 4)
-        return go.Heatmap(z=np.where(np.isnan(z), None, z), zmin=-scale, zmax=scale, colorscale="RdBu", reversescale=True,
+        return go.Heatmap(z=np.where(np.isnan(z), None, z), zmin=-scale, zmax=scale, colorscale="RdBu",
+                          reversescale=True,
                           colorbar=dict(title="entry"), hovertemplate="row %{y}, column %{x}: %{z}<extra></extra>")
 
     def moved(a, b) -> bool:
@@ -355,7 +363,8 @@ def flow_matrices_figure(flow: dict, limit, every: int = 1, min_change: float = 
 
 def seed_figure(outcomes: dict, title: str = "Final risk of every seed") -> go.Figure:
     """Final held-out risk of every seed, for several sweeps (e.g. learning rates), from
-    :func:`~softmax_as_linear.experiments.analysis.seed_outcomes` dicts; ``outcomes`` maps a label to one of them (first ``L`` only).
+    :func:`~softmax_as_linear.experiments.analysis.seed_outcomes` dicts; ``outcomes`` maps a label to one of them (first
+    ``L`` only).
     A diverged run is drawn as a cross at the top of the axis."""
     fig = style.new_figure(title, "seed", RISK_AXIS, logy=True)
     values = [v for o in outcomes.values() for a in o["final"] for row in o["final"][a] for v in row[:1]]
@@ -424,7 +433,8 @@ def _last_step(data: dict) -> int:
 
 
 def concentration_along_training_figure(data: dict, title: str | None = None) -> go.Figure:
-    """Section 4's stability of concentration from :func:`~softmax_as_linear.experiments.concentration_figures.concentration_along_training` data.
+    """Section 4's stability of concentration from
+    :func:`~softmax_as_linear.experiments.concentration_figures.concentration_along_training` data.
 
     Along the training time :math:`t`, the mean squared output gap (slider: or gradient gap) between
     finite-``L`` softmax attention and its infinite-prompt limit at the trained parameters, one line
@@ -453,8 +463,8 @@ def concentration_along_training_figure(data: dict, title: str | None = None) ->
 
 
 def concentration_gap_figure(data: dict, title: str | None = None) -> go.Figure:
-    r"""Figure 1 / 5 (:func:`~softmax_as_linear.experiments.concentration_figures.concentration_figure`): softmax against normalised
-    linear attention at the initialisation, against the prompt length, on log-log axes.
+    r"""Figure 1 / 5 (:func:`~softmax_as_linear.experiments.concentration_figures.concentration_figure`): softmax
+    against normalised linear attention at the initialisation, against the prompt length, on log-log axes.
 
     Four curves with their 95% bands: the squared prediction gap, the squared gradient gap in the four
     matrices and in :math:`(U, V)`, and the gradient gap relative to the squared norm of the linear
@@ -469,7 +479,8 @@ def concentration_gap_figure(data: dict, title: str | None = None) -> go.Figure:
         title = f"Course reproduction of Figure {number} ({covariance} inputs, {data.get('preset', '')} preset)"
     fig = style.new_figure(title, "prompt length L", "squared gap (batch MSE = 2R)", logx=True, logy=True)
     series = [("output", "predictions: E(ŷ_soft − ŷ_lin)²", style.COLORS["softmax"], "solid"),
-              ("grad_weights", "gradients, four matrices: ‖∇_θ soft − ∇_θ lin‖²", style.COLORS["linear"], "solid"),
+              ("grad_weights", "gradients, four matrices: ‖∇_θ soft − ∇_θ lin‖²", style.COLORS["linear"],
+               "solid"),
               ("grad_uv", "gradients in (U, V)", style.COLORS["theory"], "solid"),
               ("relative_grad", "relative gradient gap ‖∇_θ soft − ∇_θ lin‖² / ‖∇_θ lin‖²",
                style.COLORS["linear"], "dash")]

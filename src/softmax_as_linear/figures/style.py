@@ -203,8 +203,8 @@ def band(x, low, high, color: str, name: str = "", opacity: float = 0.18, showle
     """A filled band between ``low`` and ``high`` (for confidence intervals)."""
     x = np.asarray(x)
     return go.Scatter(x=np.concatenate([x, x[::-1]]), y=np.concatenate([np.asarray(high), np.asarray(low)[::-1]]),
-                      mode="lines", fill="toself", fillcolor=_rgba(color, opacity), line=dict(width=0), hoverinfo="skip",
-                      name=name, showlegend=showlegend)
+                      mode="lines", fill="toself", fillcolor=_rgba(color, opacity), line=dict(width=0),
+                      hoverinfo="skip", name=name, showlegend=showlegend)
 
 
 def _rgba(hex_color: str, alpha: float) -> str:

@@ -45,7 +45,8 @@ def beyond_panel_config(covariates: str, L: int, seed: int, lr: float, steps: in
 
 
 def beyond_panel_figure(result: TrainResult):
-    """The distances along training of one click (:func:`~softmax_as_linear.figures.beyond_gaussian.tracking_time_figure`)."""
+    """The distances along training of one click
+    (:func:`~softmax_as_linear.figures.beyond_gaussian.tracking_time_figure`)."""
     stopped = "" if result.complete else f", stopped at step {int(result.steps[-1]):,}"
     tracking = limit_tracking(result)
     L = result.config.lengths[0]

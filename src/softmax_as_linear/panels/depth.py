@@ -45,8 +45,8 @@ def explosion_advice(layer: int, activation: str, mean_x: float, U: torch.Tensor
     centred = torch.zeros(2, dtype=torch.float64)
     eye = torch.eye(2, dtype=torch.float64)
     if _exploding_layer(depth.gaussian_recursion(centred, eye, centred, U, V, activation)) is None:
-        return start + (f"bring the mean m₁ = {mean_x:g} towards 0 (at m₁ = 0 it stays below 10⁴), or lower the scale "
-                        "of U or of V, or the number of layers")
+        return start + (f"bring the mean m₁ = {mean_x:g} towards 0 (at m₁ = 0 it stays below 10⁴), or lower the "
+                        "scale of U or of V, or the number of layers")
     return start + "lower the scale of U or of V, or the number of layers (at m₁ = 0 it explodes too)"
 
 

@@ -62,9 +62,9 @@ def covariance_flow(task: RegressionTask, alpha: float, horizon: float, *, label
             eigenvalues = torch.linalg.eigvalsh(task.covariance)
             largest, smallest = float(eigenvalues[-1]), float(eigenvalues[eigenvalues > 0].min())
             raise ValueError(f"this Σ is too stiff for the flow to be integrated here: the step shrinks like "
-                             f"λ_max³/λ_min over the positive eigenvalues, here {largest:.3g}³/{smallest:.3g} (steps of "
-                             f"{max_dt:.1g}). Change the eigenvalues: a smaller largest one, a larger smallest "
-                             "one, or 0 for a tiny one (a singular Σ, Appendix F.3).")
+                             f"λ_max³/λ_min over the positive eigenvalues, here {largest:.3g}³/{smallest:.3g} "
+                             f"(steps of {max_dt:.1g}). Change the eigenvalues: a smaller largest one, a larger "
+                             "smallest one, or 0 for a tiny one (a singular Σ, Appendix F.3).")
     times = np.linspace(0, horizon, 101)
     flow = infinite_prompt_flow(*block_init(task, alpha), task, times, max_dt=max_dt)
     if not np.isfinite(flow["risk"]).all():

@@ -29,18 +29,20 @@ def measure_panel(laws: dict[str, TokenLaw], U: torch.Tensor, V: torch.Tensor, c
         angle = math.radians(direction)
         z = torch.tensor([radius * math.cos(angle), radius * math.sin(angle)], dtype=torch.float64)
         try:
-            return measure_view.measure_view_figure(**live_measures.prompt_against_law(laws[law], laws["gaussian"], circle,
-                                                                                       z, scale * U, V, L))
+            return measure_view.measure_view_figure(**live_measures.prompt_against_law(
+                laws[law], laws["gaussian"], circle, z, scale * U, V, L))
         except OutsideTiltDomain as error:
             raise ValueError(f"{LAW_NAMES[law]} tokens: e^(z'ᵀUz) has no finite mean under μ for this query z "
                              f"(a coordinate of Uz, in the law's scale, is {error.largest:.2g}, at least √2), so "
-                             f"T[μ](z) does not exist. Lower the scale of U (now {scale:.2g}) or turn the query.") from None
+                             f"T[μ](z) does not exist. Lower the scale of U (now {scale:.2g}) or turn the "
+                             "query.") from None
 
     controls = {
         "L": widgets.log_slider("prompt length L", 1_000, 10, 100_000, integer=True),
         "law": W.Dropdown(options=[(LAW_NAMES[k], k) for k in LAW_KINDS if k in laws], value="gaussian",
                           description="token law"),
-        "scale": W.FloatSlider(value=0.6, min=0.1, max=1.5, step=0.05, description="scale of U", continuous_update=False),
+        "scale": W.FloatSlider(value=0.6, min=0.1, max=1.5, step=0.05, description="scale of U",
+                               continuous_update=False),
         "direction": W.FloatSlider(value=45, min=0, max=360, step=15, description="query angle (°)",
                                    continuous_update=False),
     }
@@ -67,7 +69,8 @@ def lemma_panel(circle: torch.Tensor, *, title: str = "Lemma 2.1, live") -> widg
         "m1": slider("m₁", 0.6, -1.5, 1.5, 0.1), "m2": slider("m₂", -0.4, -1.5, 1.5, 0.1),
         "eig1": slider("eigenvalue 1", 1.2, 0.05, 2.0, 0.05), "eig2": slider("eigenvalue 2", 0.35, 0.05, 2.0, 0.05),
         "rotate": slider("rotation of Γ (°)", 35, 0, 180, 5),
-        "u_scale": slider("scale of U", 0.63, 0.0, 1.5, 0.05), "u_angle": slider("rotation of U (°)", 25, -180, 180, 5),
+        "u_scale": slider("scale of U", 0.63, 0.0, 1.5, 0.05),
+        "u_angle": slider("rotation of U (°)", 25, -180, 180, 5),
         "v_angle": slider("rotation of V (°)", 0, -180, 180, 5),
         "z1": slider("z₁", 0.8, -2, 2, 0.1), "z2": slider("z₂", 0.5, -2, 2, 0.1),
     }

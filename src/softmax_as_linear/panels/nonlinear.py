@@ -128,7 +128,8 @@ def training_figure(result: TrainResult) -> go.Figure:
     w = window_readings(np.asarray(U), np.asarray(V), cfg.d)["w"][0, 0, cfg.models.index("softmax"), -1]
     stopped = "" if result.complete else f", stopped at step {int(result.steps[-1]):,}"
     fig = style.new_figure(f"γ = {cfg.frequency:.2g}, s² = {cfg.noise_var:.2g}, L = {L}: softmax's window w = {w:.3g}"
-                           f"{stopped}", "step", f"held-out risk R = MSE/2 (band: ±2 s.e., {cfg.eval_prompts} prompts)",
+                           f"{stopped}", "step",
+                           f"held-out risk R = MSE/2 (band: ±2 s.e., {cfg.eval_prompts} prompts)",
                            logy=True)
     for a, model in enumerate(cfg.models):
         risk, se = result.eval_risk[0, 0, a], result.eval_se[0, 0, a]

@@ -160,9 +160,10 @@ def training_panel(controls: dict[str, W.Widget], make_config: Callable[..., Tra
     changes or *Train* is clicked again; a ``ValueError`` is a setting that cannot be computed. The progress bar shows
     from the first click. Nothing trains until *Train* is clicked; *Stop*,
     *Kernel > Interrupt* and a new training panel (the cell run again) stop the run at its next record.
-    A typed value that a control cannot take is reported in the message line (:func:`~softmax_as_linear.panels.widgets.typed_entry`).
-    The returned :class:`~softmax_as_linear.panels.widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress``,
-    ``status`` and ``buttons`` (*Train*, *Stop*), and ``start``, ``stop`` and ``state`` for scripted use.
+    A typed value that a control cannot take is reported in the message line
+    (:func:`~softmax_as_linear.panels.widgets.typed_entry`). The returned
+    :class:`~softmax_as_linear.panels.widgets.Panel` keeps ``controls``, ``output``, ``note``, ``progress``, ``status``
+    and ``buttons`` (*Train*, *Stop*), and ``start``, ``stop`` and ``state`` for scripted use.
     """
     stopped = interrupt_training()  # the runs of an earlier panel (this cell run again) would go on unseen
     watch_interrupts()
@@ -282,7 +283,8 @@ def regression_controls(covariance: str = "isotropic") -> dict[str, W.Widget]:
                                  value=covariance, description="Σ", style=style),
         "rho": W.FloatSlider(value=0.5, min=-0.95, max=0.95, step=0.05, description="ρ (KMS)",
                              continuous_update=False, style=style),
-        "init": W.Dropdown(options=list(INIT_LABELS.items()), value="pytorch", description="initialisation", style=style),
+        "init": W.Dropdown(options=list(INIT_LABELS.items()), value="pytorch", description="initialisation",
+                           style=style),
         "alpha": widgets.log_slider("α (Assumption 5.1)", 0.3, 0.01, 1.0),
         "init_scale": widgets.log_slider("init scale", 0.1, 0.001, 1.0),
         "activations": W.Dropdown(options=list(ACTIVATION_CHOICES.items()), value=ACTIVATION_CHOICES["both (paired)"],
@@ -314,8 +316,8 @@ def regression_config(L: int, covariance: str, rho: float, init: str, alpha: flo
 
 
 def panel_figure(result: TrainResult):
-    """:func:`~softmax_as_linear.figures.paper.run_figure` laid out for the panel: the legend below the axes and each divergence
-    as a dotted vertical line labelled above the axes, so that neither covers a curve."""
+    """:func:`~softmax_as_linear.figures.paper.run_figure` laid out for the panel: the legend below the axes and each
+    divergence as a dotted vertical line labelled above the axes, so that neither covers a curve."""
     cfg = result.config
     fig = figures.run_figure(result, baselines(cfg.lengths, cfg.task(), n_bayes_samples=PANEL_BAYES_SAMPLES))
     markers = [t for t in fig.data if t.mode == "markers" and (t.name or "").endswith(" diverged")]

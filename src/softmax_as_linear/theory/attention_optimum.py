@@ -188,7 +188,8 @@ def losses(model: str, theta, prompts: Prompts) -> Tensor:
     checks.one_of("model", model, OPTIMUM_MODELS)
     theta = torch.as_tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
     with torch.no_grad():
-        return torch.cat([0.5 * (_predict(model, theta, prompts, p) - prompts.target[p]) ** 2 for p in prompts.chunks()])
+        return torch.cat([0.5 * (_predict(model, theta, prompts, p) - prompts.target[p]) ** 2
+                          for p in prompts.chunks()])
 
 
 def objective(model: str, theta, prompts: Prompts) -> tuple[float, np.ndarray]:
@@ -256,7 +257,8 @@ def fit(model: str, prompts: Prompts, theta0=None, gtol: float = 1e-9, max_itera
             theta0 = start(model, prompts.d)
     theta0 = np.asarray(theta0, dtype=float)
     if theta0.shape != (parameter_count(model, prompts.d),):
-        raise ValueError(f"theta0 must have {parameter_count(model, prompts.d)} entries for {model}, got {theta0.shape}")
+        raise ValueError(f"theta0 must have {parameter_count(model, prompts.d)} entries for {model}, "
+                         f"got {theta0.shape}")
     result = minimize(lambda t: objective(model, t, prompts), theta0, jac=True, method="L-BFGS-B",
                       options={"gtol": gtol, "ftol": 1e-15, "maxiter": max_iterations, "maxcor": 20})
     step, eigenvalues = newton_step(model, result.x, prompts)

@@ -34,7 +34,8 @@ import torch
 
 from ..core import checks
 
-#: Trapezoid nodes of the references: exact to rounding for the lecture task's frequencies (:math:`|\omega|` up to about 8).
+#: Trapezoid nodes of the references: exact to rounding for the lecture task's frequencies (:math:`|\omega|` up to about
+# 8).
 NODES = 512
 
 
@@ -44,7 +45,8 @@ def _check_circle(task) -> None:
 
 
 def circle_nodes(nodes: int = NODES) -> torch.Tensor:
-    r"""``nodes`` equally spaced points :math:`(\cos\theta_k, \sin\theta_k)`, :math:`\theta_k = 2\pi k/n`: ``(n, 2)``."""
+    r"""``nodes`` equally spaced points :math:`(\cos\theta_k, \sin\theta_k)`, :math:`\theta_k = 2\pi k/n`:
+    ``(n, 2)``."""
     angles = 2 * math.pi * torch.arange(checks.int_at_least("nodes", nodes, 3), dtype=torch.float64) / nodes
     return torch.stack([torch.cos(angles), torch.sin(angles)], -1)
 
@@ -59,8 +61,9 @@ def feature_moments(task, nodes: int = NODES) -> dict:
 
 
 def linear_limit_risk(task, nodes: int = NODES) -> float:
-    r""":math:`R^*_{\mathrm{lin}} = \tfrac{\tau^2}{2}(q - d\operatorname{tr}GG^\top) + \tfrac{s^2}{2}`: the infinite-prompt
-    optimum of normalised linear attention on ``task``, and a lower bound on its risk at every prompt length."""
+    r""":math:`R^*_{\mathrm{lin}} = \tfrac{\tau^2}{2}(q - d\operatorname{tr}GG^\top) + \tfrac{s^2}{2}`: the
+    infinite-prompt optimum of normalised linear attention on ``task``, and a lower bound on its risk at every prompt
+    length."""
     m = feature_moments(task, nodes)
     return 0.5 * task.task_var * (m["second"] - task.d * float((m["cross"] ** 2).sum())) + 0.5 * task.noise_var
 

@@ -341,7 +341,8 @@ class GapCurve:
     rows: dict = field(default_factory=dict, repr=False, compare=False)
 
     def slope(self, which: str = "output", min_length: int = 1) -> tuple[float, float]:
-        """Least-squares log-log slope of the mean of ``which`` over lengths ``>= min_length``, and its standard error."""
+        """Least-squares log-log slope of the mean of ``which`` over lengths ``>= min_length``, and its standard
+        error."""
         checks.one_of("which", which, ("output", "grad_U", "grad_V", "ess"))
         curve = getattr(self, which)
         if curve is None:
@@ -393,7 +394,8 @@ def gap_curve(law: TokenLaw, U, V, lengths, *, activation: str = "softmax", incl
         include_query: the query joins the measure (Remark 3.2).
         gradients: also estimate the gradient gaps in U and V (see :func:`squared_gaps`).
         loss: a loss of the output for the gradient gaps; None means the Jacobian of the output.
-        seed: data of length ``L`` come from stream ``"prompts"`` of :mod:`~softmax_as_linear.core.seeding` at ``(seed, L)``.
+        seed: data of length ``L`` come from stream ``"prompts"`` of :mod:`~softmax_as_linear.core.seeding` at
+            ``(seed, L)``.
         device: ``"cpu"``, ``"cuda"`` or ``"auto"``.
         dtype: of the tokens and the per-chunk arithmetic (``torch.float32`` is two to four times
             faster on a CPU, and leaves relative errors below 1e-3 on the gaps, far below their Monte
@@ -464,9 +466,10 @@ def light_gap_constant(sigma: float, norm_U: float, D: int) -> float:
     r"""The limit of :math:`L E_L` when :math:`a = \sigma^2 \|U\|^2 < 1/2` (tokens :math:`N(0, \sigma^2 I_D)`,
     queries :math:`N(0, I_D)`, :math:`U` a rotation times :math:`\|U\|`, :math:`V = I`).
 
-    The delta method gives :math:`L\,\mathbb{E}\|T[\hat\mu_L](z) - T[\mu](z)\|^2 \to e^{\lambda^2}(D\sigma^2 + \sigma^2\lambda^2)`
-    for a fixed query (:math:`\lambda^2 = a\|z\|^2`), and with :math:`\mathbb{E}\,e^{a\chi^2_D} = (1-2a)^{-D/2}` the
-    query average is :math:`D \sigma^2 (1 - a)(1 - 2a)^{-(D+2)/2}`, finite only for :math:`a < 1/2`.
+    The delta method gives
+    :math:`L\,\mathbb{E}\|T[\hat\mu_L](z) - T[\mu](z)\|^2 \to e^{\lambda^2}(D\sigma^2 + \sigma^2\lambda^2)` for a fixed
+    query (:math:`\lambda^2 = a\|z\|^2`), and with :math:`\mathbb{E}\,e^{a\chi^2_D} = (1-2a)^{-D/2}` the query average
+    is :math:`D \sigma^2 (1 - a)(1 - 2a)^{-(D+2)/2}`, finite only for :math:`a < 1/2`.
     """
     sigma = checks.positive_float("sigma", sigma)
     norm_U = checks.positive_float("norm_U", norm_U)

@@ -48,7 +48,8 @@ class CosineTask:
         d: input dimension (tokens have ``D = d + 1`` entries).
         features: :math:`m`, the number of cosine features.
         frequency: :math:`\gamma`, the scale of the frequencies :math:`\omega_j \sim N(0, \gamma^2 I_d)`.
-        task_var: :math:`\tau^2`, the variance of each coefficient :math:`a_j` (so :math:`\operatorname{Var} f(x) \approx \tau^2`).
+        task_var: :math:`\tau^2`, the variance of each coefficient :math:`a_j` (so
+            :math:`\operatorname{Var} f(x) \approx \tau^2`).
         noise_var: :math:`s^2`, the label noise.
         inputs: ``"sphere"`` (uniform on :math:`S^{d-1}`) or ``"gaussian"`` (:math:`N(0, I_d)`).
         feature_seed: the seed of the generator that draws the features (first :math:`\omega` ``(m, d)``, then
@@ -92,7 +93,8 @@ class CosineTask:
         return math.sqrt(2.0 / self.features) * torch.cos(x @ omega.T + phase)
 
     def function(self, a: Tensor, x: Tensor) -> Tensor:
-        r""":math:`f_a(x) = \varphi(x)^\top a`: coefficients ``a (..., m)``, inputs ``x (..., n, d)`` -> ``(..., n)``."""
+        r""":math:`f_a(x) = \varphi(x)^\top a`: coefficients ``a (..., m)``, inputs ``x (..., n, d)`` ->
+        ``(..., n)``."""
         return (self.feature_map(x) @ a.unsqueeze(-1)).squeeze(-1)
 
     def draw_inputs(self, shape: tuple[int, ...], generator: torch.Generator | None = None, dtype=torch.float64,
@@ -176,7 +178,8 @@ class CosineTask:
         tokens, query = tokens.double(), query.double()
         phi = self.feature_map(tokens[..., :-1])
         phi_q = self.feature_map(query[..., :-1])
-        precision = phi.transpose(-1, -2) @ phi / self.noise_var + torch.eye(self.features, dtype=phi.dtype) / self.task_var
+        precision = (phi.transpose(-1, -2) @ phi / self.noise_var
+                     + torch.eye(self.features, dtype=phi.dtype) / self.task_var)
         chol = torch.linalg.cholesky(precision)
         rhs = torch.stack([phi_q, (phi.transpose(-1, -2) @ tokens[..., -1:]).squeeze(-1) / self.noise_var], -1)
         solved = torch.cholesky_solve(rhs, chol)

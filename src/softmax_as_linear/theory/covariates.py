@@ -42,7 +42,8 @@ def check_covariates(covariates) -> str:
 
 
 def fill_(covariates: str, out: Tensor, generator: torch.Generator | None = None) -> Tensor:
-    """Fill ``out`` (any shape, possibly a strided view) in place with i.i.d. standardised entries of the covariate law ``covariates``.
+    """Fill ``out`` (any shape, possibly a strided view) in place with i.i.d. standardised entries of the covariate law
+    ``covariates``.
 
     Gaussian: ``normal_`` (the draws of :func:`torch.randn`); uniform: ``uniform_`` on :math:`[-\\sqrt3, \\sqrt3]`;
     Rademacher: ``bernoulli_(1/2)`` mapped to :math:`\\pm 1`. Returns ``out``.
@@ -63,7 +64,8 @@ def fill_(covariates: str, out: Tensor, generator: torch.Generator | None = None
     raise ValueError(f"covariates must be one of {COVARIATES}, got {covariates!r}")
 
 
-def draw(covariates: str, *shape: int, generator: torch.Generator | None = None, dtype=torch.float64, device=None) -> Tensor:
+def draw(covariates: str, *shape: int, generator: torch.Generator | None = None, dtype=torch.float64,
+         device=None) -> Tensor:
     """A new tensor of shape ``shape`` filled by :func:`fill_` (on the generator's device when one is given)."""
     if generator is not None:
         device = generator.device

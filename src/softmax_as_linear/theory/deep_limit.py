@@ -49,9 +49,11 @@ def deep_limit_prediction(U: Tensor, V: Tensor, task: RegressionTask, w: Tensor,
 def token_covariance_unchecked(task: RegressionTask, w: Tensor) -> Tensor:
     r""":math:`\Gamma_w` ``(..., D, D)`` for ``w (..., d)``, as
     :meth:`~softmax_as_linear.theory.regression.RegressionTask.token_covariance` without its checks (training loops):
-    :math:`\begin{pmatrix} P & P w \\ w^\top P & w^\top P w + s^2 \end{pmatrix}` with :math:`P` the prompt covariance."""
+    :math:`\begin{pmatrix} P & P w \\ w^\top P & w^\top P w + s^2 \end{pmatrix}` with :math:`P` the prompt
+    covariance."""
     P = task.on_device("prompt_covariance", w)
-    Pw = (w.unsqueeze(-1) * P).sum(-2)  # (..., d): w^T P; a broadcast product, far cheaper than a batched (1, d) @ (d, d)
+    # (..., d): w^T P; a broadcast product, far cheaper than a batched (1, d) @ (d, d)
+    Pw = (w.unsqueeze(-1) * P).sum(-2)
     corner = (Pw * w).sum(-1, keepdim=True) + task.noise_var
     top = torch.cat([P.expand(*w.shape[:-1], *P.shape), Pw.unsqueeze(-1)], dim=-1)
     return torch.cat([top, torch.cat([Pw, corner], dim=-1).unsqueeze(-2)], dim=-2)

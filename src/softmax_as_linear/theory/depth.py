@@ -42,7 +42,8 @@ PLANE_FAMILIES = ("quarter turns", "expanding", "rotations")
 
 
 def rotation(degrees: float, dtype=torch.float64) -> Tensor:
-    r"""The ``(2, 2)`` rotation by ``degrees``, :math:`\begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}`."""
+    r"""The ``(2, 2)`` rotation by ``degrees``,
+    :math:`\begin{pmatrix}\cos\theta & -\sin\theta\\ \sin\theta & \cos\theta\end{pmatrix}`."""
     angle = math.radians(checks.number("degrees", degrees))
     return torch.tensor([[math.cos(angle), -math.sin(angle)], [math.sin(angle), math.cos(angle)]], dtype=dtype)
 
@@ -52,7 +53,8 @@ def family_weights(family: str, K: int, u: float, v: float) -> tuple[Tensor, Ten
     quarter turns :math:`U_\ell = uR(\theta_\ell)`, :math:`V_\ell = vR(90° - \theta_\ell)`,
     :math:`\theta_\ell = 17° + 63°(\ell - 1)` (so :math:`V_\ell U_\ell = uv R(90°)`); expanding :math:`U_\ell = uI`,
     :math:`V_\ell = vI`; rotations :math:`U_\ell = uR(23° + 52°(\ell - 1))`,
-    :math:`V_\ell = vR(-17° + 74°(\ell - 1))\operatorname{diag}(1, -0.6)`. The first layers are the same at every ``K``."""
+    :math:`V_\ell = vR(-17° + 74°(\ell - 1))\operatorname{diag}(1, -0.6)`. The first layers are the same at every
+    ``K``."""
     checks.one_of("family", family, PLANE_FAMILIES)
     K = checks.positive_int("K", K)
     if family == "expanding":
@@ -81,7 +83,8 @@ def _layers(U, V, like: Tensor) -> tuple[Tensor, Tensor]:
     V = checks.as_float_tensor("V", V, like=like)
     for name, value in (("U", U), ("V", V)):
         if value.ndim < 3 or value.shape[-1] != like.shape[-1] or value.shape[-2] != like.shape[-1]:
-            raise ValueError(f"{name} must have shape (..., K, D, D) with D = {like.shape[-1]}, got {tuple(value.shape)}")
+            raise ValueError(f"{name} must have shape (..., K, D, D) with D = {like.shape[-1]}, got "
+                             f"{tuple(value.shape)}")
         checks.finite(name, value)
     if U.shape[-3] != V.shape[-3]:
         raise ValueError(f"U and V must have the same number of layers K, got {U.shape[-3]} and {V.shape[-3]}")
@@ -110,7 +113,8 @@ def _linear_layer(tokens: Tensor, points: Tensor, U: Tensor, V: Tensor) -> Tenso
 
 @dataclass(frozen=True)
 class DeepOutputs:
-    """Tokens and query after every layer: tokens ``(K + 1, ..., L, D)``, queries ``(K + 1, ..., D)`` (index 0 = input)."""
+    """Tokens and query after every layer: tokens ``(K + 1, ..., L, D)``, queries ``(K + 1, ..., D)`` (index 0 =
+    input)."""
 
     tokens: Tensor
     queries: Tensor
@@ -162,7 +166,8 @@ def deep_predict(tokens, query, U, V, activation: str = "softmax") -> Tensor:
     return deep_forward(tokens, query, U, V, activation)[..., -1]
 
 
-def layer_affine_map(mean: Tensor, cov: Tensor, U: Tensor, V: Tensor, activation: str = "softmax") -> tuple[Tensor, Tensor]:
+def layer_affine_map(mean: Tensor, cov: Tensor, U: Tensor, V: Tensor,
+                     activation: str = "softmax") -> tuple[Tensor, Tensor]:
     r"""The infinite-prompt residual layer of :math:`N(m, \Gamma)` as :math:`z \mapsto A z + b`.
 
     Softmax (Lemma 2.1): :math:`A = I + V\Gamma U`, :math:`b = V m`; linear: :math:`A = I + V(\Gamma + m m^\top)U`,
@@ -226,7 +231,8 @@ def gaussian_recursion(mean, cov, query, U, V, activation: str = "softmax") -> G
 
 
 def softmax_linear_gap(mean: Tensor, cov: Tensor, query: Tensor, U: Tensor, V: Tensor) -> Tensor:
-    r"""Chapter 2's gap of one infinite-prompt layer, :math:`T[\mu](z) - T_{\mathrm{lin}}[\mu](z) = (1 - m^\top U z)\, V m`.
+    r"""Chapter 2's gap of one infinite-prompt layer,
+    :math:`T[\mu](z) - T_{\mathrm{lin}}[\mu](z) = (1 - m^\top U z)\, V m`.
 
     mean, query ``(..., D)``, cov, U, V ``(..., D, D)`` -> ``(..., D)`` (``cov`` does not enter).
     """
@@ -235,7 +241,8 @@ def softmax_linear_gap(mean: Tensor, cov: Tensor, query: Tensor, U: Tensor, V: T
 
 
 def tail_index(token_cov: Tensor, query_cov: Tensor, U: Tensor) -> Tensor:
-    r"""Chapter 3's light-tail index of one layer, :math:`a = \lambda_{\max}(\Gamma_q^{1/2} U^\top \Gamma U \Gamma_q^{1/2})`.
+    r"""Chapter 3's light-tail index of one layer,
+    :math:`a = \lambda_{\max}(\Gamma_q^{1/2} U^\top \Gamma U \Gamma_q^{1/2})`.
 
     For tokens :math:`N(m, \Gamma)` and a Gaussian query with covariance :math:`\Gamma_q`, the log-weight of a token
     has variance :math:`\lambda^2 = z^\top U^\top \Gamma U z` given the query, the weights' second moment ratio is
@@ -271,7 +278,8 @@ def gaussian_prompts(mean, cov, L: int, n_prompts: int, seed: int = 0, dtype=tor
     from ..core import seeding
     from .measures import TokenLaw
 
-    law = TokenLaw("gaussian", checks.as_float_tensor("mean", mean).double(), checks.as_float_tensor("cov", cov).double())
+    law = TokenLaw("gaussian", checks.as_float_tensor("mean", mean).double(),
+                   checks.as_float_tensor("cov", cov).double())
     draw = law.sample((checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L) + 1),
                       seeding.generator(seed, "prompts", L)).to(dtype)
     return draw[:, :-1], draw[:, -1]
@@ -323,8 +331,8 @@ def sampled_slope(lengths, squared_errors, level: float = 0.95) -> tuple[float, 
 
     ``squared_errors`` holds, for each length, ``n_L >= 2`` independent samples (an array ``(len(lengths), n)`` or a
     list of arrays of any sizes; independent across lengths). The slope is :math:`\sum_L w_L \log \bar e_L` with
-    :math:`w_L = (\log L - \overline{\log L}) / \sum (\log L - \overline{\log L})^2`; by the delta method its variance is
-    :math:`\sum_L a_L` with :math:`a_L = w_L^2\, s_L^2 / (n_L \bar e_L^2)`, and the interval at ``level`` takes the
+    :math:`w_L = (\log L - \overline{\log L}) / \sum (\log L - \overline{\log L})^2`; by the delta method its variance
+    is :math:`\sum_L a_L` with :math:`a_L = w_L^2\, s_L^2 / (n_L \bar e_L^2)`, and the interval at ``level`` takes the
     Student-t quantile with the Welch-Satterthwaite degrees of freedom
     :math:`(\sum_L a_L)^2 / \sum_L a_L^2 / (n_L - 1)`, so that a length sampled with few prompts but a large weight
     widens it as it should. It measures the sampling error only, not a bend of the curve. Returns

@@ -45,7 +45,8 @@ def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.
     U = checks.as_float_tensor("U0", U0).double().clone()
     V = checks.as_float_tensor("V0", V0).double().clone()
     if U.ndim < 2 or U.shape[-1] != U.shape[-2] or V.shape != U.shape:
-        raise ValueError(f"U0 and V0 must be square matrices of the same shape, got {tuple(U.shape)} and {tuple(V.shape)}")
+        raise ValueError(f"U0 and V0 must be square matrices of the same shape, got {tuple(U.shape)} and "
+                         f"{tuple(V.shape)}")
     times = np.asarray(times, dtype=float)
     if times.ndim != 1 or times.size == 0 or np.any(np.diff(times) < 0) or times[0] < 0:
         raise ValueError("times must be a non-empty increasing sequence of non-negative numbers")
@@ -79,8 +80,8 @@ def gradient_flow(risk, U0, V0, times, *, max_dt: float = 0.01) -> dict[str, np.
 
 def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float = 0.01,
                          activation: str = "softmax") -> dict[str, np.ndarray]:
-    r"""Gradient flow :math:`\dot\theta = -\nabla R_\infty(\theta)` from ``(U0, V0)`` (Theorem 4.3's reference dynamics):
-    :func:`gradient_flow` of the infinite-prompt risk.
+    r"""Gradient flow :math:`\dot\theta = -\nabla R_\infty(\theta)` from ``(U0, V0)`` (Theorem 4.3's reference
+    dynamics): :func:`gradient_flow` of the infinite-prompt risk.
 
     Integrated with the classical Runge-Kutta scheme (step at most ``max_dt``), with autograd gradients, in
     float64, on the closed form :func:`~softmax_as_linear.theory.risks.infinite_prompt_risk` (Gaussian
@@ -104,8 +105,9 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
             return infinite_prompt_risk_unchecked(U, V, task)
     else:
         if not is_block(U, V, d):
-            raise ValueError(f"U0: the infinite-prompt flow of softmax attention with {task.covariates} covariates is computed "
-                             "in the block structure of Assumption 5.1 (a_y = U0[d, :d] = 0 and v_x = V0[d, :d] = 0)")
+            raise ValueError(f"U0: the infinite-prompt flow of softmax attention with {task.covariates} covariates is "
+                             "computed in the block structure of Assumption 5.1 (a_y = U0[d, :d] = 0 and v_x = V0[d, "
+                             ":d] = 0)")
 
         def risk(U, V):
             return block_infinite_prompt_risk(U[..., :d, :d], V[..., d, d], task)
@@ -114,15 +116,16 @@ def infinite_prompt_flow(U0, V0, task: RegressionTask, times, *, max_dt: float =
 
 
 def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: float = 1e-10) -> dict[str, np.ndarray]:
-    r"""The infinite-prompt flow for :math:`\Sigma = I` from Assumption 5.1 with :math:`\Theta\Theta^\top = I_d/\sqrt d`,
-    reduced to :math:`A_x = a(t) I` and :math:`v_y(t)` (the flow keeps :math:`A_x` a multiple of :math:`I`, by the symmetry
-    of the coordinates), and integrated by an adaptive stiff solver (LSODA) so that long times are cheap:
+    r"""The infinite-prompt flow for :math:`\Sigma = I` from Assumption 5.1 with
+    :math:`\Theta\Theta^\top = I_d/\sqrt d`, reduced to :math:`A_x = a(t) I` and :math:`v_y(t)` (the flow keeps
+    :math:`A_x` a multiple of :math:`I`, by the symmetry of the coordinates), and integrated by an adaptive stiff solver
+    (LSODA) so that long times are cheap:
 
     .. math:: \dot a = -\tfrac1d\,\partial_a R_\infty(aI, v_y), \qquad \dot v_y = -\partial_{v_y} R_\infty(aI, v_y),
 
     with :math:`R_\infty` of :func:`~softmax_as_linear.theory.limit_model.block_infinite_prompt_risk` (any covariate
-    law). The same trajectory as :func:`infinite_prompt_flow` from :func:`~softmax_as_linear.theory.flow_limits.block_init`.
-    Returns ``{"times", "a", "v", "risk"}`` arrays.
+    law). The same trajectory as :func:`infinite_prompt_flow` from
+    :func:`~softmax_as_linear.theory.flow_limits.block_init`. Returns ``{"times", "a", "v", "risk"}`` arrays.
     """
     from scipy.integrate import solve_ivp
 
@@ -156,11 +159,13 @@ def isotropic_block_flow(task: RegressionTask, alpha: float, times, *, rtol: flo
 
 
 def drift_constant(task: RegressionTask) -> float:
-    r"""The constant :math:`K` of the excess risk :math:`K a^4` along the valley of :math:`R_\infty` (course's derivation).
+    r"""The constant :math:`K` of the excess risk :math:`K a^4` along the valley of :math:`R_\infty` (course's
+    derivation).
 
     In the block structure with :math:`\Sigma = I` and :math:`A_x = aI`, :math:`R_\infty - s^2/2 =
-    \tfrac{\tau^2 d}{2}\mathbb{E}[(v_y k'_\lambda(a\xi) - \xi)^2]`. With :math:`k'_\lambda(b) = b + \tfrac{\kappa_4}{6} b^3 + O(b^5)` (:math:`\kappa_4 = \mathbb{E}\xi^4 - 3`, the fourth cumulant),
-    the best :math:`v_y \approx 1/a` leaves the part of :math:`\xi^3` orthogonal to :math:`\xi`:
+    \tfrac{\tau^2 d}{2}\mathbb{E}[(v_y k'_\lambda(a\xi) - \xi)^2]`. With :math:`k'_\lambda(b) = b + \tfrac{\kappa_4}{6}
+    b^3 + O(b^5)` (:math:`\kappa_4 = \mathbb{E}\xi^4 - 3`, the fourth cumulant), the best :math:`v_y \approx
+    1/a` leaves the part of :math:`\xi^3` orthogonal to :math:`\xi`:
 
     .. math:: \min_{v_y} R_\infty - \tfrac{s^2}{2} = K a^4 + O(a^6), \qquad
         K = \tfrac{\tau^2 d}{2} \Big(\tfrac{\kappa_4}{6}\Big)^2 \big(\mathbb{E}\xi^6 - (\mathbb{E}\xi^4)^2\big).
@@ -221,8 +226,10 @@ def gronwall_bound(risk_finite, risk_limit, finite: dict, limit: dict, every: in
     With :math:`\Delta(t) = \|\theta_L(t) - \theta_\infty(t)\|` (``finite`` and ``limit``, flows of ``risk_finite`` and
     ``risk_limit`` reported at the same times, as from :func:`gradient_flow`),
 
-    .. math:: \Delta' &\le \|\nabla R_L(\theta_L) - \nabla R_\infty(\theta_L)\| + \|\nabla R_\infty(\theta_L) - \nabla R_\infty(\theta_\infty)\| \\
-        &\le \varepsilon + \Lambda\,\Delta, \qquad\text{so}\qquad \Delta(t) \le \varepsilon\,\frac{e^{\Lambda t} - 1}{\Lambda},
+    .. math:: \Delta' &\le \|\nabla R_L(\theta_L) - \nabla R_\infty(\theta_L)\| + \|\nabla R_\infty(\theta_L) - \nabla
+       R_\infty(\theta_\infty)\| \\
+        &\le \varepsilon + \Lambda\,\Delta, \qquad\text{so}\qquad \Delta(t) \le \varepsilon\,\frac{e^{\Lambda t} -
+        1}{\Lambda},
 
     with :math:`\varepsilon` the largest gradient gap along :math:`\theta_L` and :math:`\Lambda` a Lipschitz constant
     of :math:`\nabla R_\infty` on a set containing both paths. Both are estimated at every ``every``-th report:

@@ -1,4 +1,5 @@
-r"""Where the gradient flow of in-context regression starts and where it ends (Assumption 5.1, Remark 5.3, Appendix F.3).
+r"""Where the gradient flow of in-context regression starts and where it ends (Assumption 5.1, Remark 5.3, Appendix
+F.3).
 
 The start :func:`block_init` and the scale :func:`init_scale_bound` under which convergence is proved; the
 limits :func:`limit_parameters` (invertible :math:`\Sigma`, infinite or finite prompts) and
@@ -26,9 +27,10 @@ def limit_parameters(task: RegressionTask, L: int | None = None) -> tuple[Tensor
     (the limit of softmax and of normalised linear attention alike) and :math:`G = \Gamma_L` at prompt
     length ``L``. At finite ``L`` this is the limit of *normalised linear attention* trained on
     :math:`R_L` (Zhang et al. 2024, Theorem 4.1, there without label noise; the noise enters
-    :math:`\Gamma_L` through :math:`s^2/\tau^2`), which attains :func:`~softmax_as_linear.theory.risks.optimal_linear_risk`; it is not the limit
-    of softmax attention at finite ``L``, which has no closed form. For a degenerate :math:`\Sigma` use
-    :func:`degenerate_limit_parameters` (Appendix F.3).
+    :math:`\Gamma_L` through :math:`s^2/\tau^2`), which attains
+    :func:`~softmax_as_linear.theory.risks.optimal_linear_risk`; it is not the limit of softmax attention at finite
+    ``L``, which has no closed form. For a degenerate :math:`\Sigma` use :func:`degenerate_limit_parameters` (Appendix
+    F.3).
 
     For a non-Gaussian covariate law the infinite-prompt limit (``L=None``) is that of normalised linear
     attention only (the flow of softmax attention goes elsewhere, or nowhere: Chapter 6,
@@ -36,7 +38,8 @@ def limit_parameters(task: RegressionTask, L: int | None = None) -> tuple[Tensor
     Returns ``(U*, V*)``, each ``(D, D)`` in float64.
     """
     if L is not None and task.covariates != "gaussian":
-        raise ValueError(f"L: the finite-L limit is derived for Gaussian covariates only, got covariates {task.covariates!r}")
+        raise ValueError("L: the finite-L limit is derived for Gaussian covariates only, got covariates "
+                         f"{task.covariates!r}")
     if L is None and is_degenerate(task.prompt_covariance):
         raise ValueError("task: the covariance is degenerate; its limit depends on the initialisation "
                          "(Appendix F.3): use degenerate_limit_parameters(task, alpha)")
@@ -86,7 +89,8 @@ def degenerate_limit_parameters(task: RegressionTask, alpha: float, theta=None) 
 
 
 def block_init(task: RegressionTask, alpha: float, theta=None) -> tuple[Tensor, Tensor]:
-    r"""Initialisation of Assumption 5.1: :math:`U(0) = \alpha \begin{pmatrix}\Theta\Theta^\top & 0\\ 0 & 0\end{pmatrix}`,
+    r"""Initialisation of Assumption 5.1:
+    :math:`U(0) = \alpha \begin{pmatrix}\Theta\Theta^\top & 0\\ 0 & 0\end{pmatrix}`,
     :math:`V(0) = \alpha\, e_D e_D^\top`.
 
     ``theta`` is a ``(d, k)`` matrix with the two conditions of Assumption 5.1,

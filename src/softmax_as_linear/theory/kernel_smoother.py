@@ -94,8 +94,8 @@ def circle_limit_losses(task, w, n_samples: int = 4096, seed: int = 0, nodes: in
     uniform on :math:`S^1`): :math:`\hat y_\infty(x_q) = \mathbb{E}_{\nu}[f]` under the tilted law
     :math:`d\nu(x) \propto e^{w x^\top x_q} dx` (a von Mises law around :math:`x_q`), computed by the trapezoid rule on
     ``nodes`` equally spaced angles (exponentially accurate for these periodic analytic integrands), and
-    :math:`\ell = \tfrac12(\hat y_\infty - f(x_q))^2 + \tfrac{s^2}{2}` (the query's noise integrated). ``w`` a sequence of
-    windows; ``n_samples`` draws of :math:`(a, x_q)` shared by every ``w`` (paired) -> ``(len(w), n_samples)``."""
+    :math:`\ell = \tfrac12(\hat y_\infty - f(x_q))^2 + \tfrac{s^2}{2}` (the query's noise integrated). ``w`` a sequence
+    of windows; ``n_samples`` draws of :math:`(a, x_q)` shared by every ``w`` (paired) -> ``(len(w), n_samples)``."""
     if task.d != 2 or task.inputs != "sphere":
         raise ValueError("task: the quadrature is on the circle; give a task with d = 2 and inputs 'sphere'")
     g = torch.Generator().manual_seed(checks.int_at_least("seed", seed, 0))

@@ -53,9 +53,11 @@ def token_log_mgf(task: RegressionTask, u: Tensor, w: Tensor) -> Tensor:
     return 0.5 * task.noise_var * u[..., -1] ** 2 + covariates.cgf(task.covariates, b).sum(-1)
 
 
-def tilted_moments(task: RegressionTask, u: Tensor, w: Tensor, covariance: bool = False) -> tuple[Tensor, Tensor | None]:
+def tilted_moments(task: RegressionTask, u: Tensor, w: Tensor,
+                   covariance: bool = False) -> tuple[Tensor, Tensor | None]:
     r"""Mean :math:`\nabla K_w(u)` ``(..., D)`` of the token law of task :math:`w` tilted by :math:`e^{u^\top z}`, and
-    with ``covariance`` its covariance :math:`\nabla^2 K_w(u) = J^\top \operatorname{diag}(k''_\lambda(b)) J + s^2 e_D e_D^\top`,
+    with ``covariance`` its covariance
+    :math:`\nabla^2 K_w(u) = J^\top \operatorname{diag}(k''_\lambda(b)) J + s^2 e_D e_D^\top`,
     :math:`J = F^\top [I_d, w]`, ``(..., D, D)``. ``u (..., D)`` and ``w (..., d)`` broadcast."""
     F = _factor(task, u)
     b = (u[..., :-1] + u[..., -1:] * w) @ F  # F^T (u_x + u_y w), as rows
@@ -81,7 +83,8 @@ def infinite_prompt_prediction(U: Tensor, V: Tensor, task: RegressionTask, w: Te
     return prediction_from_scores((U @ query.unsqueeze(-1)).squeeze(-1), V[..., -1, :], task, w, activation)
 
 
-def prediction_from_scores(u: Tensor, v: Tensor, task: RegressionTask, w: Tensor, activation: str = "softmax") -> Tensor:
+def prediction_from_scores(u: Tensor, v: Tensor, task: RegressionTask, w: Tensor,
+                           activation: str = "softmax") -> Tensor:
     r""":func:`infinite_prompt_prediction` from :math:`u = U z_q` ``(..., D)`` and the last row :math:`v` of :math:`V`
     ``(..., D)``: :math:`v^\top \nabla K_w(u)` (softmax) or :math:`v^\top \Gamma_w u` (linear), ``(...)``."""
     if activation == "softmax" and task.covariates != "gaussian":
@@ -95,11 +98,12 @@ def prediction_from_scores(u: Tensor, v: Tensor, task: RegressionTask, w: Tensor
 def infinite_prompt_risk_estimate(U, V, task: RegressionTask, n_samples: int = 1 << 16,
                                   generator: torch.Generator | None = None, seed: int = 0,
                                   activation: str = "softmax") -> tuple[Tensor, Tensor]:
-    r"""Monte Carlo estimate of :math:`R_\infty(U, V) = \tfrac12 \mathbb{E}_{w, x_q}[(\hat y_\infty - w^\top x_q)^2] + \tfrac{s^2}{2}`.
+    r"""Monte Carlo estimate of
+    :math:`R_\infty(U, V) = \tfrac12 \mathbb{E}_{w, x_q}[(\hat y_\infty - w^\top x_q)^2] + \tfrac{s^2}{2}`.
 
     The query's label noise is integrated exactly (the :math:`s^2/2`); the estimate is the mean of
-    :math:`\ell_i = \tfrac12(\hat y_\infty(w_i, x_{q,i}) - w_i^\top x_{q,i})^2 + \tfrac{s^2}{2}` over ``n_samples`` i.i.d.
-    :math:`(w, x_q)` of the task (:meth:`~softmax_as_linear.theory.regression.RegressionTask.stream`, no prompt
+    :math:`\ell_i = \tfrac12(\hat y_\infty(w_i, x_{q,i}) - w_i^\top x_{q,i})^2 + \tfrac{s^2}{2}` over ``n_samples``
+    i.i.d. :math:`(w, x_q)` of the task (:meth:`~softmax_as_linear.theory.regression.RegressionTask.stream`, no prompt
     tokens), and its standard error :math:`\mathrm{sd}(\ell)/\sqrt n`. Its gradient in :math:`(U, V)` is an unbiased
     estimate of :math:`\nabla R_\infty`. U, V ``(..., D, D)`` -> ``(mean (...), se (...))``, float64.
     """
@@ -137,7 +141,8 @@ def block_infinite_prompt_risk(A_x: Tensor, v_y: Tensor, task: RegressionTask, n
     There :math:`\hat y_\infty = v_y w^\top m_x(A_x x_q)` with :math:`m_x(t) = F k'_\lambda(F^\top t)`, and averaging
     over :math:`w` and the query noise leaves an expectation over the query's standard entries alone,
 
-    .. math:: R_\infty = \tfrac{\tau^2}{2}\, \mathbb{E}_\xi \big\| v_y F k'_\lambda(F^\top A_x F_q \xi) - F_q \xi \big\|^2 + \tfrac{s^2}{2}
+    .. math:: R_\infty = \tfrac{\tau^2}{2}\, \mathbb{E}_\xi \big\| v_y F k'_\lambda(F^\top A_x F_q \xi) - F_q \xi
+       \big\|^2 + \tfrac{s^2}{2}
 
     (:math:`F_q` the query factor): label noise enters only through the constant. Computed on a tensor
     grid of the law's rule (:func:`~softmax_as_linear.theory.covariates.quadrature`, ``n_nodes`` per axis; the
@@ -167,13 +172,16 @@ def is_block(U: Tensor, V: Tensor, d: int) -> bool:
 
 
 def gap_constant(U, V, task: RegressionTask, w: Tensor, query: Tensor) -> Tensor:
-    r"""The limit of :math:`L\,\mathbb{E}[(\hat y_L - \hat y_\infty)^2]` for one task :math:`w` and query, by the delta method.
+    r"""The limit of :math:`L\,\mathbb{E}[(\hat y_L - \hat y_\infty)^2]` for one task :math:`w` and query, by the delta
+    method.
 
-    :math:`\hat y_L = \sum_i a_i c_i / \sum_i a_i` with :math:`a_i = e^{u^\top z_i}`, :math:`c_i = v^\top z_i` is a ratio
-    of means; its variance times :math:`L` tends to :math:`\mathbb{E}[a^2 (c - \hat y_\infty)^2] / (\mathbb{E} a)^2`, which
-    the cumulant generating function gives in closed form (the tilt by :math:`2u` appears):
+    :math:`\hat y_L = \sum_i a_i c_i / \sum_i a_i` with :math:`a_i = e^{u^\top z_i}`, :math:`c_i = v^\top z_i` is a
+    ratio of means; its variance times :math:`L` tends to
+    :math:`\mathbb{E}[a^2 (c - \hat y_\infty)^2] / (\mathbb{E} a)^2`, which the cumulant generating function gives in
+    closed form (the tilt by :math:`2u` appears):
 
-    .. math:: C = e^{K_w(2u) - 2K_w(u)} \big[v^\top \nabla^2 K_w(2u)\, v + (v^\top(\nabla K_w(2u) - \nabla K_w(u)))^2\big].
+    .. math:: C = e^{K_w(2u) - 2K_w(u)} \big[v^\top \nabla^2 K_w(2u)\, v + (v^\top(\nabla K_w(2u) - \nabla
+       K_w(u)))^2\big].
 
     Finite for every law here; the rate :math:`1/L` it implies is Chapter 3's for light weights.
     U, V ``(D, D)``, w ``(n, d)``, query ``(n, D)`` -> ``(n,)``.

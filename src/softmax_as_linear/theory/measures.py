@@ -117,7 +117,8 @@ class TokenLaw:
         With :math:`\xi = C^{-1}(z - m)`: the density is :math:`p_\xi(\xi) / \det C`, where :math:`p_\xi` is
         the product of standardised one-dimensional densities (Gaussian; uniform on
         :math:`[-\sqrt3, \sqrt3]`; Laplace of scale :math:`1/\sqrt2`); the mixture is
-        :math:`\frac12 N(m + \delta, \Gamma_0) + \frac12 N(m - \delta, \Gamma_0)`, :math:`\Gamma_0 = \Gamma - \delta\delta^\top`.
+        :math:`\frac12 N(m + \delta, \Gamma_0) + \frac12 N(m - \delta, \Gamma_0)`,
+        :math:`\Gamma_0 = \Gamma - \delta\delta^\top`.
         """
         points = self._vector("points", points)
         log_det = torch.log(torch.diagonal(self._chol)).sum()
@@ -167,7 +168,8 @@ class TokenLaw:
         return torch.where(inside, value, torch.full_like(value, math.inf))
 
     def tilted_mean(self, u) -> Tensor:
-        r"""Mean of the tilted law :math:`d\nu_u(z) \propto e^{u^\top z} d\mu(z)`, i.e. :math:`\nabla K_\mu(u)`, ``(..., D)``.
+        r"""Mean of the tilted law :math:`d\nu_u(z) \propto e^{u^\top z} d\mu(z)`, i.e. :math:`\nabla K_\mu(u)`,
+        ``(..., D)``.
 
         Infinite-prompt softmax attention is :math:`T[\mu](z_q) = V \nabla K_\mu(U z_q)`. With
         :math:`b = C^\top u` and :math:`a = \sqrt3`:

@@ -5,7 +5,8 @@ On a prompt :math:`(x_i, y_i)_{i \le L}` write :math:`M = \frac1L \sum_i x_i x_i
 :math:`\ell(w) = \frac1{2L}\sum_i (w^\top x_i - y_i)^2` from :math:`w_0 = 0` with preconditioners
 :math:`\Gamma_1, \dots, \Gamma_K` ``(d, d)`` is
 
-.. math:: w_k = w_{k-1} - \Gamma_k \nabla\ell(w_{k-1}) = w_{k-1} + \Gamma_k (h - M w_{k-1}), \qquad \hat y = w_K^\top x_q,
+.. math:: w_k = w_{k-1} - \Gamma_k \nabla\ell(w_{k-1}) = w_{k-1} + \Gamma_k (h - M w_{k-1}), \qquad \hat y = w_K^\top
+   x_q,
 
 so :math:`w_K = B_K h` with :math:`B_0 = 0`, :math:`B_k = B_{k-1} + \Gamma_k (I - M B_{k-1})` (:math:`B_1 = \Gamma_1`,
 :math:`B_2 = \Gamma_1 + \Gamma_2 - \Gamma_2 M \Gamma_1`). For the task of
@@ -133,8 +134,8 @@ class BestPreconditioners:
 def best_preconditioners(L: int, task: RegressionTask, steps: int = 2, n_samples: int = 100_000,
                          seed: int = seeding.REFERENCE_SEED, iterations: int = 200,
                          full: bool = True) -> BestPreconditioners:
-    r"""The preconditioners :math:`\Gamma_1, \dots, \Gamma_K` (full ``(d, d)`` matrices, ``K = steps``) that minimise the
-    risk of :math:`K` steps at prompt length ``L``.
+    r"""The preconditioners :math:`\Gamma_1, \dots, \Gamma_K` (full ``(d, d)`` matrices, ``K = steps``) that minimise
+    the risk of :math:`K` steps at prompt length ``L``.
 
     Minimises the average of :func:`conditional_risk` over ``n_samples`` sampled :math:`M` (the ``"pgd_fit"`` stream of
     ``seed``) by L-BFGS, starting from the best scalar steps :math:`\Gamma_k = c_k I`; scores the result on

@@ -113,9 +113,10 @@ class RegressionTask:
             inputs multiplied by the Cholesky factor :math:`C` twice, :math:`N(0, C\Sigma C^\top)`, and
             isotropic query inputs :math:`N(0, I_d)`, as the paper's published code draws them). Labels are
             :math:`y = w^\top x + \varepsilon` with the inputs actually drawn.
-        covariates: law of the standardised input entries :math:`\xi_j` (:data:`~softmax_as_linear.registry.COVARIATES`):
-            ``"gaussian"`` (default), ``"uniform"`` or ``"rademacher"``; inputs are :math:`F\xi` with the factor
-            :math:`F` of the sampler, so their covariance does not depend on the law.
+        covariates: law of the standardised input entries :math:`\xi_j`
+            (:data:`~softmax_as_linear.registry.COVARIATES`): ``"gaussian"`` (default), ``"uniform"`` or
+            ``"rademacher"``; inputs are :math:`F\xi` with the factor :math:`F` of the sampler, so their covariance does
+            not depend on the law.
 
     Attributes ``prompt_covariance`` (:math:`P`) and ``query_covariance`` (:math:`Q`), ``(d, d)`` float64;
     ``prompt_factor`` and ``query_factor`` (:math:`F` with :math:`F F^\top = P`, resp. :math:`Q`).
@@ -135,7 +136,8 @@ class RegressionTask:
         self.covariates = covariate_laws.check_covariates(covariates)
         self._cholesky = _input_factor(self.covariance)
         if sampler == "published" and is_degenerate(self.covariance):
-            raise ValueError("sampler 'published' needs a positive definite covariance (it multiplies by the Cholesky factor)")
+            raise ValueError("sampler 'published' needs a positive definite covariance (it multiplies by the Cholesky "
+                             "factor)")
         self._isotropic = torch.equal(self.covariance, torch.eye(self.d, dtype=torch.float64))
         # Factor F of the prompt inputs (x = F xi): C, or C C for the published sampler.
         self._prompt_factor = self._cholesky if sampler == "paper" else self._cholesky @ self._cholesky
@@ -148,7 +150,8 @@ class RegressionTask:
 
     @property
     def is_isotropic(self) -> bool:
-        r"""Whether :math:`\Sigma = I_d` exactly (Chapter 4's closed forms and the reductions that rely on them apply)."""
+        r"""Whether :math:`\Sigma = I_d` exactly (Chapter 4's closed forms and the reductions that rely on them
+        apply)."""
         return self._isotropic
 
     @classmethod
@@ -185,7 +188,8 @@ class RegressionTask:
 
     @property
     def fourth_moment(self) -> float:
-        r"""The fourth moment :math:`\mathbb{E}\xi_j^4` of the covariate law (3 for the Gaussian one; the fourth cumulant is :math:`\kappa_4 = \mathbb{E}\xi_j^4 - 3`)."""
+        r"""The fourth moment :math:`\mathbb{E}\xi_j^4` of the covariate law (3 for the Gaussian one; the fourth
+        cumulant is :math:`\kappa_4 = \mathbb{E}\xi_j^4 - 3`)."""
         return covariate_laws.moment(self.covariates, 4)
 
     def noise_floor(self) -> float:
@@ -198,7 +202,8 @@ class RegressionTask:
         return 0.5 * self.task_var * float(torch.trace(self.query_covariance)) + 0.5 * self.noise_var
 
     def token_covariance(self, w: Tensor) -> Tensor:
-        r""":math:`\Gamma_w` of a prompt token (built on the prompt covariance :math:`P`), shape ``(..., D, D)`` for ``w (..., d)``."""
+        r""":math:`\Gamma_w` of a prompt token (built on the prompt covariance :math:`P`), shape ``(..., D, D)`` for
+        ``w (..., d)``."""
         w = checks.vector("w", checks.as_float_tensor("w", w), self.d)
         sigma = self.prompt_covariance.to(w)
         sigma_w = w @ sigma  # (..., d), Sigma symmetric

@@ -51,8 +51,8 @@ def infinite_prompt_risk(U, V, task: RegressionTask, activation: str = "softmax"
     V = checks.square("V", checks.as_float_tensor("V", V, like=U), task.D)
     checks.one_of("activation", activation, ("softmax", "linear"))
     if activation == "softmax" and task.covariates != "gaussian":
-        raise ValueError(f"task: softmax attention has no closed-form infinite-prompt risk for {task.covariates} covariates; "
-                         "use limit_model.infinite_prompt_risk_estimate, or activation='linear'")
+        raise ValueError(f"task: softmax attention has no closed-form infinite-prompt risk for {task.covariates} "
+                         "covariates; use limit_model.infinite_prompt_risk_estimate, or activation='linear'")
     return infinite_prompt_risk_unchecked(U, V, task)
 
 
@@ -98,8 +98,9 @@ def linear_attention_risk(U, V, L: int, task: RegressionTask) -> Tensor:
               + \mathbb{E}_w[(v^\top \Gamma_w v)\operatorname{tr}(\Gamma_w B)]\Big),
 
     where :math:`\mathbb{E}_w[b_w^\top Q b_w]` is the bracket of :func:`infinite_prompt_risk` with
-    :math:`I - M` replaced by :math:`M`, and, writing :math:`v^\top \Gamma_w v = \alpha_0 + 2 v_y (P v_x)^\top w + v_y^2 w^\top P w`
-    and :math:`\operatorname{tr}(\Gamma_w B) = \beta_0 + 2 (P b_{xy})^\top w + b_{yy} w^\top P w`
+    :math:`I - M` replaced by :math:`M`, and, writing
+    :math:`v^\top \Gamma_w v = \alpha_0 + 2 v_y (P v_x)^\top w + v_y^2 w^\top P w` and
+    :math:`\operatorname{tr}(\Gamma_w B) = \beta_0 + 2 (P b_{xy})^\top w + b_{yy} w^\top P w`
     (:math:`\alpha_0 = v_x^\top P v_x + v_y^2 s^2`, :math:`\beta_0 = \operatorname{tr}(P B_{xx}) + s^2 b_{yy}`),
 
     .. math::
@@ -194,10 +195,12 @@ def optimal_linear_risk(L: int, task: RegressionTask) -> float:
     for the paper's sampler (:math:`P = Q = \Sigma`). Terms even in :math:`w` cannot help, so the optimal
     matrix :math:`\Gamma_L^{-1}` is the same whatever the query covariance :math:`Q`.
 
-    For a covariate law with fourth cumulant :math:`\kappa_4 = \mathbb{E}\xi^4 - 3` (inputs :math:`F\xi`, :math:`G = F^\top F`), the
-    statistic :math:`h = \frac1L \sum_i y_i x_i` has :math:`\mathbb{E}[hh^\top] = \tau^2 F N F^\top` with
+    For a covariate law with fourth cumulant :math:`\kappa_4 = \mathbb{E}\xi^4 - 3` (inputs :math:`F\xi`,
+    :math:`G = F^\top F`), the statistic :math:`h = \frac1L \sum_i y_i x_i` has
+    :math:`\mathbb{E}[hh^\top] = \tau^2 F N F^\top` with
 
-    .. math:: N = (1 + \tfrac1L) G + \tfrac{\operatorname{tr}P + s^2/\tau^2}{L} I_d + \tfrac{\kappa_4}{L}\operatorname{diag}(G),
+    .. math:: N = (1 + \tfrac1L) G + \tfrac{\operatorname{tr}P + s^2/\tau^2}{L} I_d +
+       \tfrac{\kappa_4}{L}\operatorname{diag}(G),
 
     the optimum predicts :math:`x_q^\top P (F N F^\top)^{-1} h` and its risk is
     :math:`\tfrac{\tau^2}{2}[\operatorname{tr}Q - \operatorname{tr}(Q F N^{-1} F^\top)] + \tfrac{s^2}{2}` (for
@@ -232,7 +235,8 @@ def bayes_risk(L: int, task: RegressionTask, n_samples: int = 20_000, generator:
     both samplers: under ``"published"`` it is the ridge estimate from the (:math:`C\Sigma C^\top`) prompt,
     scored on isotropic queries (:math:`Q = I`). The posterior of :math:`w` is Gaussian whatever the law of
     the inputs (Gaussian prior, Gaussian noise), so ridge regression stays Bayes-optimal for every covariate
-    law; only the law of :math:`X` (:meth:`~softmax_as_linear.theory.regression.RegressionTask.draw_inputs`) changes the risk.
+    law; only the law of :math:`X` (:meth:`~softmax_as_linear.theory.regression.RegressionTask.draw_inputs`) changes the
+    risk.
 
     Returns ``(estimate, standard_error)`` over ``n_samples`` draws of the inputs :math:`X` (``L x d``). An estimate
     drawn from ``seed`` (no ``generator``) is kept for the rest of the process and returned again, without drawing,

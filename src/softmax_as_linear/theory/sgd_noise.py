@@ -40,20 +40,23 @@ def linear_attention_gradients(batch: Batch, U: Tensor, V: Tensor) -> Tensor:
 def sgd_noise_floor(task: RegressionTask, L: int, lr: float, batch_size: int, n_prompts: int = 20_000,
                     seed: int = 0) -> tuple[float, float]:
     r"""Expected excess risk :math:`\mathbb{E}[R_L(\theta)] - R^*_{\mathrm{lin}}(L)` at which SGD on normalised linear
-    attention settles around its optimum :math:`\theta^*_L` (:func:`~softmax_as_linear.theory.flow_limits.limit_parameters` at ``L``).
+    attention settles around its optimum :math:`\theta^*_L`
+    (:func:`~softmax_as_linear.theory.flow_limits.limit_parameters` at ``L``).
 
     SGD at learning rate ``lr`` on the MSE (:math:`= 2R`) is :math:`\theta \leftarrow \theta - \eta(\nabla R + \xi)`
     with :math:`\eta = 2\,\mathrm{lr}` and noise :math:`\xi` of covariance :math:`C/B` (``B`` = ``batch_size``,
     :math:`C` the covariance of the per-prompt gradients, :func:`linear_attention_gradients`). Near the optimum,
-    with :math:`H = \nabla^2 R_L(\theta^*_L)` (exact: autograd on :func:`~softmax_as_linear.theory.risks.linear_attention_risk`) of eigenvalues
-    :math:`\lambda_k`, the stationary covariance :math:`S = (I - \eta H) S (I - \eta H) + \eta^2 C/B` gives
+    with :math:`H = \nabla^2 R_L(\theta^*_L)` (exact: autograd on
+    :func:`~softmax_as_linear.theory.risks.linear_attention_risk`) of eigenvalues :math:`\lambda_k`, the stationary
+    covariance :math:`S = (I - \eta H) S (I - \eta H) + \eta^2 C/B` gives
 
-    .. math:: \tfrac12 \operatorname{tr}(H S) = \frac{\eta}{2B} \sum_{\lambda_k > 0} \frac{\tilde C_{kk}}{2 - \eta\lambda_k},
+    .. math:: \tfrac12 \operatorname{tr}(H S) = \frac{\eta}{2B} \sum_{\lambda_k > 0} \frac{\tilde C_{kk}}{2 -
+       \eta\lambda_k},
 
     :math:`\tilde C` in the eigenbasis of :math:`H` (:math:`\eta\,\operatorname{tr}C / (4B)` for small steps). The flat
     directions of :math:`H` (the rescaling :math:`(cU, v/c)` and the unused entries) receive no gradient noise.
-    :math:`C` is the mean of :math:`g g^\top` over ``n_prompts`` fresh prompts (:math:`\nabla R_L = 0` at the optimum), so
-    the floor is a mean of per-prompt terms: returns ``(floor, standard_error)``.
+    :math:`C` is the mean of :math:`g g^\top` over ``n_prompts`` fresh prompts (:math:`\nabla R_L = 0` at the optimum),
+    so the floor is a mean of per-prompt terms: returns ``(floor, standard_error)``.
     """
     L = checks.positive_int("L", L)
     eta = 2 * checks.positive_float("lr", lr)

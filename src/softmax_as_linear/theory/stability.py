@@ -32,9 +32,10 @@ def regression_gaps(task: RegressionTask, U, V, L: int, n_prompts: int,
     Returns, each of shape ``(n_prompts,)`` in float64,
 
     - ``output``: :math:`\|T[\hat\mu_L](z_q) - V\Gamma_w U z_q\|^2` (the quantity of Proposition 3.1);
-    - ``gradient``: :math:`\|\nabla_U \ell_L - \nabla_U \ell_\infty\|_F^2 + \|\nabla_V \ell_L - \nabla_V \ell_\infty\|_F^2`
-      for the loss :math:`\ell = \tfrac12 (\hat y - y_q)^2` of the prediction (the last output
-      coordinate) on that prompt (Proposition 3.4 for the in-context loss).
+    - ``gradient``:
+      :math:`\|\nabla_U \ell_L - \nabla_U \ell_\infty\|_F^2 + \|\nabla_V \ell_L - \nabla_V \ell_\infty\|_F^2` for the
+      loss :math:`\ell = \tfrac12 (\hat y - y_q)^2` of the prediction (the last output coordinate) on that prompt
+      (Proposition 3.4 for the in-context loss).
 
     Averaged over prompts they bound the gaps of the risk and of its gradient,
     :math:`|R_L - R_\infty|` and :math:`\|\nabla R_L - \nabla R_\infty\|^2` (Cauchy-Schwarz and Jensen),
@@ -71,8 +72,8 @@ def trajectory_gaps(task: RegressionTask, U, V, lengths, *, n_prompts: int = 512
     infinite-prompt limit to be small *uniformly* over the parameters the training flow visits (in
     the proof, over a ball that contains the trajectory), not only at the initialisation. This
     evaluates them along a given trajectory ``U, V`` ``(T, D, D)``. The prompts of length ``L`` are
-    the same at every point of the trajectory (stream ``"prompts"`` of ``seed`` at ``L``, :mod:`~softmax_as_linear.core.seeding`), so the curves
-    in :math:`t` carry no independent noise from point to point.
+    the same at every point of the trajectory (stream ``"prompts"`` of ``seed`` at ``L``,
+    :mod:`~softmax_as_linear.core.seeding`), so the curves in :math:`t` carry no independent noise from point to point.
 
     Returns ``{"lengths", "norm_U" (T,), "output", "gradient"}`` where ``output`` and ``gradient`` map
     ``"mean"``, ``"low"``, ``"high"`` to ``(nL, T)`` lists: the mean over ``n_prompts`` prompts and its

@@ -1,4 +1,5 @@
-r"""The infinite-prompt limit of attention with fixed weights when the labels are a nonlinear function of Gaussian inputs.
+r"""The infinite-prompt limit of attention with fixed weights when the labels are a nonlinear function of Gaussian
+inputs.
 
 Tokens :math:`z = (x, y)` with :math:`x \sim N(0, \Sigma)`, :math:`y = f(x) + \varepsilon`, :math:`\varepsilon \sim N(0,
 s^2)` independent; the query is :math:`z_q = (x_q, 0)` and :math:`u = U z_q = (u_x, u_y)`. When the score does not read
@@ -110,8 +111,9 @@ def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor,
 
 
 def token_moments(omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, noise_var: float) -> tuple[Tensor, Tensor]:
-    r""":math:`\mathbb{E}[x y]` ``(..., d)`` and :math:`\mathbb{E}[y^2]` ``(...)`` for cosine labels and :math:`x \sim N(0,
-    \Sigma)`: :math:`\mathbb{E}[xy] = -\Sigma \sum_j c_j \omega_j e^{-\omega_j^\top\Sigma\omega_j/2} \sin b_j` and
+    r""":math:`\mathbb{E}[x y]` ``(..., d)`` and :math:`\mathbb{E}[y^2]` ``(...)`` for cosine labels and
+    :math:`x \sim N(0, \Sigma)`:
+    :math:`\mathbb{E}[xy] = -\Sigma \sum_j c_j \omega_j e^{-\omega_j^\top\Sigma\omega_j/2} \sin b_j` and
     :math:`\mathbb{E}[y^2] = s^2 + \tfrac12 \sum_{jk} c_j c_k (e^{-\delta_{jk}^\top\Sigma\delta_{jk}/2}\cos(b_j - b_k) +
     e^{-\sigma_{jk}^\top\Sigma\sigma_{jk}/2}\cos(b_j + b_k))` with :math:`\delta_{jk} = \omega_j - \omega_k`,
     :math:`\sigma_{jk} = \omega_j + \omega_k`."""
@@ -212,24 +214,22 @@ class QuadraticLabels:
 
 
 def quadratic_limits(U, V, labels: QuadraticLabels, query) -> tuple[Tensor, Tensor]:
-    r"""Both infinite-prompt predictions for :class:`QuadraticLabels` (:math:`\Sigma = I`): softmax's
-    :math:`v_x^\top Mx_q + v_y (P_I f)(Mx_q)` (:func:`smoothed_quadratic`; the score must not read the labels) and
-    linear attention's :math:`v^\top\mathbb{E}[zz^\top]Uz_q` with :math:`\mathbb{E}[xy] = \beta` and
-    :math:`\mathbb{E}[y^2] = 2\operatorname{tr}(B^2) + (\operatorname{tr}B + c)^2 + \|\beta\|^2 + s^2`.
-    U, V ``(D, D)``, query ``(..., D)`` -> two ``(...)``."""
+    r"""Both infinite-prompt predictions for :class:`QuadraticLabels` (:math:`\Sigma = I`) at queries
+    :math:`z_q = (x_q, 0)`: softmax's :math:`v_x^\top Mx_q + v_y (P_I f)(Mx_q)` (:func:`smoothed_quadratic`; the score
+    must not read the labels) and linear attention's :math:`v^\top\mathbb{E}[zz^\top]Uz_q`. The score reading the
+    inputs alone, :math:`u = Uz_q = (Mx_q, 0)`, so with :math:`\mathbb{E}[xx^\top] = I` and
+    :math:`\mathbb{E}[xy] = \beta` the latter is :math:`v_x^\top Mx_q + v_y\, \beta^\top Mx_q` (:math:`\mathbb{E}[y^2]`
+    does not enter). U, V ``(D, D)``, query ``(..., D)`` with last entry 0 -> two ``(...)``; a ``ValueError`` names
+    ``U`` when its last row reads the labels and ``query`` when its label entry is not 0."""
     d = labels.d
     U, V, query = _weights(U, V, query, d)
     if bool((U[d, :d] != 0).any()):
         raise ValueError("U: its last row reads the labels (U[d, :d] != 0); the tilted law has a closed form only "
                          "for a score that reads the inputs alone")
+    if bool((query[..., d] != 0).any()):
+        raise ValueError("query: its last entry is the query's label slot, 0 in z_q = (x_q, 0); got a nonzero one")
     eye = torch.eye(d, dtype=torch.float64)
     v = V[d]
-    tilted_mean = query[..., :d] @ U[:d, :d].T
+    tilted_mean = query[..., :d] @ U[:d, :d].T  # M x_q, which is also u_x
     soft = tilted_mean @ v[:d] + v[d] * smoothed_quadratic(labels.B, labels.beta, labels.c, tilted_mean, eye)
-    u = query @ U.T
-    u_x, u_y = u[..., :d], u[..., d]
-    yy = (2 * torch.trace(labels.B @ labels.B) + (torch.trace(labels.B) + labels.c) ** 2 + labels.beta @ labels.beta
-          + labels.noise_var)
-    m_x = u_x + labels.beta * u_y.unsqueeze(-1)
-    m_y = u_x @ labels.beta + yy * u_y
-    return soft, m_x @ v[:d] + v[d] * m_y
+    return soft, tilted_mean @ v[:d] + v[d] * (tilted_mean @ labels.beta)

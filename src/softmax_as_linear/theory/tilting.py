@@ -67,7 +67,8 @@ def infinite_prompt_linear(law, query, U, V) -> Tensor:
     :math:`M_2(\mu) = \Gamma + m m^\top` depends on the first two moments only, so this is the same
     for every law with the same mean and covariance.
 
-    law: a :class:`~softmax_as_linear.theory.measures.TokenLaw`; query ``(..., D)``; U, V ``(..., D, D)`` -> ``(..., D)``.
+    law: a :class:`~softmax_as_linear.theory.measures.TokenLaw`; query ``(..., D)``; U, V ``(..., D, D)`` ->
+    ``(..., D)``.
     """
     law = _law(law)
     query, U, V = _query_U_V(law, query, U, V)
@@ -142,7 +143,8 @@ def _radius(law: TokenLaw, b: Tensor) -> float:
 
 
 def quadrature_tilted_moments(law, u, *, panels: int = 48, order: int = 12) -> TiltedMoments:
-    r"""Deterministic quadrature of the tilted law :math:`\nu_u` of a law on :math:`\mathbb{R}^1` or :math:`\mathbb{R}^2`.
+    r"""Deterministic quadrature of the tilted law :math:`\nu_u` of a law on :math:`\mathbb{R}^1` or
+    :math:`\mathbb{R}^2`.
 
     .. math:: \log \int e^{u^\top z'} d\mu(z'), \qquad \mathbb{E}_{\nu_u}[z'], \qquad \mathrm{Cov}_{\nu_u}[z'],
 
@@ -183,7 +185,8 @@ def quadrature_tilted_moments(law, u, *, panels: int = 48, order: int = 12) -> T
 
 
 def affine_misfit(inputs, outputs) -> float:
-    r"""How far a sampled map is from affine: :math:`\max_k \| y_k - (A x_k + c) \|` for the least-squares :math:`(A, c)`.
+    r"""How far a sampled map is from affine: :math:`\max_k \| y_k - (A x_k + c) \|` for the least-squares
+    :math:`(A, c)`.
 
     Zero (up to rounding) exactly when :math:`x \mapsto y` is affine on the sample, e.g. for
     :math:`z \mapsto T[\mu](z)` with a Gaussian :math:`\mu` (Lemma 2.1).

@@ -1,4 +1,5 @@
-r"""The prompt kernel proper (Triton): one program per prompt draws it and forms every run's prediction and gradient sums.
+r"""The prompt kernel proper (Triton): one program per prompt draws it and forms every run's prediction and gradient
+sums.
 
 See :mod:`~softmax_as_linear.engine.gpu.prompt_kernel` for what it computes and how the work is laid out; the host
 side (buffers, launches) is :class:`~softmax_as_linear.engine.gpu.prompt_kernel.PromptKernel`.

@@ -94,7 +94,8 @@ def uniform(words: Tensor) -> Tensor:
 
 
 def box_muller(r0: Tensor, r1: Tensor) -> tuple[Tensor, Tensor]:
-    """Triton's ``pair_uniform_to_normal`` on two words: ``r cos(2 pi u2), r sin(2 pi u2)``, ``r = sqrt(-2 log max(1e-7, u1))``."""
+    """Triton's ``pair_uniform_to_normal`` on two words: ``r cos(2 pi u2), r sin(2 pi u2)``,
+    ``r = sqrt(-2 log max(1e-7, u1))``."""
     u1 = torch.clamp_min(uniform(r0), 1.0e-7)
     th = torch.tensor(_TWO_PI, dtype=torch.float32) * uniform(r1)
     radius = torch.sqrt(-2.0 * torch.log(u1))

@@ -106,7 +106,8 @@ if triton is not None:
         _CONFIGS = None
     else:  # tile size, block and warps chosen by timing a few on the first call for each shape
         _CONFIGS = [triton.Config({"RUNS": runs, "BLOCK": block}, num_warps=warps)
-                    for runs, block, warps in ((4, 64, 2), (4, 64, 4), (4, 128, 4), (8, 64, 4), (2, 64, 1), (2, 128, 2))]
+                    for runs, block, warps in ((4, 64, 2), (4, 64, 4), (4, 128, 4), (8, 64, 4), (2, 64, 1),
+                                               (2, 128, 2))]
         _softmax_sums_kernel = triton.autotune(_CONFIGS, key=["n_runs", "n_positions"])(triton.jit(_kernel))
 
 

@@ -45,7 +45,8 @@ if triton is not None:
 
     @triton.jit
     def _covariates(words, normals, FIRST: tl.constexpr, COUNT: tl.constexpr, COVARIATES: tl.constexpr):
-        """Covariates of words FIRST .. FIRST + COUNT - 1 under the law (normals: all 2D Gaussians, COVARIATES 0 only)."""
+        """Covariates of words FIRST .. FIRST + COUNT - 1 under the law (normals: all 2D Gaussians, COVARIATES 0
+        only)."""
         out = ()
         for j in tl.static_range(COUNT):
             if COVARIATES == 0:

@@ -1,5 +1,5 @@
-r"""The prompt kernel's host side: the training step on a GPU with the prompts drawn inside the kernel (Triton), no batch
-tensor ever formed.
+r"""The prompt kernel's host side: the training step on a GPU with the prompts drawn inside the kernel (Triton), no
+batch tensor ever formed.
 
 The kernels are in :mod:`~softmax_as_linear.engine.gpu.philox` (the draws),
 :mod:`~softmax_as_linear.engine.gpu.attention_sums` (the prompt kernel) and :mod:`~softmax_as_linear.engine.gpu.sgd`.
@@ -12,7 +12,8 @@ hardware sine and cosine) and forms what every run of that seed needs, all lengt
   (:math:`c_i = v^\top z_i`), :math:`\partial\hat y/\partial v = \bar z = \sum e_i z_i / \sum e_i`,
   :math:`\partial\hat y/\partial u = \sum e_i c_i z_i / \sum e_i - \hat y \bar z`;
 * normalised linear attention: :math:`\hat y = \tfrac1L \sum (z_i^\top u)(v^\top z_i)`,
-  :math:`\partial\hat y/\partial v = \tfrac1L\sum (z_i^\top u) z_i`, :math:`\partial\hat y/\partial u = \tfrac1L\sum (v^\top z_i) z_i`;
+  :math:`\partial\hat y/\partial v = \tfrac1L\sum (z_i^\top u) z_i`,
+  :math:`\partial\hat y/\partial u = \tfrac1L\sum (v^\top z_i) z_i`;
 
 with :math:`u = U z_q` formed in the kernel from the run's :math:`U` and the drawn query. It writes these
 ``1 + 2D`` numbers per (seed, run, prompt), and the query and target per prompt. A second kernel
@@ -86,12 +87,13 @@ def tile_table(lengths, per_tile: int) -> list[list[int]]:
 class PromptKernel:
     """The kernels of one sweep: its task, lengths and activations fixed; stream keys per call.
 
-    ``cfg`` a :class:`~softmax_as_linear.engine.sweep.TrainConfig`, ``covariates`` the covariate law (default the config's).
-    ``per_tile`` / ``per_tile_eval``: lengths per tile in the training (gradients) and forward-only modes;
+    ``cfg`` a :class:`~softmax_as_linear.engine.sweep.TrainConfig`, ``covariates`` the covariate law (default the
+    config's). ``per_tile`` / ``per_tile_eval``: lengths per tile in the training (gradients) and forward-only modes;
     ``pairs``: token pairs per block (a GPU lane each); ``warps``: warps per program.
     """
 
-    def __init__(self, cfg, device, covariates: str | None = None, per_tile: int | None = None, per_tile_eval: int | None = None,
+    def __init__(self, cfg, device, covariates: str | None = None, per_tile: int | None = None,
+                 per_tile_eval: int | None = None,
                  pairs: int | None = None, warps: int = 1, fast: bool | None = None, max_programs: int = 8192,
                  task=None, max_registers: int | None = 192, max_registers_eval: int | None = 168):
         covariates = checks.one_of("covariates", cfg.covariates if covariates is None else covariates, COVARIATES)
@@ -156,13 +158,15 @@ class PromptKernel:
 
     def grad_sums(self, U: Tensor, v: Tensor, alive: Tensor, keys: Tensor, step: Tensor, offset: int = 0):
         """The batch of step ``step + offset`` (``step`` an int64 device scalar): per (seed, length, activation,
-        output, prompt) ``out (S, nL, nA, 1 + 2D, B)``: prediction, d/du, d/dv; queries ``(S, D, B)``; targets ``(S, B)``.
+        output, prompt) ``out (S, nL, nA, 1 + 2D, B)``: prediction, d/du, d/dv; queries ``(S, D, B)``; targets
+        ``(S, B)``.
         U ``(S, nL, nA, D, D)``, v ``(S, nL, nA, D)`` float32 contiguous, alive ``(S, nL, nA)`` bool."""
         return self._launch(U, v, alive, keys, step, offset, self.cfg.batch_size, 0, True, "train")
 
     def predictions(self, U: Tensor, v: Tensor, alive: Tensor, keys: Tensor, n_prompts: int, step: Tensor | None = None,
                     offset: int = 0):
-        """Forward only, prompts ``0 .. n_prompts - 1`` in chunks: yields ``(first, pred (S, nL, nA, n), target (S, n))``."""
+        """Forward only, prompts ``0 .. n_prompts - 1`` in chunks: yields
+        ``(first, pred (S, nL, nA, n), target (S, n))``."""
         step = self.zero_step if step is None else step
         launches = -(-n_prompts * self.S // self.max_programs)  # at most max_programs programs (scratch rows) each
         chunk = -(-n_prompts // launches)
