@@ -38,25 +38,17 @@ from ..core.artifacts import DamagedFileError, load_json, results_folder, save_j
 from ..core.provenance import provenance
 from ..theory import circle_quadrature
 from ..theory.attention_optimum import Prompts, fit, losses, start
+from . import presets
 from .nonlinear import exponent_heuristic, nonlinear_config, window_exponent
-from .presets import NONLINEAR_DEPENDENCE_LENGTH as DEPENDENCE_LENGTH
 from .result_files import FIELDS_READ, nonlinear_optima_command, nonlinear_optima_file
 
 #: Replicate k draws from experiment seed OPTIMA_SEED + k (apart from the training sweeps' seeds 0-9).
 OPTIMA_SEED = 100
 #: The models fitted, in this order.
 MODELS = ("nadaraya_watson", "softmax", "linear", "affine")
-#: Settings of each preset: lengths, replicates K, tokens per prompt set (prompts = tokens // L, capped; from
-#: ``large_from`` on, ``large_tokens``, as the risk flattens around the optimum there), the lengths from which the
-#: exponent is read against the heuristic, and the dependence study's settings.
-PRESETS = {
-    "lecture": dict(lengths=(10, 32, 100, 316, 1000, 3162, 10000), replicates=8, tokens=1 << 20, max_prompts=1 << 14,
-                    large_from=1000, large_tokens=1 << 22, dependence_length=DEPENDENCE_LENGTH["lecture"],
-                    dependence_replicates=6,
-                    noise_levels=(0.01, 0.05, 0.25), frequencies=(1.0, 2.0, 4.0)),
-    "smoke": dict(lengths=(10, 100), replicates=3, tokens=1 << 13, max_prompts=256, large_from=10, large_tokens=1 << 13,
-                  dependence_length=32, dependence_replicates=3, noise_levels=(0.01, 0.25), frequencies=(1.0, 4.0)),
-}
+#: Settings of each preset (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_OPTIMA_SETTINGS`, with every
+#: chapter's presets).
+PRESETS = presets.NONLINEAR_OPTIMA_SETTINGS
 
 
 def prompt_count(settings: dict, L: int) -> int:

@@ -13,7 +13,7 @@ concentration figures (1 and 5) and the first run of the live training panel.
 - The live training panel of Chapters 4 and 5 (:data:`PANEL`): its first click, built from the lecture preset.
 - Chapter 6's sweeps (:func:`beyond_config`), Chapter 7's (:data:`DEPTH_SETTINGS`, :data:`DEPTH_WARM`) and Chapter 8's
   (:data:`NONLINEAR_SETTINGS` and :data:`NONLINEAR_TASK`, :data:`NONLINEAR_DEPTH_SETTINGS`,
-  :data:`NONLINEAR_WINDOW_SETTINGS`).
+  :data:`NONLINEAR_WINDOW_SETTINGS`, :data:`NONLINEAR_OPTIMA_SETTINGS`).
 
 The paper preset uses the published code's task, model, PyTorch initialisation, batch size, optimiser,
 learning rate, steps and lengths. For KMS inputs it draws prompt and query inputs from the paper's
@@ -194,6 +194,18 @@ NONLINEAR_WINDOW_SETTINGS = {
                   record_every=100, held_out_prompts=2048, final_prompts=16384, dependence_steps=6000),
     "smoke": dict(lengths=(5, 10), seeds=(0, 1), steps=12, batch_size=8, record_every=4, held_out_prompts=16,
                   final_prompts=64, dependence_steps=8),
+}
+
+#: Chapter 8's optima (:mod:`~softmax_as_linear.experiments.nonlinear_optima`), each preset: lengths, replicates K,
+#: tokens per prompt set (prompts = tokens // L, capped; from ``large_from`` on, ``large_tokens``, as the risk flattens
+#: around the optimum there), the lengths from which the exponent is read against the heuristic, and the dependence
+#: study's settings. The lecture preset: about 33 minutes of one CPU core.
+NONLINEAR_OPTIMA_SETTINGS = {
+    "lecture": dict(lengths=(10, 32, 100, 316, 1000, 3162, 10000), replicates=8, tokens=1 << 20, max_prompts=1 << 14,
+                    large_from=1000, large_tokens=1 << 22, dependence_length=NONLINEAR_DEPENDENCE_LENGTH["lecture"],
+                    dependence_replicates=6, noise_levels=(0.01, 0.05, 0.25), frequencies=(1.0, 2.0, 4.0)),
+    "smoke": dict(lengths=(10, 100), replicates=3, tokens=1 << 13, max_prompts=256, large_from=10, large_tokens=1 << 13,
+                  dependence_length=32, dependence_replicates=3, noise_levels=(0.01, 0.25), frequencies=(1.0, 4.0)),
 }
 
 #: Chapter 8's one- and two-layer sweep (:mod:`~softmax_as_linear.experiments.nonlinear_depth`) of each preset
