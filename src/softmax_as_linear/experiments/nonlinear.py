@@ -43,7 +43,7 @@ from ..theory.kernel_smoother import best_bandwidth
 from ..theory.models import predict_unchecked
 from . import presets
 from .result_files import nonlinear_command, nonlinear_file
-from .stages import train_stage
+from .stages import train_stage, up_to_date
 
 
 def nonlinear_config(preset: str = "lecture", **overrides) -> TrainConfig:
@@ -223,7 +223,7 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
     seeds = nonlinear_config(preset).seeds if seeds is None else tuple(seeds)
     config = nonlinear_config(preset, seeds=seeds)
     path = out / nonlinear_file(preset)
-    if not restart and _up_to_date(path, config, shard):
+    if not restart and up_to_date(path, _same_run(config, shard)):
         print(f"{path}: up to date")
         return path
     what = f"Chapter 8's sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
@@ -265,18 +265,13 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
     return path
 
 
-def _up_to_date(path: pathlib.Path, config: TrainConfig, shard) -> bool:
-    """Whether ``path`` holds a complete result of ``config`` (and of the same shard), readable."""
-    from ..core.artifacts import DamagedFileError, jsonable, load_json
+def _same_run(config: TrainConfig, shard):
+    """``same`` for :func:`~softmax_as_linear.experiments.stages.up_to_date`: a file of ``config`` and of the same
+    shard."""
+    from ..core.artifacts import jsonable
 
-    if not path.exists():
-        return False
-    try:
-        data = load_json(path)
-    except DamagedFileError:
-        return False  # rewritten
-    same_shard = data.get("shard") == (None if shard is None else f"{shard[0]}/{shard[1]}")
-    return bool(data.get("complete")) and same_shard and data.get("config") == jsonable(config.as_dict())
+    expected, part = jsonable(config.as_dict()), None if shard is None else f"{shard[0]}/{shard[1]}"
+    return lambda data: data.get("shard") == part and data.get("config") == expected
 
 
 def finish(data: dict, preset: str, progress: bool = False) -> dict:

@@ -41,7 +41,7 @@ from . import presets
 from .depth_regression import FALL_FRACTIONS, MODEL_NAMES, deep_final_evaluation, final_weights
 from .presets import NONLINEAR_TASK
 from .result_files import nonlinear_depth_command, nonlinear_depth_file
-from .stages import train_stage
+from .stages import same_settings, train_stage, up_to_date
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +138,7 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     out = results_folder() if out is None else pathlib.Path(out)
     settings = nonlinear_depth_settings(preset, **({} if seeds is None else {"seeds": tuple(seeds)}))
     path = out / nonlinear_depth_file(preset)
-    if not restart and _up_to_date(path, settings):
+    if not restart and up_to_date(path, same_settings(settings)):
         print(f"{path}: up to date")
         return path
     what = f"Chapter 8's one- and two-layer sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
@@ -160,19 +160,6 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     save_json(path, data)
     print(f"wrote {path}", flush=True)
     return path
-
-
-def _up_to_date(path: pathlib.Path, settings: NonlinearDepthSettings) -> bool:
-    """Whether ``path`` holds a complete, readable result of ``settings``."""
-    from ..core.artifacts import DamagedFileError, load_json
-
-    if not path.exists():
-        return False
-    try:
-        data = load_json(path)
-    except DamagedFileError:
-        return False  # rewritten
-    return bool(data.get("complete")) and (data.get("provenance") or {}).get("settings") == settings.as_dict()
 
 
 def second_layer_effect(data: dict, model: str = "softmax") -> dict:

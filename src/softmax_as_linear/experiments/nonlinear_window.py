@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from ..core import checks, seeding, stats
-from ..core.artifacts import DamagedFileError, jsonable, load_json, results_folder, save_json
+from ..core.artifacts import jsonable, results_folder, save_json
 from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
 from ..engine.deep_schedule import DecaySchedule
@@ -40,7 +40,7 @@ from ..engine.window_step import WindowStepper
 from ..registry import PRESETS
 from . import presets
 from .result_files import nonlinear_window_command, nonlinear_window_file
-from .stages import train_stage
+from .stages import same_settings, train_stage, up_to_date
 
 #: Prompts per chunk of the final evaluation.
 _EVAL_CHUNK = 256
@@ -163,7 +163,7 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
         (f"dependence {k}", s, f"nonlinear_window_{preset}_dependence{k}.pt")
         for k, s in enumerate(dependence_settings(preset, seeds))]
     path = out / nonlinear_window_file(preset)
-    if not restart and _up_to_date(path, main):
+    if not restart and up_to_date(path, same_settings(main)):
         print(f"{path}: up to date")
         return path
     label = f"({preset} preset, seeds {', '.join(map(str, main.seeds))})"
@@ -206,17 +206,6 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
     save_json(path, data)
     print(f"wrote {path}", flush=True)
     return path
-
-
-def _up_to_date(path: pathlib.Path, settings: WindowSettings) -> bool:
-    """Whether ``path`` holds a complete, readable result of ``settings``."""
-    if not path.exists():
-        return False
-    try:
-        data = load_json(path)
-    except DamagedFileError:
-        return False  # rewritten
-    return bool(data.get("complete")) and (data.get("provenance") or {}).get("settings") == settings.as_dict()
 
 
 # Readings ----------------------------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import pathlib
 import time
 from typing import Callable
 
-from ..core.artifacts import DamagedFileError, SettingsMismatchError
+from ..core.artifacts import DamagedFileError, SettingsMismatchError, load_json
 from ..engine.sweep import load_checkpoint
 
 # A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed since
@@ -96,5 +96,22 @@ def train_stage(what: str, checkpoint: pathlib.Path, key, steps: int, train: Cal
         raise damaged(error, f"delete it to train {what} from step 0") from None
 
 
+def up_to_date(path: pathlib.Path, same: Callable[[dict], bool]) -> bool:
+    """The "up to date" short-cut: whether ``path`` holds a complete result file for which ``same(data)`` says it was
+    written with this call's settings (a file that cannot be read is not: it is written again)."""
+    if not pathlib.Path(path).exists():
+        return False
+    try:
+        data = load_json(path)
+    except DamagedFileError:
+        return False
+    return bool(data.get("complete")) and same(data)
+
+
+def same_settings(settings) -> Callable[[dict], bool]:
+    """``same`` for :func:`up_to_date` of a file whose provenance records ``settings.as_dict()``."""
+    return lambda data: (data.get("provenance") or {}).get("settings") == settings.as_dict()
+
+
 __all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "describe", "passed",
-           "resume_point", "stop_at", "train_stage"]
+           "resume_point", "same_settings", "stop_at", "train_stage", "up_to_date"]
