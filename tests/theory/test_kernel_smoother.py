@@ -62,3 +62,8 @@ def test_the_smoother_names_a_wrong_argument_and_takes_numpy_arrays(function):
         call(tokens, torch.tensor(1.0), 2.0)
     with pytest.raises(ValueError, match="tokens"):
         call(torch.tensor(1.0), query, 2.0)
+    with pytest.raises(ValueError, match="query's leading dimensions"):
+        call(tokens, torch.ones(3, 3, dtype=torch.float64), 2.0)  # three queries for four prompts
+    with pytest.raises(ValueError, match="w must broadcast"):
+        call(tokens, query, torch.ones(3, dtype=torch.float64))
+    assert call(tokens, query, torch.full((4,), 2.0, dtype=torch.float64)).shape == call(tokens, query, 2.0).shape

@@ -35,7 +35,18 @@ def _prompt(tokens, query, w) -> tuple[Tensor, Tensor, Tensor]:
     query = checks.as_float_tensor("query", query, like=tokens)
     if query.ndim == 0 or query.shape[-1] != tokens.shape[-1]:
         raise ValueError(f"query must have shape (..., {tokens.shape[-1]}) as the tokens, got {tuple(query.shape)}")
-    return tokens, query, checks.as_float_tensor("w", w, like=tokens)
+    try:
+        leading = torch.broadcast_shapes(tokens.shape[:-2], query.shape[:-1])
+    except RuntimeError:
+        raise ValueError(f"query's leading dimensions {tuple(query.shape[:-1])} must broadcast against the tokens' "
+                         f"{tuple(tokens.shape[:-2])} (one query per prompt)") from None
+    w = checks.as_float_tensor("w", w, like=tokens)
+    try:
+        torch.broadcast_shapes(w.shape, leading)
+    except RuntimeError:
+        raise ValueError(f"w must broadcast against the prompts' leading dimensions {tuple(leading)}, got shape "
+                         f"{tuple(w.shape)}") from None
+    return tokens, query, w
 
 
 def kernel_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
