@@ -30,6 +30,25 @@ from ..theory.attention_optimum import parameter_count, softmax_prediction
 from .stepper import objective, stop_diverged
 
 
+def check_settings(seeds, lengths, batch_size, lr, decay_factor, init_window, held_out_prompts,
+                   blowup) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The settings of a :class:`WindowStepper` checked (a ``ValueError`` names the first that is not right), without
+    building it; returns the seeds and lengths as tuples."""
+    seeds = tuple(seeding.check_seed("seeds", s) for s in seeds)
+    lengths = tuple(checks.positive_int("lengths", L) for L in lengths)
+    if not seeds or not lengths:
+        raise ValueError("seeds and lengths must each hold at least one entry")
+    if list(lengths) != sorted(set(lengths)):
+        raise ValueError(f"lengths must be increasing, got {lengths!r}")
+    checks.positive_int("batch_size", batch_size)
+    checks.positive_float("lr", lr)
+    checks.positive_float("decay_factor", decay_factor)
+    checks.positive_float("init_window", init_window)
+    checks.int_at_least("held_out_prompts", held_out_prompts, 2)
+    checks.positive_float("blowup", blowup)
+    return seeds, lengths
+
+
 class WindowStepper:
     """One Adam step of every run at once; runs ``(S, nL, 1)``, weights ``theta`` ``(S, nL, 1, p)``.
 
@@ -50,18 +69,11 @@ class WindowStepper:
     def __init__(self, task, seeds, lengths, batch_size: int = 64, lr: float = 0.05, decay_step: int | None = None,
                  decay_factor: float = 0.1, init_window: float = 1.0, held_out_prompts: int = 512,
                  blowup: float = 1e3, device: torch.device | str = "cpu", dtype=torch.float32):
-        self.seeds = tuple(seeding.check_seed("seeds", s) for s in seeds)
-        self.lengths = tuple(checks.positive_int("lengths", L) for L in lengths)
-        if not self.seeds or not self.lengths:
-            raise ValueError("seeds and lengths must each hold at least one entry")
-        if list(self.lengths) != sorted(set(self.lengths)):
-            raise ValueError(f"lengths must be increasing, got {self.lengths!r}")
+        self.seeds, self.lengths = check_settings(seeds, lengths, batch_size, lr, decay_factor, init_window,
+                                                  held_out_prompts, blowup)
         self.task, self.device, self.dtype = task, torch.device(device), dtype
-        self.batch_size = checks.positive_int("batch_size", batch_size)
-        self.lr = checks.positive_float("lr", lr)
+        self.batch_size, self.lr, self.decay_factor = int(batch_size), float(lr), float(decay_factor)
         self.decay_step = None if decay_step is None else checks.int_at_least("decay_step", decay_step, 0)
-        self.decay_factor = checks.positive_float("decay_factor", decay_factor)
-        init_window = checks.positive_float("init_window", init_window)
         S, nL, p = len(self.seeds), len(self.lengths), parameter_count("softmax", task.d)
         theta = torch.zeros(S, nL, 1, p, dtype=dtype, device=self.device)
         theta[..., 0] = math.log(init_window)
@@ -70,9 +82,8 @@ class WindowStepper:
         self.alive = torch.ones(S, nL, 1, dtype=torch.bool, device=self.device)
         self.diverged_at = torch.full((S, nL, 1), -1, dtype=torch.long, device=self.device)
         self.step_count = 0
-        self.threshold = checks.positive_float("blowup", blowup) * task.zero_risk()
+        self.threshold = blowup * task.zero_risk()
         self.generators = [seeding.generator(seed, "train") for seed in self.seeds]
-        held_out_prompts = checks.int_at_least("held_out_prompts", held_out_prompts, 2)
         self._held_out = self._stack([task.sample(held_out_prompts, self.lengths[-1], seeding.generator(s, "held_out"))
                                       for s in self.seeds])
         self._last_batch = None

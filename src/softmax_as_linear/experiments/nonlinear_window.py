@@ -36,7 +36,7 @@ from ..core.devices import resolve_device
 from ..core.provenance import device_name, provenance, utc_now
 from ..engine.deep_schedule import DecaySchedule
 from ..engine.train import run
-from ..engine.window_step import WindowStepper
+from ..engine.window_step import WindowStepper, check_settings
 from ..registry import PRESETS
 from . import presets
 from .result_files import nonlinear_window_command, nonlinear_window_file
@@ -72,7 +72,10 @@ class WindowSettings(DecaySchedule):
         checks.int_at_least("final_prompts", self.final_prompts, 2)
         if not 0 < self.decay_at <= 1:
             raise ValueError(f"decay_at must be in (0, 1], got {self.decay_at}")
-        self.stepper()  # checks the rest
+        check_settings(self.seeds, self.lengths, self.batch_size, self.lr, self.decay_factor, self.init_window,
+                       self.held_out_prompts, 1e3)  # the rest, without building the stepper
+        checks.positive_float("frequency", self.frequency, allow_zero=True)
+        checks.positive_float("noise_var", self.noise_var, allow_zero=True)
 
     def task(self):
         """Chapter 8's task at this frequency scale and noise (the task of its sweep and of its optima)."""
