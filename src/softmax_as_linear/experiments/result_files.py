@@ -439,19 +439,18 @@ def saved_nonlinear_optima(preset: str = "lecture", folder=None, required: bool 
 
 # Any file ----------------------------------------------------------------------------------------------------------
 
+#: The command of each result file named ``<prefix><preset or run>.json``, by prefix (a file takes the longest prefix
+#: it starts with): a reproduction's file name, command and reader above, and one entry here.
+COMMANDS = {"nonlinear_optima_": nonlinear_optima_command, "nonlinear_window_": nonlinear_window_command,
+            "nonlinear_depth_": nonlinear_depth_command, "nonlinear_": nonlinear_command, "depth_": depth_command}
+
+
 def command_for(filename: str) -> str:
-    """The command that writes the result file ``filename`` (a figure's or a Chapter 6 file)."""
+    """The command that writes the result file ``filename``: of :data:`COMMANDS`, a figure's or a Chapter 6 file."""
     stem = pathlib.Path(filename).stem
-    if stem.startswith("nonlinear_optima_"):
-        return nonlinear_optima_command(stem.removeprefix("nonlinear_optima_"))
-    if stem.startswith("nonlinear_window_"):
-        return nonlinear_window_command(stem.removeprefix("nonlinear_window_"))
-    if stem.startswith("nonlinear_depth_"):
-        return nonlinear_depth_command(stem.removeprefix("nonlinear_depth_"))
-    if stem.startswith("nonlinear_"):
-        return nonlinear_command(stem.removeprefix("nonlinear_"))
-    if stem.startswith("depth_"):
-        return depth_command(stem.removeprefix("depth_"))
+    for prefix in sorted(COMMANDS, key=len, reverse=True):
+        if stem.startswith(prefix):
+            return COMMANDS[prefix](stem.removeprefix(prefix))
     if stem.startswith("beyond_"):
         _, covariates, run = stem.split("_", 2)
         return beyond_command(covariates, run)
