@@ -172,6 +172,18 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.panels.depth`: the live panel of Chapter 7 (token clouds through K layers).
   - :mod:`~softmax_as_linear.panels.nonlinear`: the live panel of Chapter 8 (the tilted limit against a finite prompt,
     the window of a kernel smoother).
+- ``exercises``: the coding exercises, a student's function checked against the library.
+
+  - :mod:`~softmax_as_linear.exercises.feedback`: the checker, which runs a student's function on random and edge
+    cases against the reference and says what is wrong, never the answer.
+  - :mod:`~softmax_as_linear.exercises.chapter1`: Chapter 1's coding exercises.
+  - :mod:`~softmax_as_linear.exercises.chapter2`: Chapter 2's coding exercises.
+  - :mod:`~softmax_as_linear.exercises.chapter3`: Chapter 3's coding exercises.
+  - :mod:`~softmax_as_linear.exercises.chapter4`: Chapter 4's coding exercises.
+  - :mod:`~softmax_as_linear.exercises.chapter5`: Chapter 5's coding exercises.
+  - :mod:`~softmax_as_linear.exercises.chapter6`: Chapter 6's coding exercises.
+  - :mod:`~softmax_as_linear.exercises.chapter7`: Chapter 7's coding exercises.
+  - :mod:`~softmax_as_linear.exercises.chapter8`: Chapter 8's coding exercises.
 - :mod:`~softmax_as_linear.cli`: the command line that reproduces the paper's figures (``python -m softmax_as_linear``),
   whole or in shards.
 
@@ -179,7 +191,7 @@ The most used names load from the top on first use (``sal.RegressionTask``, ``sa
 so importing the package is instant and the command line's ``--help`` does not load torch.
 
 Public names (``dir(softmax_as_linear)``, besides ``__version__``): the layers ``core``, ``theory``, ``engine``,
-``experiments``, ``figures``, ``panels``; the modules ``registry`` and ``cli``; and the most used names,
+``experiments``, ``figures``, ``panels``, ``exercises``; the modules ``registry`` and ``cli``; and the most used names,
 ``AttentionModel``, ``RegressionTask``, ``TokenLaw``, ``TrainConfig``, ``TrainResult``, ``bayes_risk``,
 ``block_init``, ``degenerate_limit_parameters``, ``gaussian_attention``, ``gaussian_linear_attention``,
 ``infinite_prompt_linear``, ``infinite_prompt_risk``, ``infinite_prompt_softmax``, ``kms_covariance``,
@@ -212,7 +224,7 @@ _LAZY_NAMES = {
     "optimal_linear_risk": "theory.risks", "softmax_attention": "theory.attention",
     "tilted_gaussian": "theory.attention", "train": "engine.train",
 }
-_SUBPACKAGES = ("core", "theory", "engine", "experiments", "figures", "panels", "registry", "cli")
+_SUBPACKAGES = ("core", "theory", "engine", "experiments", "figures", "panels", "exercises", "registry", "cli")
 
 
 def __getattr__(name: str):

@@ -10,7 +10,7 @@ import softmax_as_linear as sal
 
 PACKAGE = pathlib.Path(sal.__file__).parent
 # Lowest first: a module may import from its own layer and the layers before it.
-LAYERS = ("registry", "core", "theory", "engine", "experiments", "figures", "panels", "cli")
+LAYERS = ("registry", "core", "theory", "engine", "experiments", "figures", "panels", "exercises", "cli")
 
 
 def _modules() -> dict[str, pathlib.Path]:

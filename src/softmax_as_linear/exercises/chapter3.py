@@ -1,0 +1,4 @@
+"""Chapter 3's coding exercises (none declared yet)."""
+from __future__ import annotations
+
+EXERCISES: tuple = ()
