@@ -58,3 +58,15 @@ def test_number_list_reads_numbers_typed_as_text():
         checks.number_list("eigenvalues", "1, x")
     with pytest.raises(ValueError, match="eigenvalues must be text"):
         checks.number_list("eigenvalues", 3)
+
+
+def test_integers_of_numpy_and_torch_are_integers():
+    import numpy as np
+
+    for good in (np.int64(10), np.int32(10), np.uint8(10), np.array(10), torch.tensor(10),
+                 torch.tensor(10, dtype=torch.int16), 10.0, np.float64(10.0)):
+        assert checks.positive_int("L", good) == 10 and type(checks.positive_int("L", good)) is int
+    for bad in (np.int64(0), np.bool_(True), torch.tensor(True), torch.tensor(1.5), torch.tensor([10]),
+                np.array([10]), math.inf, math.nan):
+        with pytest.raises(ValueError, match="L must be an integer >= 1"):
+            checks.positive_int("L", bad)

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import math
+import numbers
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -28,14 +30,18 @@ def finite(name: str, tensor: Tensor) -> Tensor:
 
 
 def int_at_least(name: str, value, minimum: int) -> int:
-    """``value`` as an int (a whole float is accepted), or a ``ValueError`` unless it is ``>= minimum``."""
-    if isinstance(value, bool) or not isinstance(value, (int,)) and not (
-        isinstance(value, float) and value.is_integer()
-    ):
+    """``value`` as an int, or a ``ValueError`` unless it is a whole number ``>= minimum``.
+
+    Accepted: any ``numbers.Integral`` but a bool (``int``, ``np.int64``), a whole float (``10.0``,
+    ``np.float32(10)``), and a 0-dim integer tensor or array (``torch.tensor(10)``)."""
+    whole = value
+    if isinstance(value, (torch.Tensor, np.ndarray)) and value.ndim == 0:
+        whole = value.item()  # a Python int, float, bool or complex
+    if isinstance(whole, (float, np.floating)) and math.isfinite(whole) and float(whole).is_integer():
+        whole = int(whole)
+    if isinstance(whole, (bool, np.bool_)) or not isinstance(whole, numbers.Integral) or int(whole) < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+    return int(whole)
 
 
 def positive_int(name: str, value) -> int:
