@@ -5,8 +5,10 @@
 
 A chapter is named by its file (``notebooks/04_isotropic_icl.ipynb``) or by the start of its name
 in ``notebooks/`` (``04``, ``04_isotropic``); ``make notebooks CHAPTER=04`` runs one this way. With
-no chapter named, every chapter runs; ``--unexecuted`` keeps only chapters that were never
-executed (no code cell has an execution count), which is what ``make book`` needs. A name that
+no chapter named, every chapter runs; ``--unexecuted`` keeps only the chapters that are not fully executed
+(:func:`missing_outputs`: a code cell that should have run has no execution count, or shows an error it is not
+tagged to raise: a chapter never executed, or saved after a Run All cut short or "Clear All Outputs"), says on
+stdout why each is executed, and is what ``make book`` runs. A name that
 matches no chapter exits with status 2 before anything runs. Widget state and
 timings are not stored: the rendered book shows static plotly figures instead, and timings would
 turn every re-execution into a diff.
@@ -17,7 +19,10 @@ indent, and consecutive stream outputs of one name (two ``print`` calls with a f
 are two streams; without, one) merged into one as JupyterLab's output area does, carriage returns and
 backspaces applied (:func:`merge_streams`). So opening a chapter and saving it changes no byte, with one exception that
 :func:`pre_save_hook` removes: JupyterLab's plotly renderer adds a PNG snapshot of every figure it
-draws to the figure's output (making a freshly opened chapter "modified"). ``make lab`` starts
+draws to the figure's output (making a freshly opened chapter "modified"). The stored form also keeps the code
+cells of solutions (tagged ``solution``, ``book/_ext/solutions.py``) folded, source and outputs: JupyterLab
+unfolds a cell's outputs when it runs it (Run All), and without this its autosave would store the answers
+unfolded for every later opening (:func:`fold_solutions`). ``make lab`` starts
 JupyterLab with that hook, so that its saves and autosaves write a chapter back unchanged unless a
 cell was really changed or re-run.
 """
@@ -31,6 +36,10 @@ import nbformat
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 PLOTLY = "application/vnd.plotly.v1+json"
+#: The tag of a solution's code cells (``book/_ext/solutions.py``'s ``TAG``), folded in the stored form.
+SOLUTION = "solution"
+#: A code cell tagged so is not executed (nbclient's tag), or is expected to raise (nbclient's and nbval's).
+SKIP, RAISES = "skip-execution", "raises-exception"
 
 
 def _as_javascript(value):
@@ -98,13 +107,23 @@ def merge_streams(outputs: list) -> list:
     return merged
 
 
+def fold_solutions(notebook) -> None:
+    """Fold, source and outputs (``jupyter.source_hidden`` and ``jupyter.outputs_hidden``), every code cell of
+    ``notebook`` tagged ``solution``, as the chapters are written: the answer stays hidden until a reader opens it."""
+    for cell in notebook.get("cells", []):
+        metadata = cell.get("metadata", {})
+        if cell.get("cell_type") == "code" and SOLUTION in metadata.get("tags", []):
+            folded = metadata.setdefault("jupyter", {})
+            folded["source_hidden"] = folded["outputs_hidden"] = True
+
+
 def normalise(notebook) -> bool:
     """Bring a notebook (``nbformat`` node or plain dict, changed in place) to the stored form.
 
     Sets the kernelspec, drops widget state and the PNG snapshots that JupyterLab's plotly renderer
     adds next to plotly JSON, drops the per-cell ``execution`` timings, writes whole floats as ints
-    (:func:`_as_javascript`) and merges consecutive streams (:func:`merge_streams`); outputs are otherwise left
-    alone. Returns whether anything changed.
+    (:func:`_as_javascript`), merges consecutive streams (:func:`merge_streams`) and folds the solutions' code
+    cells (:func:`fold_solutions`); outputs are otherwise left alone. Returns whether anything changed.
     """
     before = repr(notebook)
     _as_javascript(notebook)
@@ -121,6 +140,7 @@ def normalise(notebook) -> bool:
             data = output.get("data", {})
             if PLOTLY in data:
                 data.pop("image/png", None)
+    fold_solutions(notebook)
     return repr(notebook) != before
 
 
@@ -162,18 +182,45 @@ def chapters(names: list[str]) -> list[pathlib.Path]:
     return found
 
 
-def _was_executed(path: pathlib.Path) -> bool:
-    cells = nbformat.read(path, as_version=4).cells
-    return any(cell.get("execution_count") for cell in cells if cell.cell_type == "code")
+def missing_outputs(notebook) -> list[str]:
+    """Why ``notebook`` (nbformat node or dict) is not fully executed: one line per code cell that should have run
+    and did not, empty when none. A code cell should have run unless it is empty or tagged ``skip-execution``; it
+    did when it has an execution count and shows no error (unless tagged ``raises-exception``)."""
+    problems = []
+    code = [cell for cell in notebook.get("cells", []) if cell.get("cell_type") == "code"]
+    for number, cell in enumerate(code, 1):
+        source = cell.get("source", "")
+        tags = cell.get("metadata", {}).get("tags", [])
+        if not "".join(source).strip() or SKIP in tags:
+            continue
+        if not cell.get("execution_count"):
+            problems.append(f"code cell {number} of {len(code)} has no execution count")
+        elif RAISES not in tags and any(o.get("output_type") == "error" for o in cell.get("outputs", [])):
+            problems.append(f"code cell {number} of {len(code)} shows an error")
+    return problems
 
 
-if __name__ == "__main__":
+def needs_execution(path: pathlib.Path) -> str | None:
+    """Why the chapter at ``path`` must be executed (:func:`missing_outputs`, in one line), None if it need not."""
+    problems = missing_outputs(nbformat.read(path, as_version=4))
+    if not problems:
+        return None
+    unrun = sum("no execution count" in p for p in problems)
+    errors = len(problems) - unrun
+    parts = ([f"{unrun} code cell{'s' * (unrun != 1)} never run (no execution count)"] if unrun else []) \
+        + ([f"{errors} showing an error"] if errors else [])
+    return f"not fully executed: {' and '.join(parts)}, the first: {problems[0]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line (see the module's docstring); returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("chapter", nargs="*", help="a notebook file or the start of a name in notebooks/ (default: all)")
-    parser.add_argument("--unexecuted", action="store_true", help="only the chapters never executed")
+    parser.add_argument("--unexecuted", action="store_true",
+                        help="only the chapters not fully executed (a code cell without execution count or with an error)")
     parser.add_argument("--normalise", action="store_true", help="store in JupyterLab's form, without executing")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     only_unexecuted = args.unexecuted
     try:
         paths = chapters(args.chapter)
@@ -185,9 +232,17 @@ if __name__ == "__main__":
             if normalise(notebook):
                 nbformat.write(notebook, path)
                 print(f"{path.name}: normalised", flush=True)
-        sys.exit(0)
+        return 0
     if only_unexecuted:
-        paths = [p for p in paths if not _was_executed(p)]
+        reasons = {path: needs_execution(path) for path in paths}
+        paths = [path for path, reason in reasons.items() if reason]
+        for path in paths:
+            print(f"{path.name}: {reasons[path]}", flush=True)
     for path in paths:
         print(f"{path.name}: executing ...", flush=True)
         print(f"{path.name}: {execute(path.resolve()):.0f} s", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
