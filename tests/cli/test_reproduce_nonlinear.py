@@ -155,3 +155,26 @@ def test_a_library_changed_while_shards_trained_is_named_with_the_merge_to_run(t
                              str(tmp_path), "--allow-dirty")
     assert code == cli.EXIT_ERROR and "Traceback" not in err
     assert "python -m softmax_as_linear merge nonlinear_window --preset smoke --shards 2 --out" in err
+
+
+def test_a_diverged_log_window_run_reads_nan_in_every_reading(tmp_path, run_cli, monkeypatch):
+    """A log-window run that diverges mid-run (an Adam step far too large) is NaN in every reading of the file: its
+    window, held-out risk, final weights, and its final risk and standard error (not the blown-up risk of the weights
+    it stopped at); a run that did not diverge stays finite."""
+    import numpy as np
+
+    monkeypatch.setitem(presets.NONLINEAR_WINDOW_SETTINGS, "smoke", {**presets.NONLINEAR_WINDOW_SETTINGS["smoke"],
+                                                                     "lr": 30.0})
+    monkeypatch.setattr(presets, "NONLINEAR_DEPENDENCE", presets.NONLINEAR_DEPENDENCE[:2])
+    run = ["reproduce", "nonlinear_window", "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
+    assert run_cli(*run)[0] == cli.EXIT_COMPLETE
+    per = json.loads((tmp_path / "nonlinear_window_smoke.json").read_text())["per_seed"]
+    for readings in (per, per["dependence"]):
+        diverged = np.asarray(readings["diverged_at"]) >= 0
+        assert diverged.any() and (np.asarray(readings["diverged_at"])[diverged] > 0).all()  # mid-run, not at step 0
+        for key in ("risk", "risk_se"):
+            values = np.asarray(readings[key], dtype=float)
+            assert np.isnan(values[diverged]).all(), key
+            assert np.isfinite(values[~diverged]).all(), key
+        assert np.isnan(np.asarray(readings["theta"], dtype=float)[diverged]).all()
+        assert np.isnan(np.asarray(readings["held_out"], dtype=float)[diverged][:, -1]).all()

@@ -127,7 +127,7 @@ def stage_readings(stepper: WindowStepper, records, settings: WindowSettings) ->
     """One trained stage, per seed (seed axis first): ``w`` and ``held_out`` ``(S, nL, T)`` at the records
     ``steps`` ``(T,)``, ``held_out_se``, the final ``theta`` ``(S, nL, p)``, ``risk`` and ``risk_se`` ``(S, nL)`` on
     ``final_prompts`` fresh prompts of each seed's stream ``"evaluation"`` (the run of length :math:`L` reads the
-    first :math:`L` tokens), ``diverged_at`` ``(S, nL)``."""
+    first :math:`L` tokens), ``diverged_at`` ``(S, nL)``; a diverged run is NaN in every reading."""
     kept = records.up_to(records.last_step)
     theta = kept["params"]["theta"][:, :, 0]  # (S, nL, T, p)
     generators = [seeding.generator(seed, "evaluation", max(settings.lengths)) for seed in settings.seeds]
@@ -139,12 +139,14 @@ def stage_readings(stepper: WindowStepper, records, settings: WindowSettings) ->
             losses.append(stepper.losses(*batch).double()[:, :, 0])
             remaining -= n
     losses = torch.cat(losses, -1).cpu().numpy()  # (S, nL, n)
+    diverged_at = stepper.diverged_at[..., 0].cpu().numpy()
+    diverged = diverged_at >= 0  # its final risk is NaN, as its records are (not the risk of the weights it stopped at)
     return {"steps": [int(s) for s in kept["steps"]], "w": np.exp(theta[..., 0]),
             "held_out": kept["eval_risk"][:, :, 0],
             "held_out_se": kept["eval_sd"][:, :, 0] / math.sqrt(settings.held_out_prompts),
-            "theta": theta[:, :, -1], "risk": losses.mean(-1),
-            "risk_se": losses.std(-1, ddof=1) / math.sqrt(losses.shape[-1]),
-            "diverged_at": stepper.diverged_at[..., 0].cpu().numpy()}
+            "theta": theta[:, :, -1], "risk": np.where(diverged, np.nan, losses.mean(-1)),
+            "risk_se": np.where(diverged, np.nan, losses.std(-1, ddof=1) / math.sqrt(losses.shape[-1])),
+            "diverged_at": diverged_at}
 
 
 def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None, deadline: float | None = None,
