@@ -36,3 +36,39 @@ def test_no_shared_length_is_refused():
     optima["lengths"] = [10, 1000]
     with pytest.raises(ValueError, match="length"):
         reach(trained, optima)
+
+
+def test_last_phase_trend_finds_a_rising_window_and_passes_a_flat_one():
+    from softmax_as_linear.experiments.window_reach import last_phase_trend
+
+    rng = np.random.default_rng(0)
+    steps = np.arange(0, 4001, 50)
+    noise = 0.01 * rng.standard_normal((2, steps.size))
+    rising = np.exp(3.0 + 0.06 * steps / 1000 + noise[0])  # +0.06 in log w per 1,000 steps
+    flat = np.exp(3.0 + noise[1])
+    out = last_phase_trend(np.stack([rising, flat]), steps)
+    assert out["records"] == 20 and out["from_step"] == 3050
+    assert out["slope"][0] == pytest.approx(0.06, abs=0.03)
+    assert out["rising"][0] and not out["flat"][0] and not out["falling"][0]
+    assert out["flat"][1] or abs(out["t"][1]) < 3.0
+    assert out["threshold"] == pytest.approx(2.101, abs=1e-3)  # Student's t, 18 degrees of freedom, 95 %
+    # an exact line with no noise: infinite t, a trend of its sign
+    exact = last_phase_trend(np.exp(-0.1 * steps / 1000)[None], steps)
+    assert exact["falling"][0] and exact["slope"][0] == pytest.approx(-0.1)
+
+
+@pytest.mark.parametrize("kwargs, match", [({"start": 1.0}, "start"), ({"level": 1.5}, "level")])
+def test_last_phase_trend_rejects_bad_arguments(kwargs, match):
+    from softmax_as_linear.experiments.window_reach import last_phase_trend
+
+    with pytest.raises(ValueError, match=match):
+        last_phase_trend(np.ones((1, 5)), np.arange(5), **kwargs)
+
+
+def test_last_phase_trend_rejects_mismatched_and_nonpositive_windows():
+    from softmax_as_linear.experiments.window_reach import last_phase_trend
+
+    with pytest.raises(ValueError, match="w must end"):
+        last_phase_trend(np.ones((1, 4)), np.arange(5))
+    with pytest.raises(ValueError, match="w must be positive"):
+        last_phase_trend(-np.ones((1, 5)), np.arange(5))

@@ -4,7 +4,9 @@ window trajectory read against :mod:`~softmax_as_linear.experiments.nonlinear_op
 For every length both files hold and every seed, :func:`reach` gives the final window :math:`w_T`, its distance to
 the optimum :math:`\log w_T - \log w^*` in units of the optimum's standard error (over replicates), whether the run
 still moves (the change of :math:`\log w` over the last quarter of training) and, at that last-quarter rate, how many
-more steps it would need to reach :math:`w^*` (infinite when it is not moving towards it).
+more steps it would need to reach :math:`w^*` (infinite when it is not moving towards it). :func:`last_phase_trend`
+tests, per run, whether the window still has a trend in the last phase of training (the slope of :math:`\log w`
+over the last quarter against the run's own residual noise): a window is said to settle only where it has none.
 """
 from __future__ import annotations
 
@@ -46,3 +48,46 @@ def reach(trained: dict, optima: dict, model: str = "softmax") -> dict:
         opt_w.append(math.exp(log_star)), opt_se.append(se)
     return {"lengths": common, **{k: np.stack(v, 1) for k, v in out.items()}, "optimum_w": np.array(opt_w),
             "optimum_log_w_se": np.array(opt_se), "last_quarter_from_step": int(steps[quarter])}
+
+
+def last_phase_trend(w, steps, start: float = 0.75, level: float = 0.95) -> dict:
+    r"""Whether each run's window still moves in the last phase of training: the least-squares slope of
+    :math:`\log w` against the step over the records after ``start`` of training (by default the last quarter, after
+    the decay), per run, against its own residual noise.
+
+    ``w``: ``(..., T)`` positive windows recorded at ``steps`` ``(T,)``. Returns arrays ``(...)``: ``slope`` (change of
+    :math:`\log w` per 1,000 steps), ``slope_se`` (from the residuals, :math:`n - 2` degrees of freedom, as if they
+    were independent: successive records of one run are correlated, so this standard error is if anything too small
+    and the test too ready to find a trend), ``t`` (their ratio), ``residual_sd``, ``flat`` (:math:`|t|` below the
+    two-sided ``level`` quantile of Student's t with :math:`n - 2` degrees of freedom: no trend found), ``rising`` and
+    ``falling`` (a trend found, of that sign); and ``records`` (:math:`n`), ``threshold`` (the quantile), ``from_step``.
+    """
+    steps, w = np.asarray(steps, dtype=float), np.asarray(w, dtype=float)
+    if steps.ndim != 1 or w.shape[-1:] != steps.shape:
+        raise ValueError(f"w must end in the records' axis of length {steps.size}, got shape {w.shape}")
+    if not 0 <= start < 1:
+        raise ValueError(f"start must be in [0, 1), got {start}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    if (w <= 0).any():
+        raise ValueError("w must be positive")
+    keep = steps > steps[0] + start * (steps[-1] - steps[0])
+    n = int(keep.sum())
+    if n < 3:
+        raise ValueError(f"the last phase holds {n} records; a slope and its noise need at least 3")
+    x = steps[keep] / 1000.0
+    y = np.log(w[..., keep])
+    xc = x - x.mean()
+    slope = (y * xc).sum(-1) / (xc**2).sum()
+    residual = y - y.mean(-1, keepdims=True) - slope[..., None] * xc
+    residual_sd = np.sqrt((residual**2).sum(-1) / (n - 2))
+    slope_se = residual_sd / math.sqrt((xc**2).sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = np.where(slope_se > 0, slope / slope_se, np.sign(slope) * math.inf)
+    from ..core.stats import scipy_stats
+
+    threshold = float(scipy_stats().t.ppf(0.5 + level / 2, n - 2))
+    flat = np.abs(t) < threshold
+    return {"slope": slope, "slope_se": slope_se, "t": t, "residual_sd": residual_sd, "flat": flat,
+            "rising": ~flat & (slope > 0), "falling": ~flat & (slope < 0), "records": n, "threshold": threshold,
+            "from_step": int(steps[keep][0])}

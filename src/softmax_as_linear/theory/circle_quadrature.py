@@ -84,3 +84,34 @@ def affine_limit_risk(task, nodes: int = NODES) -> float:
 def zero_limit_risk(task, nodes: int = NODES) -> float:
     r"""The risk of :math:`\hat y = 0`, :math:`\tfrac{\tau^2}{2} q + \tfrac{s^2}{2}`."""
     return 0.5 * task.task_var * feature_moments(task, nodes)["second"] + 0.5 * task.noise_var
+
+
+def limit_constants(task, nodes: int = NODES) -> dict:
+    r"""The infinite-prompt constants of Chapter 8's answer for ``task``: ``linear`` :math:`R^*_{\mathrm{lin}}`,
+    ``intercept`` :math:`\tfrac{\tau^2}{2}\|\mu\|^2`, ``affine`` :math:`R^*_{\mathrm{aff}}`, ``floor``
+    :math:`s^2/2` (the infimum of the softmax layer's infinite-prompt risk, approached as its window narrows), ``gap``
+    :math:`R^*_{\mathrm{lin}} - s^2/2` (between the best layers as :math:`L \to \infty`), ``locality``
+    :math:`R^*_{\mathrm{aff}} - s^2/2` (the part of the gap no affine predictor has) and ``intercept_fraction``
+    (``intercept / gap``)."""
+    linear, intercept = linear_limit_risk(task, nodes), intercept_share(task, nodes)
+    floor = 0.5 * task.noise_var
+    gap = linear - floor
+    return {"linear": linear, "intercept": intercept, "affine": linear - intercept, "floor": floor, "gap": gap,
+            "locality": linear - intercept - floor, "intercept_fraction": intercept / gap}
+
+
+def constants_over_draws(task, feature_seeds, nodes: int = NODES) -> dict:
+    r""":func:`limit_constants` for the task family of ``task``: the same :math:`d`, :math:`m`, :math:`\gamma`,
+    :math:`\tau^2`, :math:`s^2`, with its features drawn from each of ``feature_seeds``. Returns ``feature_seeds`` and,
+    per constant, an array ``(n,)`` in that order."""
+    from .cosine_task import CosineTask
+
+    _check_circle(task)
+    seeds = [checks.int_at_least("feature_seeds", int(s), 0) for s in feature_seeds]
+    if not seeds:
+        raise ValueError("feature_seeds must name at least one draw")
+    rows = [limit_constants(CosineTask(d=task.d, features=task.features, frequency=task.frequency,
+                                       task_var=task.task_var, noise_var=task.noise_var, inputs=task.inputs,
+                                       feature_seed=s), nodes) for s in seeds]
+    return {"feature_seeds": seeds, **{k: torch.tensor([r[k] for r in rows], dtype=torch.float64).numpy()
+                                       for k in rows[0]}}
