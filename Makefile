@@ -71,6 +71,11 @@ $(PIP_INSTALL) $(if $(LATEST),--upgrade,-c $(VENV)/pins.txt -c $(VENV)/installed
 	make clean, then the same command, builds $(VENV) afresh" >&2; exit 1; }
 $(PY) -m pip check
 endef
+# setuptools' notice "Editable installation ... folders ... with the same name as your package" (which pip shows as
+# a warning) is the only thing a student's `make lab` would print: hidden, by its text alone; pip's warnings and
+# errors still show.
+EDITABLE_NOTICE := ignore:Editable installation:UserWarning
+$(READY_LAB): export PYTHONWARNINGS := $(EDITABLE_NOTICE)$(if $(PYTHONWARNINGS),$(comma)$(PYTHONWARNINGS))
 $(READY_LAB): $(READY)
 	$(call INSTALL_EXTRAS,lab)
 	touch $@
@@ -214,8 +219,15 @@ chromium: $(READY_TEST)
 # JupyterLab (with jupyterlab-myst, from the `lab` extra) on 127.0.0.1; as root, as in containers, it
 # needs --allow-root. Its saves (and autosaves) go through tools/execute_notebooks.py's pre_save_hook, which
 # drops the PNG copies that JupyterLab's plotly renderer adds to every figure it draws: opening a chapter
-# and saving it writes it back unchanged; only cells really run or edited show in `git diff`.
+# and saving it writes it back unchanged; only cells really run or edited show in `git diff`. No news pop-up and
+# no update check: JupyterLab's defaults for $(VENV) (its settings/overrides.json, merged into what is there) say
+# so, as tests/book/test_lab.py's settings do; a student can still turn them on in Settings.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 lab: $(READY_LAB)
+	@$(PY) -c 'import json, pathlib, sys; path = pathlib.Path(sys.argv[1]); path.parent.mkdir(parents=True, \
+		exist_ok=True); settings = json.loads(path.read_text()) if path.exists() else {}; settings.setdefault( \
+		"@jupyterlab/apputils-extension:notification", {}).update(fetchNews="false", checkForUpdates=False); \
+		path.write_text(json.dumps(settings, indent=2) + "\n")' $(LAB_OVERRIDES)
 	PYTHONPATH=$(CURDIR)/tools $(VENV)/bin/jupyter lab notebooks --ip 127.0.0.1 \
 		$(if $(filter 0,$(shell id -u)),--allow-root) --ContentsManager.pre_save_hook=execute_notebooks.pre_save_hook
 
