@@ -227,7 +227,7 @@ def settling_figure(settled: dict, optima: dict | None = None) -> go.Figure:
     best window of the layer as a band of :math:`\\pm 2` standard errors in the same colour."""
     steps = np.asarray(settled["steps"], dtype=float)
     w = np.asarray(settled["per_seed"]["w"], dtype=float)  # (S, nL, T)
-    fig = style.new_figure("The window trained on the log scale settles; bands: the layer's best window",
+    fig = style.new_figure("The window trained on the log scale; bands: the layer's best window",
                            "step", "window w", logy=True)
     for i, L in enumerate(settled["lengths"]):
         color = style.SEQUENCE[i % len(style.SEQUENCE)]
