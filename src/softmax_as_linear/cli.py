@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import pathlib
+import shlex
 import signal
 import sys
 import tempfile
@@ -95,9 +96,22 @@ def interruptible():
         signal.signal(signal.SIGTERM, previous[1])
 
 
-def interrupted_exit(stop: KeyboardInterrupt) -> int:
+def resume_advice(argv: list[str] | None) -> str:
+    """The command that resumes a run of the command line ``argv`` (its arguments): the same command, or, when it
+    has ``--restart`` (which would delete the checkpoints again and start from step 0), the same without it."""
+    if argv is None or not any(_is_restart(a) for a in argv):
+        return "run the same command again"
+    kept = shlex.join(a for a in argv if not _is_restart(a))
+    return f"run, without --restart,\n    python -m softmax_as_linear {kept}\nagain"
+
+
+def _is_restart(arg: str) -> bool:
+    return len(arg) > 4 and "--restart".startswith(arg)  # argparse takes --restart's prefixes too
+
+
+def interrupted_exit(stop: KeyboardInterrupt, argv: list[str] | None = None) -> int:
     """Say how to resume, and return the exit code a shell gives the signal: 130 (Ctrl-C), 143 (SIGTERM)."""
-    print("\ninterrupted: run the same command again to resume from the last checkpoint", file=sys.stderr)
+    print(f"\ninterrupted: {resume_advice(argv)} to resume from the last checkpoint", file=sys.stderr)
     return 128 + getattr(stop, "signum", signal.SIGINT)
 
 
@@ -337,7 +351,7 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
     _check_out(parser, args.out)
 
 
-def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: list[str] | None = None) -> int:
     parser = getattr(args, "command_parser", parser)  # usage errors name the subcommand and its --help
     _check(args, parser)
 
@@ -373,7 +387,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
                 written = reproduce(args.figure, device=args.device, max_minutes=args.max_minutes, restart=args.restart,
                                     shard=args.shard, **common)
     except KeyboardInterrupt as stop:
-        return interrupted_exit(stop)
+        return interrupted_exit(stop, argv)
     except (DamagedFileError, SettingsMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_ERROR
@@ -411,7 +425,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
               + (" once its files are complete (they refuse a partial one)" if partial else "")
               + f", set SOFTMAX_AS_LINEAR_RESULTS={args.out.absolute()}", file=sys.stderr)
     if partial:
-        print(f"partial: {', '.join(partial)} (time limit reached); run the same command again to resume",
+        print(f"partial: {', '.join(partial)} (time limit reached); {resume_advice(argv)} to resume",
               file=sys.stderr)
         return EXIT_PARTIAL
     return EXIT_COMPLETE
@@ -419,6 +433,7 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
 
 def main(argv=None) -> int:
     """Run the command line on ``argv`` (default: ``sys.argv[1:]``); returns the exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser()
     args = parser.parse_args(argv)
-    return _run(args, parser)
+    return _run(args, parser, argv)

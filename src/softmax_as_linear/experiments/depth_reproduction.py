@@ -15,7 +15,7 @@ from ..core.artifacts import DamagedFileError, load_json, save_json
 from ..engine.sweep import config_fields
 from .presets import shard_seeds, sweep_seeds
 from .result_files import overrides_of
-from .stages import damaged, passed, train_stage
+from .stages import damaged, discard, passed, train_stage
 
 
 def depth_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
@@ -55,8 +55,7 @@ def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty)
     control_checkpoint = out / "checkpoints" / f"depth_{run}_control.pt"
     data = None
     if restart:
-        for stale in (checkpoint, warm_checkpoint, control_checkpoint):
-            stale.unlink(missing_ok=True)
+        discard((checkpoint, warm_checkpoint, control_checkpoint))
     elif path.exists():
         try:
             saved = load_json(path)

@@ -43,7 +43,7 @@ from ..theory.kernel_smoother import best_bandwidth
 from ..theory.models import predict_unchecked
 from . import presets
 from .result_files import nonlinear_command, nonlinear_file
-from .stages import train_stage, up_to_date
+from .stages import discard, train_stage, up_to_date
 
 
 def nonlinear_config(preset: str = "lecture", **overrides) -> TrainConfig:
@@ -226,6 +226,9 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
     if not restart and up_to_date(path, _same_run(config, shard)):
         print(f"{path}: up to date")
         return path
+    if restart:  # every stage's checkpoint, so that a restart stopped early leaves none of a later stage
+        discard(out / "checkpoints" / f"nonlinear_{preset}{part}.pt"
+                for part in ["", *(f"_dependence{k}" for k in range(len(presets.NONLINEAR_DEPENDENCE)))])
     what = f"Chapter 8's sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
     result = train_stage(what, out / "checkpoints" / f"nonlinear_{preset}.pt", resolved(config, device), config.steps,
                          lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)

@@ -40,7 +40,7 @@ from ..engine.window_step import WindowStepper, check_settings
 from ..registry import PRESETS
 from . import presets
 from .result_files import nonlinear_window_command, nonlinear_window_file
-from .stages import same_settings, train_stage, up_to_date
+from .stages import discard, same_settings, train_stage, up_to_date
 
 #: Prompts per chunk of the final evaluation.
 _EVAL_CHUNK = 256
@@ -171,6 +171,8 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
     if not restart and up_to_date(path, same_settings(main)):
         print(f"{path}: up to date")
         return path
+    if restart:
+        discard(out / "checkpoints" / checkpoint for _, _, checkpoint in stages)
     label = f"({preset} preset, seeds {', '.join(map(str, main.seeds))})"
     readings, seconds, paths = [], 0.0, []
     for name, settings, checkpoint in stages:
@@ -198,7 +200,7 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
     else:
         data["stopped_in"] = stages[len(readings)][0]
         print(f"Chapter 8's log-window runs {label}: stopped at the time limit in the {data['stopped_in']} (partial); "
-              "the same command resumes it", flush=True)
+              f"the same command{' without --restart' if restart else ''} resumes it", flush=True)
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": main.as_dict(), "seeds": list(main.seeds),
                           "dependence_settings": [s.as_dict() for s in dependence_settings(preset, seeds)],

@@ -145,6 +145,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     for k, job in enumerate(jobs, 1):
         print(f"shard {k}/{shards}: job {job.job_id}, log {job.paths.stdout}", flush=True)
     failed, partial = [], []
+    again = " without --restart" if restart else ""  # --restart would delete the shards' checkpoints again
     for k, job in enumerate(jobs, 1):
         try:
             files = job.result()
@@ -156,8 +157,8 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
             partial.append(k)
         print(f"shard {k}/{shards}: done", flush=True)
     if failed:
-        raise ShardError("\n".join(failed) + "\nrun the same command again: finished shards are reused")
+        raise ShardError("\n".join(failed) + f"\nrun the same command again{again}: finished shards are reused")
     if partial:
         raise ShardsPartial(f"shard{'s' if len(partial) > 1 else ''} {', '.join(map(str, partial))} of {shards} "
-                            "stopped at the time limit; run the same command again to resume them")
+                            f"stopped at the time limit; run the same command again{again} to resume them")
     return merge(names, shards, preset, out, seeds, sampler, device, rng, covariates, lengths, allow_dirty)

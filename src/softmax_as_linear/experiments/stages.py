@@ -96,6 +96,14 @@ def train_stage(what: str, checkpoint: pathlib.Path, key, steps: int, train: Cal
         raise damaged(error, f"delete it to train {what} from step 0") from None
 
 
+def discard(checkpoints) -> None:
+    """``restart``: delete the checkpoints of every stage of a reproduction before its first stage trains, so that a
+    restart stopped by the deadline in an early stage leaves no old checkpoint of a later stage, which the next run
+    would resume (as finished)."""
+    for checkpoint in checkpoints:
+        pathlib.Path(checkpoint).unlink(missing_ok=True)
+
+
 def up_to_date(path: pathlib.Path, same: Callable[[dict], bool]) -> bool:
     """The "up to date" short-cut: whether ``path`` holds a complete result file for which ``same(data)`` says it was
     written with this call's settings (a file that cannot be read is not: it is written again)."""
@@ -113,5 +121,5 @@ def same_settings(settings) -> Callable[[dict], bool]:
     return lambda data: (data.get("provenance") or {}).get("settings") == settings.as_dict()
 
 
-__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "describe", "passed",
+__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "describe", "discard", "passed",
            "resume_point", "same_settings", "stop_at", "train_stage", "up_to_date"]
