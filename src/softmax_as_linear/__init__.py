@@ -146,6 +146,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     until the window settles, read against the layer's optimal windows.
   - :mod:`~softmax_as_linear.experiments.window_reach`: how far trained softmax windows are from the layer's optimal
     windows.
+  - :mod:`~softmax_as_linear.experiments.linearity_map`: Chapter 9's measure, how far trained softmax attention is
+    from linear attention at each prompt length, in every regime, read from the chapters' result files.
 - ``figures``: plotly figures.
 
   - :mod:`~softmax_as_linear.figures.style`: the plotly style and the figure helpers every chapter shares.
@@ -161,6 +163,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     the references).
   - :mod:`~softmax_as_linear.figures.nonlinear`: the figures of Chapter 8 (nonlinear tasks, the window against
     :math:`L`).
+  - :mod:`~softmax_as_linear.figures.linearity_map`: Chapter 9's map (the measure against :math:`L`, one curve per
+    regime).
 - ``panels``: live ipywidgets panels.
 
   - :mod:`~softmax_as_linear.panels.widgets`: controls, message lines and the panel every chapter uses.
@@ -172,6 +176,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.panels.depth`: the live panel of Chapter 7 (token clouds through K layers).
   - :mod:`~softmax_as_linear.panels.nonlinear`: the live panel of Chapter 8 (the tilted limit against a finite prompt,
     the window of a kernel smoother).
+  - :mod:`~softmax_as_linear.panels.linearity_map`: the live panel of Chapter 9 (the map, regimes and variant picked).
 - ``exercises``: the coding exercises, a student's function checked against the library.
 
   - :mod:`~softmax_as_linear.exercises.feedback`: the checker, which runs a student's function on random and edge
