@@ -3,8 +3,8 @@ one curve per regime.
 
 The data are :func:`~softmax_as_linear.experiments.linearity_map.linearity_map` (the measure
 :math:`\Delta(L) = (R_{\mathrm{lin}} - R_{\mathrm{soft}})/R_0` or its variant, mean over seeds with a Student-t
-interval) and :func:`~softmax_as_linear.experiments.linearity_map.limits` (its values at :math:`L = \infty` where theory gives
-them, drawn as stars at a position marked ∞ on the axis).
+interval) and :func:`~softmax_as_linear.experiments.linearity_map.limits` (its values at :math:`L = \infty` where
+theory gives them, drawn as stars at a position marked ∞ on the axis).
 """
 from __future__ import annotations
 
