@@ -4,7 +4,10 @@ jupyterlab-myst has no bibliography and resolves references within one notebook 
 renders plain Markdown: ``{cite:t}`key```, ``{doc}`` and a reference to a label of another chapter
 show there as raw keys. This script rewrites those roles in ``notebooks/*.ipynb`` as Markdown
 reference links into the published book, with the text the book shows, and keeps that text up to
-date (numbers, authors); references within one chapter stay roles, which JupyterLab resolves. It also
+date (numbers, authors). A reference within one chapter stays a role where JupyterLab resolves it
+(:data:`RESOLVED_WITHIN`: an equation by ``{eq}``, a theorem or other proof box by ``{prf:ref}``); any other,
+a ``{ref}`` to an exercise among them, which jupyterlab-myst shows as a raw label with a warning sign, becomes
+a link into the book as well. It also
 puts at the top of every chapter the front matter that makes JupyterLab number exercises, boxes and
 equations as the book does (``Exercise 4.1``, ``(4.2)``), and ``:nonumber:`` on proofs. The book's
 build turns the links back into roles (``book/_ext/live_links.py``, which holds the format).
@@ -35,6 +38,8 @@ import live_links  # noqa: E402
 
 # Where a Markdown reference link cannot be: inline code and inline or display mathematics.
 NOT_LINKS = re.compile(r"`[^`\n]*`|\$\$.*?\$\$|\$[^$\n]*\$", re.S)
+#: What jupyterlab-myst resolves within one notebook: role -> the kinds of target (``live_links.Target.kind``).
+RESOLVED_WITHIN = {"eq": ("equation",), "prf:ref": live_links.PROOF_TYPES}
 PROOF_FENCE = re.compile(r"^(?P<fence>:{3,}|`{3,})\{prf:proof\}[^\n]*\n(?!:nonumber:)", re.M)
 
 
@@ -99,17 +104,18 @@ class Rewriter:
             urls[page] = f"{self.base}{page}.html"
             return f"[{text or self.titles[page]}][{page}]"
         found = self.targets.get(target)
-        if found is None or found.doc == doc:
+        if found is None or found.doc == doc and resolved_within(name, found):
             return match.group(0)  # within the chapter: JupyterLab resolves it
         urls[found.label] = f"{self.base}{found.doc}.html#{found.anchor}"
         return f"[{text or found.text()}][{found.label}]"
 
     def _known(self, label: str, doc: str) -> str | None:
-        """The book's address of a citation key or of another chapter's label, None for anything else."""
+        """The book's address of a citation key or of a numbered label (another chapter's, or one of this chapter
+        that a role would not resolve in JupyterLab: an exercise), None for anything else."""
         if label in self.names:
             return f"{self.base}{live_links.BIBLIOGRAPHY}{label}"
         found = self.targets.get(label)
-        if found is not None and found.doc != doc:
+        if found is not None and (found.doc != doc or found.kind == "exercise"):
             return f"{self.base}{found.doc}.html#{found.anchor}"
         return None
 
@@ -171,6 +177,11 @@ class Rewriter:
             if new != source:
                 markdown[0]["source"] = new.splitlines(keepends=True)
         return before, json.dumps(notebook, indent=1, ensure_ascii=False) + "\n"
+
+
+def resolved_within(role: str, target: live_links.Target) -> bool:
+    """Whether JupyterLab resolves ``{role}`label``` to ``target`` of the same chapter (:data:`RESOLVED_WITHIN`)."""
+    return target.kind in RESOLVED_WITHIN.get(role, ())
 
 
 def defined_elsewhere(markdown: str) -> set[str]:

@@ -40,7 +40,9 @@ def test_no_role_that_jupyterlab_cannot_resolve_is_left(notebook):
     for source in live_links.markdown_cells(notebook):
         for role, content in live_links.ROLE.findall(source):
             label = re.sub(r"^.*<([^>]+)>$", r"\1", content)
-            if role in ("cite:t", "cite:p", "doc") or targets.get(label, None) is None or targets[label].doc != doc:
+            found = targets.get(label, None)
+            if role in ("cite:t", "cite:p", "doc") or found is None or found.doc != doc \
+                    or not live_references.resolved_within(role, found):
                 left.append(f"{{{role}}}`{content}`")
     assert not left, f"{notebook.name}: run tools/live_references.py; left: {left}"
 
@@ -117,3 +119,19 @@ def test_check_fails_on_an_unresolved_reference_link(tmp_path, capsys):
     assert live_references.main(["--check", str(citation)]) == 1
     assert live_references.main([str(citation)]) == 0, "a citation key is repaired by adding its definition"
     assert live_references.main(["--check", str(citation)]) == 0
+
+
+def test_a_reference_to_an_exercise_of_the_chapter_becomes_a_link_into_the_book():
+    """jupyterlab-myst resolves an equation or a proof box of the notebook, not an exercise (it shows the raw label
+    with a warning sign): those become links, and the book reads them back as the roles they were."""
+    rewriter = live_references.Rewriter()
+    doc = "notebooks/04_isotropic_icl"
+    roles = "the balance ({ref}`ch4-ex-balance`), the gap of {ref}`ch4-ex-linear-gap`, the model {eq}`ch4-eq-task`."
+    links = rewriter.markdown(roles, doc)
+    assert "([Exercise 4.1][ch4-ex-balance])" in links and "of [Exercise 4.2][ch4-ex-linear-gap]," in links
+    assert "{eq}`ch4-eq-task`" in links, "an equation of the chapter stays a role: JupyterLab resolves it"
+    assert f"[ch4-ex-balance]: {rewriter.base}notebooks/04_isotropic_icl.html#ch4-ex-balance" in links
+    assert "{ref}" not in links
+    assert rewriter.markdown(links, doc) == links, "the script is not idempotent"
+    assert live_links.links_to_roles(links, rewriter.base, rewriter.targets, doc) == roles
+    assert not live_references.unresolved_links(links)
