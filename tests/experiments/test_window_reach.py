@@ -72,3 +72,12 @@ def test_last_phase_trend_rejects_mismatched_and_nonpositive_windows():
         last_phase_trend(np.ones((1, 4)), np.arange(5))
     with pytest.raises(ValueError, match="w must be positive"):
         last_phase_trend(-np.ones((1, 5)), np.arange(5))
+
+
+def test_reach_also_extrapolates_additively():
+    trained, optima = _files()
+    out = reach(trained, optima)
+    rate_w = (44.0 - 40.0) / 250
+    assert out["steps_to_optimum_additive"][0, 0] == pytest.approx((60.0 - 44.0) / rate_w)
+    assert math.isinf(out["steps_to_optimum_additive"][1, 0])  # not moving
+    assert out["steps_to_optimum_additive"][2, 0] == pytest.approx((60.0 - 70.0) / ((70.0 - 80.0) / 250))

@@ -19,8 +19,10 @@ def reach(trained: dict, optima: dict, model: str = "softmax") -> dict:
     """``trained``: a ``nonlinear_<preset>.json`` dict (``trajectories`` with ``steps`` and ``w`` ``(S, nL, nA, T)``);
     ``optima``: a ``nonlinear_optima_<preset>.json`` dict. Returns, over the lengths both hold, ``lengths`` and arrays
     ``(S, n)``: ``final_w``, ``z`` (:math:`(\\log w_T - \\log w^*)/\\mathrm{se}`), ``ratio`` (:math:`w_T / w^*`),
-    ``last_quarter_change`` (of :math:`\\log w`), ``steps_to_optimum`` (at the last-quarter rate; inf when moving
-    away or not at all); and ``optimum_w``, ``optimum_log_w_se`` ``(n,)``."""
+    ``last_quarter_change`` (of :math:`\\log w`), ``steps_to_optimum`` (at the last-quarter rate of
+    :math:`\\log w`, as if the window grew geometrically; inf when moving away or not at all),
+    ``steps_to_optimum_additive`` (at the last-quarter rate of :math:`w` itself, as if it grew by a fixed amount per
+    step, as the four-matrix windows do); and ``optimum_w``, ``optimum_log_w_se`` ``(n,)``."""
     lengths_t = list(trained["config"]["lengths"])
     lengths_o = list(optima["lengths"])
     common = [L for L in lengths_t if L in lengths_o]
@@ -31,7 +33,8 @@ def reach(trained: dict, optima: dict, model: str = "softmax") -> dict:
     w = np.asarray(trained["trajectories"]["w"], dtype=float)[:, :, a, :]  # (S, nL, T)
     quarter = int(np.searchsorted(steps, 0.75 * steps[-1]))
     summary = optima["summary"]["softmax"]
-    out = {k: [] for k in ("final_w", "z", "ratio", "last_quarter_change", "steps_to_optimum")}
+    out = {k: [] for k in ("final_w", "z", "ratio", "last_quarter_change", "steps_to_optimum",
+                           "steps_to_optimum_additive")}
     opt_w, opt_se = [], []
     for L in common:
         i, j = lengths_t.index(L), lengths_o.index(L)
@@ -40,11 +43,14 @@ def reach(trained: dict, optima: dict, model: str = "softmax") -> dict:
         change = np.log(final) - np.log(w[:, i, quarter])
         rate = change / (steps[-1] - steps[quarter])
         gap = log_star - np.log(final)
+        rate_w = (final - w[:, i, quarter]) / (steps[-1] - steps[quarter])
+        gap_w = math.exp(log_star) - final
         with np.errstate(divide="ignore", invalid="ignore"):
             needed = np.where(rate * gap > 0, gap / rate, math.inf)
+            needed_w = np.where(rate_w * gap_w > 0, gap_w / rate_w, math.inf)
         out["final_w"].append(final), out["z"].append((np.log(final) - log_star) / se)
         out["ratio"].append(final / math.exp(log_star)), out["last_quarter_change"].append(change)
-        out["steps_to_optimum"].append(needed)
+        out["steps_to_optimum"].append(needed), out["steps_to_optimum_additive"].append(needed_w)
         opt_w.append(math.exp(log_star)), opt_se.append(se)
     return {"lengths": common, **{k: np.stack(v, 1) for k, v in out.items()}, "optimum_w": np.array(opt_w),
             "optimum_log_w_se": np.array(opt_se), "last_quarter_from_step": int(steps[quarter])}
