@@ -18,3 +18,14 @@ def test_up_to_date_is_a_complete_readable_file_of_the_same_settings(tmp_path):
         assert up_to_date(path, same) is expected, data
     path.write_text('{"complete": tr')  # damaged: written again, not up to date
     assert not up_to_date(path, same)
+
+
+def test_up_to_date_compares_every_stage_s_settings(tmp_path):
+    """A file whose first stage is of this call's settings but whose later stage is not is not up to date."""
+    settings = SimpleNamespace(as_dict=lambda: {"steps": 4})
+    path = tmp_path / "result.json"
+    same = same_settings(settings, dependence_settings=[{"steps": 2}])
+    for later, expected in (([{"steps": 2}], True), ([{"steps": 3}], False), ([], False), (None, False)):
+        path.write_text(json.dumps({"complete": True, "provenance": {"settings": {"steps": 4},
+                                                                     "dependence_settings": later}}))
+        assert up_to_date(path, same) is expected, later

@@ -70,11 +70,11 @@ def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
     """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
     along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
     :class:`ShardError` names a missing, unfinished or foreign shard."""
-    from .depth_regression import merge_per_seed
-    from .depth_reproduction import depth_shard_settings
+    from .depth_regression import merge_per_seed, warm_settings
+    from .depth_reproduction import dataclass_dict, depth_shard_settings
     from .result_files import depth_file, depth_run
 
-    run = depth_run(preset, seeds)
+    run, warm = depth_run(preset, seeds), dataclass_dict(warm_settings(preset))
     parts, origins = [], []
     for k in range(1, n + 1):
         path = shard_folder(out, k, n) / depth_file(run)
@@ -85,6 +85,11 @@ def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
                              f"{k}/{n} ({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, "
                              f"this merge: {expected['seeds']}). Run merge with the shards' --preset and --seeds, or "
                              "train the shards again with these settings and --restart")
+        for stage in ("warm", "control"):  # every stage's settings, not only the sweep's
+            if (data.get(stage) or {}).get("settings") != warm:
+                raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
+                                 f"{k}/{n} ({path}) has other settings of its {stage} stage. Run merge with the "
+                                 "shards' --preset, or train the shards again with this library and --restart")
         parts.append(data)
         origin = dict(data["provenance"])
         origin.pop("settings", None)
@@ -92,7 +97,7 @@ def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, comm
     merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
     merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
     seeded = ("risk", "risk_se", "minus", "minus_se", "fall", "fall_se", "trajectory")
-    for stage in ("warm", "control"):  # the second stages' per-seed arrays, joined; their settings are the first's
+    for stage in ("warm", "control"):  # the second stages' per-seed arrays, joined (their settings checked above)
         if all(stage in p for p in parts):
             merged[stage] = {**parts[0][stage], **merge_per_seed([{k: p[stage][k] for k in seeded} for p in parts]),
                              "shards": [p[stage].get("provenance") for p in parts]}
@@ -113,7 +118,12 @@ def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
     names a missing, unfinished or foreign shard."""
     from ..core.artifacts import jsonable
     from .nonlinear import DEPENDENCE_PER_SEED, PER_SEED, finish, nonlinear_config
-    from .presets import NONLINEAR_FINAL_PROMPTS, NONLINEAR_REFERENCE_PROMPTS
+    from .presets import (
+        NONLINEAR_DEPENDENCE,
+        NONLINEAR_DEPENDENCE_LENGTH,
+        NONLINEAR_FINAL_PROMPTS,
+        NONLINEAR_REFERENCE_PROMPTS,
+    )
     from .result_files import nonlinear_command, nonlinear_file
 
     whole = nonlinear_config(preset)
@@ -122,6 +132,13 @@ def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: boo
         path = shard_folder(out, k, n) / nonlinear_file(preset)
         data = shard_json(path, k, n, command)
         expected = jsonable(whole.replace(seeds=shard_seeds(whole.seeds, k, n)).as_dict())
+        dependence = data.get("dependence") or {}
+        if [dependence.get("length"), dependence.get("settings")] != \
+                [NONLINEAR_DEPENDENCE_LENGTH[preset], [list(x) for x in NONLINEAR_DEPENDENCE]]:
+            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
+                             f"{k}/{n} ({path}) has other settings of the window's dependence (its length and "
+                             "(frequency, noise) pairs). Run merge with the shards' --preset, or train the shards "
+                             "again with this library and --restart")
         if data.get("config") != expected:
             differ = [key for key in expected if (data.get("config") or {}).get(key) != expected[key]]
             raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
@@ -166,52 +183,59 @@ def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirt
     from .nonlinear_depth import nonlinear_depth_settings
     from .result_files import nonlinear_depth_command, nonlinear_depth_file
 
-    return merged_per_seed_shards(lambda **kw: nonlinear_depth_settings(preset, **kw), nonlinear_depth_file(preset),
-                                  nonlinear_depth_command(preset), preset, n, out, command, dirty, start)
+    return merged_per_seed_shards(lambda **kw: {"settings": nonlinear_depth_settings(preset, **kw).as_dict()},
+                                  nonlinear_depth_file(preset), nonlinear_depth_command(preset), preset, n, out,
+                                  command, dirty, start)
 
 
 def merged_nonlinear_window(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
     """Chapter 8's log-window runs joined from their ``n`` shards' ``nonlinear_window_<preset>.json``, as
-    :func:`merged_nonlinear_depth` (the provenance's per-stage settings of the dependence taken for every seed)."""
+    :func:`merged_nonlinear_depth`, every stage's settings checked (the sweep's and each of the dependence's)."""
     from .nonlinear_window import dependence_settings, window_settings
     from .result_files import nonlinear_window_command, nonlinear_window_file
 
-    merged = merged_per_seed_shards(lambda **kw: window_settings(preset, **kw), nonlinear_window_file(preset),
-                                    nonlinear_window_command(preset), preset, n, out, command, dirty, start)
-    merged["provenance"]["dependence_settings"] = [s.as_dict() for s in dependence_settings(preset)]
-    return merged
+    def stages(seeds=None):
+        return {"settings": window_settings(preset, **({} if seeds is None else {"seeds": seeds})).as_dict(),
+                "dependence_settings": [s.as_dict() for s in dependence_settings(preset, seeds)]}
+
+    return merged_per_seed_shards(stages, nonlinear_window_file(preset), nonlinear_window_command(preset), preset, n,
+                                  out, command, dirty, start)
 
 
-def merged_per_seed_shards(settings, file: str, command_text: str, preset: str, n: int, out: pathlib.Path, command,
+def merged_per_seed_shards(stages, file: str, command_text: str, preset: str, n: int, out: pathlib.Path, command,
                            dirty: bool, start: float) -> dict:
     """A result file whose readings are all per seed (``"per_seed"``, seed axis first) joined from its ``n`` shards'
-    ``file``: each shard's provenance ``settings`` must be ``settings(seeds=<its seeds>).as_dict()``; the per-seed
-    readings are concatenated, the rest taken from the first shard, and the provenance is :func:`common_origin`'s
-    with every shard's own kept; a :class:`ShardError` names a missing, unfinished or foreign shard."""
+    ``file``: ``stages(seeds=...)`` gives what the provenance of a file of those seeds records of every stage's
+    settings (``{"settings": ..., <a later stage's key>: ...}``), and each shard's must be it, for every stage; the
+    per-seed readings are concatenated, the rest taken from the first shard, and the provenance is
+    :func:`common_origin`'s with every shard's own kept; a :class:`ShardError` names a missing, unfinished or foreign
+    shard (and the stage whose settings differ)."""
     from .depth_regression import merge_per_seed
 
-    whole = settings()
+    whole = stages()
+    all_seeds = tuple(whole["settings"]["seeds"])
     parts, origins = [], []
     for k in range(1, n + 1):
         path = shard_folder(out, k, n) / file
         data = shard_json(path, k, n, command)
-        expected = settings(seeds=shard_seeds(whole.seeds, k, n)).as_dict()
-        found = data.get("provenance", {}).get("settings") or {}
-        if found != expected:
-            differ = [key for key in expected if found.get(key) != expected[key]]
-            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} ({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or "
-                             "train the shards again with this library and --restart")
+        found = data.get("provenance") or {}
+        for stage, expected in stages(seeds=shard_seeds(all_seeds, k, n)).items():
+            if found.get(stage) != expected:
+                differ = [key for key in expected if (found.get(stage) or {}).get(key) != expected[key]] \
+                    if isinstance(expected, dict) else ["settings"]
+                raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
+                                 f"{k}/{n} ({path}) has other {', '.join(differ)}"
+                                 + ("" if stage == "settings" else f" (its {stage})") + ". Run merge with the shards' "
+                                 "--preset, or train the shards again with this library and --restart")
         parts.append(data)
-        origin = dict(data["provenance"])
-        origin.pop("settings", None)
+        origin = {key: value for key, value in data["provenance"].items() if key not in whole}
         origins.append({**origin, "shard": f"{k}/{n}"})
     merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
     merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
     top = common_origin(origins)
     wall = time.monotonic() - start
     merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
-                            "preset": preset, "run": preset, "settings": whole.as_dict(), "seeds": list(whole.seeds),
+                            "preset": preset, "run": preset, **whole, "seeds": list(all_seeds),
                             "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
                             "command": command_text, "allow_dirty": bool(dirty),
                             "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}

@@ -274,7 +274,9 @@ def _same_run(config: TrainConfig, shard):
     from ..core.artifacts import jsonable
 
     expected, part = jsonable(config.as_dict()), None if shard is None else f"{shard[0]}/{shard[1]}"
-    return lambda data: data.get("shard") == part and data.get("config") == expected
+    dependence = [list(x) for x in presets.NONLINEAR_DEPENDENCE]  # the later stages' settings too
+    return lambda data: data.get("shard") == part and data.get("config") == expected and \
+        (data.get("dependence") or {}).get("settings") == dependence
 
 
 def finish(data: dict, preset: str, progress: bool = False) -> dict:

@@ -163,12 +163,12 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
     start = time.monotonic()
     device = resolve_device(device)
     out = results_folder() if out is None else pathlib.Path(out)
-    main = window_settings(preset, **({} if seeds is None else {"seeds": tuple(seeds)}))
+    main, dependence = window_settings(preset, **({} if seeds is None else {"seeds": tuple(seeds)})), \
+        dependence_settings(preset, seeds)
     stages = [("sweep", main, f"nonlinear_window_{preset}.pt")] + [
-        (f"dependence {k}", s, f"nonlinear_window_{preset}_dependence{k}.pt")
-        for k, s in enumerate(dependence_settings(preset, seeds))]
+        (f"dependence {k}", s, f"nonlinear_window_{preset}_dependence{k}.pt") for k, s in enumerate(dependence)]
     path = out / nonlinear_window_file(preset)
-    if not restart and up_to_date(path, same_settings(main)):
+    if not restart and up_to_date(path, same_settings(main, dependence_settings=[s.as_dict() for s in dependence])):
         print(f"{path}: up to date")
         return path
     if restart:
@@ -190,8 +190,7 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
     data = {"experiment": "nonlinear_window", "complete": complete, "lengths": list(main.lengths),
             "steps": readings[0]["steps"] if readings else [], "decay_step": main.decay_step}
     if complete:
-        first, rest = readings[0], readings[1:]
-        dep = dependence_settings(preset, seeds)
+        first, rest, dep = readings[0], readings[1:], dependence
         data["per_seed"] = jsonable({"seeds": list(main.seeds), **{k: v for k, v in first.items() if k != "steps"},
                                      "dependence": {k: np.stack([r[k][:, 0] for r in rest], 1)
                                                     for k in first if k != "steps"}})
@@ -203,7 +202,7 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
               f"the same command{' without --restart' if restart else ''} resumes it", flush=True)
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": main.as_dict(), "seeds": list(main.seeds),
-                          "dependence_settings": [s.as_dict() for s in dependence_settings(preset, seeds)],
+                          "dependence_settings": [s.as_dict() for s in dependence],
                           "engine_path": paths[0] if paths else "window", "training_seconds": round(seconds, 1),
                           "command": nonlinear_window_command(preset), "allow_dirty": bool(dirty), "date": utc_now(),
                           "seed_rule": "seed s: batches from stream 'train', held-out prompts from 'held_out', final "

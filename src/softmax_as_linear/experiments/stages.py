@@ -116,9 +116,13 @@ def up_to_date(path: pathlib.Path, same: Callable[[dict], bool]) -> bool:
     return bool(data.get("complete")) and same(data)
 
 
-def same_settings(settings) -> Callable[[dict], bool]:
-    """``same`` for :func:`up_to_date` of a file whose provenance records ``settings.as_dict()``."""
-    return lambda data: (data.get("provenance") or {}).get("settings") == settings.as_dict()
+def same_settings(settings, **stages) -> Callable[[dict], bool]:
+    """``same`` for :func:`up_to_date` of a file whose provenance records ``settings.as_dict()`` (under
+    ``"settings"``) and, under each key of ``stages``, what it records of its other stages (their ``as_dict()``):
+    every stage's settings are compared, so a file whose later stage was trained with other settings is not up to
+    date."""
+    expected = {"settings": settings.as_dict(), **stages}
+    return lambda data: all((data.get("provenance") or {}).get(key) == value for key, value in expected.items())
 
 
 __all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "describe", "discard", "passed",
