@@ -105,3 +105,18 @@ def test_shards_through_submitit_equal_one_process(tmp_path, run_cli):
     shards = json.loads((launched / "fig2_smoke.json").read_text())["provenance"]["shards"]
     assert [s["shard"] for s in shards] == ["1/2", "2/2"] and all(s["device"] == "cpu" for s in shards)
     assert list((launched / "shards" / "logs").iterdir())  # submitit's job folders and logs
+
+
+def test_the_merged_provenance_marks_every_key_on_which_shards_differ():
+    """One rule for every key of where the shards ran: the same on every shard, it is kept; different (device, GPU,
+    machine, Python as well as torch or commit), it is marked "several (see shards)", never shard 1's alone."""
+    from softmax_as_linear.experiments.merging import ORIGIN_KEYS, common_origin
+
+    first = {key: f"{key}-1" for key in ORIGIN_KEYS}
+    assert common_origin([first, dict(first)]) == first
+    for key in ORIGIN_KEYS:
+        top = common_origin([first, {**first, key: f"{key}-2"}])
+        assert top[key] == "several (see shards)", key
+        assert all(top[other] == first[other] for other in ORIGIN_KEYS if other != key)
+    second = {k: v for k, v in first.items() if k != "gpu"}  # one shard ran without a GPU
+    assert common_origin([second, first])["gpu"] == "several (see shards)"

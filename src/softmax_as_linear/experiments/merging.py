@@ -48,21 +48,20 @@ def shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
     return data
 
 
-#: The one rule of every merge: the provenance keys the merged file takes from its first shard, and those of them that
-#: may differ between shards (marked "several (see shards)" where they do; every shard's own is kept in ``shards``).
+#: The one rule of every merge: the keys of where the shards ran that the merged file's provenance takes at its top,
+#: each either the same on every shard or marked "several (see shards)" (every shard's own is kept in ``shards``).
 ORIGIN_KEYS = ("device", "device_name", "gpu", "torch", "python", "commit", "uncommitted_changes", "engine_path",
                "machine")
-#: The keys of :data:`ORIGIN_KEYS` that may differ between shards.
-MAY_DIFFER = ("device_name", "torch", "commit", "uncommitted_changes", "engine_path")
 
 
 def common_origin(origins: list[dict]) -> dict:
-    """The :data:`ORIGIN_KEYS` of the first shard's provenance, each of :data:`MAY_DIFFER` marked "several (see
-    shards)" where the shards differ."""
-    top = {key: origins[0].get(key) for key in ORIGIN_KEYS if key in origins[0]}
-    for key in MAY_DIFFER:
-        if len({str(o.get(key)) for o in origins}) > 1:
-            top[key] = "several (see shards)"
+    """Each of :data:`ORIGIN_KEYS` that a shard's provenance records: its value where every shard records the same,
+    else "several (see shards)" (a key one shard lacks and another records differs too)."""
+    top = {}
+    for key in ORIGIN_KEYS:
+        values = [o.get(key) for o in origins]
+        if any(key in o for o in origins):
+            top[key] = values[0] if all(v == values[0] for v in values) else "several (see shards)"
     return top
 
 
