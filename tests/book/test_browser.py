@@ -591,7 +591,8 @@ def test_page_in_the_browser(browser, site_url, page):
 
 #: A phone's width, and the pages a reader found scrolling sideways, with squeezed figures or cut formulas there.
 PHONE_WIDTH = 390
-PHONE_PAGES = ["book/reproduce.html", "book/api/theory.html", "notebooks/07_depth.html", "notebooks/08_nonlinear_icl.html"]
+PHONE_PAGES = ["book/reproduce.html", "book/api/theory.html", "notebooks/07_depth.html", "notebooks/08_nonlinear_icl.html",
+               "notebooks/09_linearity_map.html"]
 
 # The outermost elements of the article that reach past the screen's right edge (a table scrolls in its own box).
 _WIDER_THAN_THE_SCREEN = r"""() => {
