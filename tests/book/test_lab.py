@@ -930,3 +930,22 @@ def test_chapter_5_flow_panel_redraws_takes_a_singular_covariance_and_reloads(op
         _flow_panel_takes_a_singular_covariance_and_says_what_to_change(chapter, _panel_output(chapter, index))
     with check("Chapter 5 saved and reloaded"):
         _flow_panel_saved_and_reloaded_says_what_to_do(chapter, index)
+
+
+def test_chapter_9_panel_redraws_the_map_for_another_variant_and_regimes(open_chapter, lab):
+    chapter, index, output = run_to_panel(open_chapter, lab, "09_linearity_map", "linearity_map_panel(")
+    output.locator("select").first.wait_for(timeout=60_000)
+    before = figure(output)
+    assert before["title"].startswith("Risk softmax attention saves"), before["title"]
+    assert any(name.startswith("theory at L = ∞") for name, _, _ in before["traces"])
+    chapter.shot("linearity-map-panel", output)
+    # the measure's variant (the drop-down after the list of regimes)
+    output.locator("select").nth(1).select_option(label="share of linear attention's excess risk")
+    share = wait_for_new_figure(output, before)
+    assert share["title"].startswith("Share of linear attention's excess risk"), share["title"]
+    # one regime only
+    output.locator("select").first.select_option(label="uniform inputs")
+    one = wait_for_new_figure(output, share)
+    assert sum(name.startswith("uniform inputs") for name, _, _ in one["traces"]) == 1, one["traces"]
+    no_traceback(output)
+    assert not chapter.errors, chapter.errors
