@@ -120,3 +120,20 @@ def test_the_merged_provenance_marks_every_key_on_which_shards_differ():
         assert all(top[other] == first[other] for other in ORIGIN_KEYS if other != key)
     second = {k: v for k, v in first.items() if k != "gpu"}  # one shard ran without a GPU
     assert common_origin([second, first])["gpu"] == "several (see shards)"
+
+
+@pytest.mark.parametrize("figure", [pytest.param("fig3", marks=pytest.mark.slow), "fig7"])
+def test_a_figure_merged_alone_says_where_its_shards_ran(figure, tiny_presets, tmp_path, run_cli, monkeypatch):
+    """A figure other than its sweep's first (Figure 3 of the isotropic sweep, Figure 7 of the KMS sweep), trained and
+    merged alone: its provenance says where the shards ran (commit, device, torch), read from its own shard files."""
+    from softmax_as_linear.experiments import figure_sweeps
+
+    monkeypatch.setattr("softmax_as_linear.experiments.merging.sweep_config", figure_sweeps.sweep_config)
+    run = ["reproduce", figure, "--preset", "smoke", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path)]
+    for k in (1, 2):
+        assert run_cli(*run, "--shard", f"{k}/2")[0] == cli.EXIT_COMPLETE
+    code, out, err = run_cli("merge", *run[1:], "--shards", "2")
+    assert code == cli.EXIT_COMPLETE, err
+    origin = json.loads((tmp_path / f"{figure}_smoke.json").read_text())["provenance"]
+    assert {"commit", "device", "torch", "python"} <= set(origin), sorted(origin)
+    assert all({"commit", "device", "torch"} <= set(shard) for shard in origin["shards"])

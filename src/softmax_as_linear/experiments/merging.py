@@ -360,10 +360,10 @@ def merged_figure(name: str, preset: str, seeds: int | None, n: int, out: pathli
             return data
         return concentration
     covariance, used = sweep_of(name, sampler)
-    first = next(f for f, (c, _) in TRAINING_FIGURES.items() if c == covariance)  # its shards' provenance
     sweep = joined({} if sweeps is None else sweeps, sweep_stem(covariance, preset, used),
                    sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng),
-                   FINAL_PROMPTS[preset], out, n, command, lambda folder: folder / figure_file(first, preset, used),
+                   FINAL_PROMPTS[preset], out, n, command, lambda folder: _figure_of_sweep(folder, covariance, preset,
+                                                                                            used),
                    preset, overrides_of(seeds, sampler if covariance == "kms" else "paper", rng), dirty, start)
     return lambda: {**figure_data(name, sweep.result, evaluation=sweep.evaluation,
                                   change_prompts=CHANGE_PROMPTS[preset], device=resolve_device(device)),
@@ -385,6 +385,13 @@ def merged_beyond(preset: str, seeds: int | None, n: int, out: pathlib.Path, com
         files.append((f"{stem}.json", lambda sweep=sweep: {**beyond_readings(sweep.result, sweep.evaluation, preset),
                                                            "run": run, "provenance": {**sweep.provenance, "run": run}}))
     return files
+
+
+def _figure_of_sweep(folder: pathlib.Path, covariance: str, preset: str, sampler: str) -> pathlib.Path:
+    """The file, in a shard's ``folder``, of the first figure of the sweep ``covariance`` that the shard wrote (it
+    holds the shard's provenance: where and how it ran), whichever of the sweep's figures the shard was run for."""
+    files = [folder / figure_file(f, preset, sampler) for f, (c, _) in TRAINING_FIGURES.items() if c == covariance]
+    return next((path for path in files if path.exists()), files[0])
 
 
 def _shown(value):
