@@ -22,6 +22,46 @@ def as_float_tensor(name: str, value, *, like: Tensor | None = None) -> Tensor:
     return tensor
 
 
+def shaped(name: str, value, dims: str, sizes: dict | None = None, *, dtype: torch.dtype | None = torch.float64,
+           allow_empty: bool = False) -> Tensor:
+    """``value`` (a tensor, NumPy array or nested list of numbers) as a finite floating tensor of shape ``dims``, or a
+    ``ValueError`` naming ``name``.
+
+    ``dims`` reads as the docstrings write shapes: ``"(m, d)"``, ``"(m,)"``, ``"(..., m)"`` (any leading
+    dimensions), with names (bound in ``sizes`` on first sight, with the argument they came from, and checked against
+    it after: ``omega (m, d)`` then ``cov (d, d)``, whose error names both) or numbers. A named dimension must be at
+    least 1 unless ``allow_empty``; the leading ``...`` may be empty. ``dtype`` None keeps the value's floating
+    dtype (a NumPy array's included, an integer one as the default dtype)."""
+    sizes = {} if sizes is None else sizes
+    tensor = as_float_tensor(name, value)
+    if dtype is not None:
+        tensor = tensor.to(dtype)
+    parts = [p.strip() for p in dims.strip("()").split(",") if p.strip()]
+    batch = bool(parts) and parts[0] == "..."
+    named = parts[1:] if batch else parts
+    wanted = "(" + ", ".join(str(sizes.get(p, p)) for p in parts) + ("," if len(parts) == 1 else "") + ")"
+    if (tensor.ndim < len(named)) if batch else (tensor.ndim != len(named)):
+        raise ValueError(f"{name} must have shape {wanted}, got {tuple(tensor.shape)}")
+    for part, size in zip(named, tensor.shape[tensor.ndim - len(named):]):
+        if not part.isdigit() and part not in sizes:
+            sizes[part], sizes[f"{part} from"] = size, name
+        expected = int(part) if part.isdigit() else sizes[part]
+        if size != expected or (size == 0 and not allow_empty):
+            origin = sizes.get(f"{part} from")
+            where = f" with {part} = {expected}" + (f" (from {origin})" if origin and origin != name else "")
+            raise ValueError(f"{name} must have shape {wanted}{where if not part.isdigit() else ''}, got "
+                             f"{tuple(tensor.shape)}" + (" (empty)" if tensor.numel() == 0 else ""))
+    return finite(name, tensor)
+
+
+def has_attributes(name: str, value, *attributes: str, kind: str = "object"):
+    """``value`` if it has every one of ``attributes``, else a ``ValueError`` naming ``name`` and ``kind``."""
+    missing = [a for a in attributes if not hasattr(value, a)]
+    if missing:
+        raise ValueError(f"{name} must be a {kind} (with {', '.join(missing)}), got {type(value).__name__}")
+    return value
+
+
 def finite(name: str, tensor: Tensor) -> Tensor:
     """``tensor`` if every entry is finite, else a ``ValueError`` naming ``name``."""
     if not torch.isfinite(tensor).all():

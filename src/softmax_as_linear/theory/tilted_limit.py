@@ -45,50 +45,74 @@ from ..registry import ACTIVATIONS
 def smoothed_cosines(omega: Tensor, phase: Tensor, coef: Tensor, mean: Tensor, cov: Tensor) -> Tensor:
     r""":math:`(P_\Sigma f)(\mu) = \sum_j c_j e^{-\omega_j^\top\Sigma\omega_j/2} \cos(\omega_j^\top\mu + b_j)`.
 
-    omega ``(m, d)``, phase ``(m,)``, coef ``(..., m)``, mean ``(..., d)``, cov ``(d, d)`` -> ``(...)``."""
+    omega ``(m, d)``, phase ``(m,)``, coef ``(..., m)``, mean ``(..., d)``, cov ``(d, d)`` (positive semi-definite)
+    -> ``(...)``, in the widest dtype of the arguments (NumPy arrays accepted)."""
+    omega, phase, coef, cov = _cosine_terms(omega, phase, coef, cov, dtype=None)
+    mean = _mean(mean, omega.shape[1], omega.dtype)
+    _batch("coef", coef.shape[:-1], "mean", mean.shape[:-1])
     damping = torch.exp(-0.5 * ((omega @ cov) * omega).sum(-1))
     return (coef * damping * torch.cos(mean @ omega.T + phase)).sum(-1)
 
 
 def smoothed_quadratic(B: Tensor, beta: Tensor, c: float, mean: Tensor, cov: Tensor) -> Tensor:
     r""":math:`(P_\Sigma f)(\mu) = \mu^\top B\mu + \operatorname{tr}(B\Sigma) + \beta^\top\mu + c` for
-    :math:`f(x) = x^\top Bx + \beta^\top x + c`. B ``(d, d)``, beta ``(d,)``, mean ``(..., d)`` -> ``(...)``."""
+    :math:`f(x) = x^\top Bx + \beta^\top x + c`. B ``(d, d)``, beta ``(d,)``, mean ``(..., d)``, cov ``(d, d)``
+    (positive semi-definite) -> ``(...)``, in the widest dtype of the arguments (NumPy arrays accepted)."""
+    sizes: dict = {}
+    B, beta, mean, cov = (checks.shaped(name, value, dims, sizes, dtype=None) for name, value, dims in
+                          (("B", B, "(d, d)"), ("beta", beta, "(d,)"), ("mean", mean, "(..., d)"),
+                           ("cov", cov, "(d, d)")))
+    dtype = functools.reduce(torch.promote_types, (t.dtype for t in (B, beta, mean, cov)))
+    B, beta, mean, cov = (t.to(dtype) for t in (B, beta, mean, cov))
+    checks.covariance("cov", cov, definite=False)
+    c = checks.number("c", c)
     return ((mean @ B) * mean).sum(-1) + torch.trace(B @ cov) + mean @ beta + c
 
 
 def cosine_coefficients(task, a: Tensor) -> Tensor:
     r"""The coefficients :math:`c_j = \sqrt{2/m}\, a_j` of a :class:`~softmax_as_linear.theory.cosine_task.CosineTask`
-    function as a sum of cosines, ``a (..., m)`` -> ``(..., m)``."""
+    function as a sum of cosines, ``a (..., m)`` -> ``(..., m)`` (a NumPy array is read as a tensor)."""
+    _task(task)
+    a = checks.shaped("a", a, f"(..., {task.features})", dtype=None)
     return a * (2.0 / task.features) ** 0.5
 
 
+def _task(task):
+    """``task`` if it is a cosine task (:class:`~softmax_as_linear.theory.cosine_task.CosineTask`'s attributes)."""
+    return checks.has_attributes("task", task, "d", "D", "features", "noise_var", "draw_inputs", "function",
+                                 kind="CosineTask")
+
+
+def _mean(mean, d: int, dtype) -> Tensor:
+    return checks.shaped("mean", mean, f"(..., {d})", dtype=None).to(dtype)
+
+
+def _batch(first: str, first_shape, second: str, second_shape) -> None:
+    """A ``ValueError`` naming both unless the leading dimensions of ``first`` and ``second`` broadcast."""
+    try:
+        torch.broadcast_shapes(first_shape, second_shape)
+    except RuntimeError:
+        raise ValueError(f"{first}'s leading dimensions {tuple(first_shape)} and {second}'s {tuple(second_shape)} "
+                         "must broadcast") from None
+
+
 def _weights(U, V, query, d):
-    U = checks.as_float_tensor("U", U).double()
-    V = checks.as_float_tensor("V", V).double()
-    query = checks.as_float_tensor("query", query).double()
+    """U, V ``(D, D)`` and query ``(..., D)`` as finite float64 tensors, ``D = d + 1`` (NumPy arrays accepted)."""
     D = d + 1
-    for name, value in (("U", U), ("V", V)):
-        if value.shape != (D, D):
-            raise ValueError(f"{name} must have shape ({D}, {D}) for inputs of dimension {d}, got {tuple(value.shape)}")
-    if query.ndim == 0 or query.shape[-1] != D:
-        raise ValueError(f"query must have shape (..., {D}), got {tuple(query.shape)}")
-    return U, V, query
+    U, V = (checks.shaped(name, value, f"({D}, {D})") for name, value in (("U", U), ("V", V)))
+    return U, V, checks.shaped("query", query, f"(..., {D})")
 
 
-def _cosine_terms(omega, phase, coef, cov):
-    """The cosine labels' arrays as float64 tensors (NumPy arrays accepted), their shapes checked: omega ``(m, d)``,
-    phase ``(m,)``, coef ``(..., m)``, cov ``(d, d)``; a ``ValueError`` names the first that is not."""
-    omega, phase, coef, cov = (checks.as_float_tensor(name, value).double() for name, value in
-                               (("omega", omega), ("phase", phase), ("coef", coef), ("cov", cov)))
-    if omega.ndim != 2:
-        raise ValueError(f"omega must have shape (m, d), got {tuple(omega.shape)}")
-    m, d = omega.shape
-    if phase.shape != (m,):
-        raise ValueError(f"phase must have shape ({m},) for {m} features, got {tuple(phase.shape)}")
-    if coef.ndim == 0 or coef.shape[-1] != m:
-        raise ValueError(f"coef must have shape (..., {m}) for {m} features, got {tuple(coef.shape)}")
-    if cov.shape != (d, d):
-        raise ValueError(f"cov must have shape ({d}, {d}) for inputs of dimension {d}, got {tuple(cov.shape)}")
+def _cosine_terms(omega, phase, coef, cov, dtype=torch.float64):
+    """The cosine labels' arrays as finite tensors of ``dtype`` (None: the widest of theirs; NumPy arrays accepted),
+    their shapes checked: omega ``(m, d)``, phase ``(m,)``, coef ``(..., m)``, cov ``(d, d)`` positive
+    semi-definite; a ``ValueError`` names the first that is not."""
+    sizes: dict = {}
+    terms = [checks.shaped(name, value, dims, sizes, dtype=dtype) for name, value, dims in
+             (("omega", omega, "(m, d)"), ("phase", phase, "(m,)"), ("coef", coef, "(..., m)"), ("cov", cov, "(d, d)"))]
+    widest = functools.reduce(torch.promote_types, (t.dtype for t in terms))
+    omega, phase, coef, cov = (t.to(widest) for t in terms)
+    checks.covariance("cov", cov, definite=False)
     return omega, phase, coef, cov
 
 
@@ -101,6 +125,7 @@ def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor,
     ``(..., D)`` -> ``(...)``."""
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
+    _batch("coef", coef.shape[:-1], "query", query.shape[:-1])
     if bool((U[d, :d] != 0).any()):
         raise ValueError("U: its last row reads the labels (U[d, :d] != 0); the tilted law has a closed form only "
                          "for a score that reads the inputs alone")
@@ -116,7 +141,9 @@ def token_moments(omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, noise
     :math:`\mathbb{E}[xy] = -\Sigma \sum_j c_j \omega_j e^{-\omega_j^\top\Sigma\omega_j/2} \sin b_j` and
     :math:`\mathbb{E}[y^2] = s^2 + \tfrac12 \sum_{jk} c_j c_k (e^{-\delta_{jk}^\top\Sigma\delta_{jk}/2}\cos(b_j - b_k) +
     e^{-\sigma_{jk}^\top\Sigma\sigma_{jk}/2}\cos(b_j + b_k))` with :math:`\delta_{jk} = \omega_j - \omega_k`,
-    :math:`\sigma_{jk} = \omega_j + \omega_k`."""
+    :math:`\sigma_{jk} = \omega_j + \omega_k`. NumPy arrays accepted; float64."""
+    omega, phase, coef, cov = _cosine_terms(omega, phase, coef, cov)
+    noise_var = checks.positive_float("noise_var", noise_var, allow_zero=True)
     damping = torch.exp(-0.5 * ((omega @ cov) * omega).sum(-1))
     xy = -((coef * damping * torch.sin(phase)) @ omega) @ cov
     diff, total = omega[:, None] - omega[None], omega[:, None] + omega[None]
@@ -132,6 +159,7 @@ def linear_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, 
     ``(...)``."""
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
+    _batch("coef", coef.shape[:-1], "query", query.shape[:-1])
     cov = cov.to(U)
     xy, yy = token_moments(omega.to(U), phase.to(U), coef.to(U), cov, noise_var)
     u = query @ U.T
@@ -164,7 +192,14 @@ def finite_prompt_predictions(task, U, V, a: Tensor, query: Tensor, L: int, gene
     ``query (n, D)`` -> ``(n,)``."""
     checks.one_of("activation", activation, ACTIVATIONS)
     L, chunk = checks.positive_int("L", L), checks.positive_int("chunk", chunk)
+    checks.has_attributes("task", task, "d", "D", "noise_var", "draw_inputs", "function",
+                          kind="CosineTask or QuadraticLabels")
+    if not isinstance(generator, torch.Generator):
+        raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
     U, V, query = _weights(U, V, query, task.d)
+    sizes: dict = {"m": task.features, "m from": "task"} if hasattr(task, "features") else {}
+    checks.shaped("query", query, "(n, D)", sizes)
+    a = checks.shaped("a", a, "(n, m)", sizes)
     u, v = query @ U.T, V[task.d]
     n = a.shape[0]
     top = torch.full((n,), -torch.inf, dtype=torch.float64)
@@ -221,6 +256,7 @@ def quadratic_limits(U, V, labels: QuadraticLabels, query) -> tuple[Tensor, Tens
     :math:`\mathbb{E}[xy] = \beta` the latter is :math:`v_x^\top Mx_q + v_y\, \beta^\top Mx_q` (:math:`\mathbb{E}[y^2]`
     does not enter). U, V ``(D, D)``, query ``(..., D)`` with last entry 0 -> two ``(...)``; a ``ValueError`` names
     ``U`` when its last row reads the labels and ``query`` when its label entry is not 0."""
+    checks.has_attributes("labels", labels, "B", "beta", "c", "d", kind="QuadraticLabels")
     d = labels.d
     U, V, query = _weights(U, V, query, d)
     if bool((U[d, :d] != 0).any()):
