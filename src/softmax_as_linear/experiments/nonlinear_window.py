@@ -198,6 +198,7 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
                               "steps": rest[0]["steps"], "decay_step": dep[0].decay_step}
     else:
         data["stopped_in"] = stages[len(readings)][0]
+        data["stopped_at"] = [int(records.last_step), settings.steps]  # the step that stage reached, of its steps
         print(f"Chapter 8's log-window runs {label}: stopped at the time limit in the {data['stopped_in']} (partial); "
               f"the same command{' without --restart' if restart else ''} resumes it", flush=True)
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),

@@ -60,13 +60,25 @@ class PartialResultError(RuntimeError):
 
 
 def progress(data: dict) -> str:
-    """How far the run behind a result file went: ``"step 1,100 of 4,000"``; for Chapter 7's file, whose sweep is
-    followed by its warm stage, once the sweep is complete: ``"the sweep complete, its warm stage at step 500 of
-    2,000"`` (``"..., its warm stage not started"`` before it starts)."""
+    """How far the run behind a result file went, naming the stage that stopped: ``"step 1,100 of 4,000"`` (its
+    first stage); once that is complete, the later stage that stopped: for Chapter 7's file ``"the sweep complete, its
+    warm stage at step 500 of 2,000"`` (``"... not started"``; ``"..., its warm stage complete, its equal-budget
+    control at ..."``), for a file that records ``stopped_in`` (Chapter 8's) ``"the sweep complete, stopped in
+    dependence 0 at step 4 of 8"``."""
     if data.get("main_complete") and data.get("experiment") == "depth_regression":
-        warm = data.get("warm")
-        return "the sweep complete, its warm stage not started" if not warm else \
-            f"the sweep complete, its warm stage at {_steps(warm, warm.get('settings', {}))}"
+        done = "the sweep complete"
+        for name, label in (("warm", "warm stage"), ("control", "equal-budget control")):
+            stage = data.get(name)
+            if not stage:
+                return f"{done}, its {label} not started"
+            if not stage.get("complete"):
+                return f"{done}, its {label} at {_steps(stage, stage.get('settings') or {})}"
+            done += f", its {label} complete"
+        return done
+    stopped, at = data.get("stopped_in"), data.get("stopped_at")
+    if stopped and stopped not in ("sweep", "the sweep"):
+        where = f" at step {at[0]:,} of {at[1]:,}" if isinstance(at, list) and len(at) == 2 else ""
+        return f"the sweep complete, stopped in {stopped}{where}"
     return _steps(data, (data.get("provenance") or {}).get("settings") or {})
 
 
