@@ -10,7 +10,6 @@ from __future__ import annotations
 import numpy as np
 import plotly.graph_objects as go
 
-from ..core import stats
 from ..experiments.nonlinear import kernel_smoothers
 from . import style
 
@@ -52,17 +51,12 @@ def gap_figure(lengths, gaps: dict, gap_se: dict) -> go.Figure:
     return fig
 
 
-def _seed_band(values: np.ndarray):
-    """Mean over seeds and a 95% Student-t interval at every length, from ``(S, nL)``."""
-    rows = [v[np.isfinite(v)] for v in np.asarray(values, dtype=float).T]
-    out = np.array([stats.mean_interval(r) if r.size > 1 else (r.mean(), r.mean(), r.mean()) for r in rows])
-    return out[:, 0], out[:, 1], out[:, 2]
-
-
 def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
-    """Final risks against :math:`L` of trained softmax and linear attention (mean over seeds, 95% interval over
-    seeds) with the :math:`L`-Bayes risk, Nadaraya-Watson at its best :math:`w`, the best affine predictor that knows
-    :math:`f`, the noise floor and, when given, ``linear_bound``: the best linear function of the query without
+    """Final risks against :math:`L` of trained softmax and linear attention (mean over seeds, bars from the
+    smallest to the largest seed's; softmax over the seeds whose runs read as kernel smoothers at every :math:`L`,
+    :func:`~softmax_as_linear.experiments.nonlinear.kernel_smoothers`, the others drawn apart) with the
+    :math:`L`-Bayes risk, Nadaraya-Watson at its best :math:`w`, the best affine predictor that knows :math:`f`, the
+    noise floor and, when given, ``linear_bound``: the best linear function of the query without
     intercept that knows :math:`f`, below which no linear attention network goes. ``data``: a
     ``nonlinear_<preset>.json`` result."""
     ref, final = data["references"], data["final"]
@@ -82,8 +76,18 @@ def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
                                   (ref["noise_floor"] * flat, "noise floor s²/2", "noise", "longdash")):
         fig.add_trace(go.Scatter(x=lengths, y=y, mode="lines", name=label,
                                  line=dict(color=style.COLORS[color], dash=dash, width=2)))
+    soft = data["models"].index("softmax")
+    kept = kernel_smoothers(data["windows"], soft).all(axis=1)  # (S,)
     for a, model in enumerate(data["models"]):
-        mean, low, high = _seed_band(risk[:, :, a])
+        values = risk[:, :, a]
+        if model == "softmax" and kept.any() and not kept.all():
+            others = np.flatnonzero(~kept)
+            for s in others:
+                fig.add_trace(go.Scatter(x=lengths, y=values[s], mode="markers", showlegend=bool(s == others[0]),
+                                         name="softmax attention, trained: a seed not a kernel smoother at every L",
+                                         marker=dict(color=style.COLORS[model], symbol="x", size=9)))
+            values = values[kept]
+        mean, low, high = (f(values, axis=0) for f in (np.nanmean, np.nanmin, np.nanmax))  # a range: > 0 on a log axis
         fig.add_trace(go.Scatter(x=lengths, y=mean, mode="lines+markers", name=f"{model} attention, trained",
                                  error_y=dict(type="data", symmetric=False, array=high - mean, arrayminus=mean - low),
                                  line=dict(color=style.COLORS[model]),
@@ -95,7 +99,8 @@ def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Fig
     """The final window :math:`w = \\operatorname{tr}(U_{xx})/d` of trained softmax attention against :math:`L` (every
     seed; runs that do not read as kernel smoothers,
     :func:`~softmax_as_linear.experiments.nonlinear.kernel_smoothers`, drawn apart), with the best Nadaraya-Watson
-    :math:`w` and, when given, a line of slope ``heuristic_exponent`` through its first point. ``data``: a
+    :math:`w` and, when given, a line of slope ``heuristic_exponent`` through its point at the first :math:`L \\ge 100`
+    (the heuristic is for long prompts; its first point, when no length reaches 100). ``data``: a
     ``nonlinear_<preset>.json`` result. No power law is fitted to the trained windows: at a fixed step budget they
     record where training stopped,
     not an optimum."""
@@ -121,9 +126,11 @@ def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Fig
                              line=dict(color=style.COLORS["theory"], dash="dashdot"),
                              marker=dict(symbol="diamond", size=8)))
     if heuristic_exponent is not None:
-        first = float(ref["nadaraya_watson_w"][0])
-        fig.add_trace(go.Scatter(x=lengths, y=first * (lengths / lengths[0]) ** heuristic_exponent, mode="lines",
-                                 name=f"slope {heuristic_exponent:.2f} (smooth-f heuristic)",
+        anchor = int(np.searchsorted(lengths, 100.0)) if lengths[-1] >= 100 else 0
+        first = float(ref["nadaraya_watson_w"][anchor])
+        fig.add_trace(go.Scatter(x=lengths, y=first * (lengths / lengths[anchor]) ** heuristic_exponent, mode="lines",
+                                 name=f"slope {heuristic_exponent:.2f} (smooth-f heuristic, through L = "
+                                      f"{lengths[anchor]:g})",
                                  line=dict(color=style.COLORS["noise"], dash="dot")))
     return fig
 
