@@ -18,6 +18,7 @@ Shapes: tokens ``(..., L, D)`` with the label last, query ``(..., D)``; results 
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -27,12 +28,13 @@ from ..core import checks
 
 
 def _prompt(tokens, query, w) -> tuple[Tensor, Tensor, Tensor]:
-    """``tokens (..., L, D)``, ``query (..., D)`` and ``w`` as float tensors (NumPy arrays accepted), their shapes
-    checked; a ``ValueError`` names the first that is not right."""
-    tokens = checks.as_float_tensor("tokens", tokens)
+    """``tokens (..., L, D)``, ``query (..., D)`` and ``w`` (``>= 0``) as finite float tensors (NumPy arrays
+    accepted; ``query`` and ``w`` in the tokens' dtype), their shapes checked; a ``ValueError`` names the first that
+    is not right."""
+    tokens = checks.finite("tokens", checks.as_float_tensor("tokens", tokens))
     if tokens.ndim < 2 or tokens.shape[-1] < 2 or tokens.shape[-2] < 1:
         raise ValueError(f"tokens must have shape (..., L, D) with L >= 1 and D >= 2, got {tuple(tokens.shape)}")
-    query = checks.as_float_tensor("query", query, like=tokens)
+    query = checks.finite("query", checks.as_float_tensor("query", query, like=tokens))
     if query.ndim == 0 or query.shape[-1] != tokens.shape[-1]:
         raise ValueError(f"query must have shape (..., {tokens.shape[-1]}) as the tokens, got {tuple(query.shape)}")
     try:
@@ -40,13 +42,39 @@ def _prompt(tokens, query, w) -> tuple[Tensor, Tensor, Tensor]:
     except RuntimeError:
         raise ValueError(f"query's leading dimensions {tuple(query.shape[:-1])} must broadcast against the tokens' "
                          f"{tuple(tokens.shape[:-2])} (one query per prompt)") from None
-    w = checks.as_float_tensor("w", w, like=tokens)
+    w = _windows(w, like=tokens)
     try:
         torch.broadcast_shapes(w.shape, leading)
     except RuntimeError:
         raise ValueError(f"w must broadcast against the prompts' leading dimensions {tuple(leading)}, got shape "
                          f"{tuple(w.shape)}") from None
     return tokens, query, w
+
+
+def _windows(w, like: Tensor | None = None, name: str = "w") -> Tensor:
+    """``w`` as a float tensor (any shape) of finite values ``>= 0``, or a ``ValueError`` naming ``name``."""
+    if isinstance(w, str):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {w!r}")
+    w = checks.finite(name, checks.as_float_tensor(name, w, like=like))
+    if bool((w < 0).any()):
+        raise ValueError(f"{name} must hold windows >= 0 (a window is an inverse squared width), got "
+                         f"{w.min().item():g}")
+    return w
+
+
+def _grid(name: str, grid) -> Tensor:
+    """``grid`` (a sequence or array of windows) as a float64 tensor ``(n,)``, ``n >= 1``, finite and ``>= 0``."""
+    if isinstance(grid, (list, tuple)):
+        try:
+            grid = np.asarray(grid, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a sequence of numbers, got {grid!r}") from None
+    return _windows(checks.shaped(name, grid, "(n,)"), name=name)
+
+
+def _sphere_task(task):
+    checks.has_attributes("task", task, "d", "inputs", "features", "task_var", "noise_var", "sample", "feature_map",
+                          kind="CosineTask")
 
 
 def kernel_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
@@ -81,7 +109,8 @@ def bandwidth_risks(task, L: int, grid, n_prompts: int = 2048, seed: int = 0) ->
     r"""The risk :math:`\tfrac12\mathbb{E}(\hat y_w - y_q)^2` of :func:`nadaraya_watson` at every :math:`w` of ``grid``
     on the same ``n_prompts`` prompts of length ``L`` of ``task`` (common random numbers): (risks, standard errors),
     each ``(len(grid),)``."""
-    grid = torch.as_tensor(np.asarray(grid, dtype=float), dtype=torch.float64)
+    _sphere_task(task)
+    grid = _grid("grid", grid)
     batch = task.sample(checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L),
                         torch.Generator().manual_seed(checks.int_at_least("seed", seed, 0)), torch.float64)
     losses = torch.stack([0.5 * (nadaraya_watson(batch.tokens, batch.query, w) - batch.target) ** 2 for w in grid])
@@ -93,7 +122,8 @@ def best_bandwidth(task, L: int, grid=None, n_prompts: int = 2048, seed: int = 0
     (``grid``, default 97 points from :math:`10^{-1}` to :math:`10^{4}`) over ``n_prompts`` prompts (stream ``seed``),
     and its risk is then measured on as many *fresh* prompts (stream ``seed + 1``), so the minimum over the grid does
     not bias it down. Returns ``{"w": w*, "risk": ..., "se": ...}``."""
-    grid = np.logspace(-1, 4, 97) if grid is None else np.asarray(grid, dtype=float)
+    _sphere_task(task)
+    grid = np.logspace(-1, 4, 97) if grid is None else _grid("grid", grid).numpy()
     risks, _ = bandwidth_risks(task, L, grid, n_prompts, seed)
     w = float(grid[int(np.argmin(risks))])
     risk, se = bandwidth_risks(task, L, [w], n_prompts, seed + 1)
@@ -107,19 +137,21 @@ def circle_limit_losses(task, w, n_samples: int = 4096, seed: int = 0, nodes: in
     ``nodes`` equally spaced angles (exponentially accurate for these periodic analytic integrands), and
     :math:`\ell = \tfrac12(\hat y_\infty - f(x_q))^2 + \tfrac{s^2}{2}` (the query's noise integrated). ``w`` a sequence
     of windows; ``n_samples`` draws of :math:`(a, x_q)` shared by every ``w`` (paired) -> ``(len(w), n_samples)``."""
+    _sphere_task(task)
     if task.d != 2 or task.inputs != "sphere":
         raise ValueError("task: the quadrature is on the circle; give a task with d = 2 and inputs 'sphere'")
     g = torch.Generator().manual_seed(checks.int_at_least("seed", seed, 0))
     n = checks.positive_int("n_samples", n_samples)
     a = torch.randn(n, task.features, generator=g, dtype=torch.float64) * math.sqrt(task.task_var)
     x_q = task.draw_inputs((n,), g)
-    angles = 2 * math.pi * torch.arange(checks.positive_int("nodes", nodes), dtype=torch.float64) / nodes
+    angles = 2 * math.pi * torch.arange(checks.int_at_least("nodes", nodes, 3), dtype=torch.float64) / nodes
     grid = torch.stack([torch.cos(angles), torch.sin(angles)], -1)  # (nodes, 2)
     f_grid = task.feature_map(grid) @ a.T  # (nodes, n)
     f_q = (task.feature_map(x_q) * a).sum(-1)
     cosines = x_q @ grid.T  # (n, nodes)
     out = []
-    for value in torch.as_tensor(np.asarray(w, dtype=float), dtype=torch.float64):
+    single = isinstance(w, numbers.Real) or isinstance(w, (torch.Tensor, np.ndarray)) and w.ndim == 0
+    for value in _grid("w", [w] if single else w):
         weights = torch.softmax(value * cosines, -1)
         out.append(0.5 * ((weights * f_grid.T).sum(-1) - f_q) ** 2 + 0.5 * task.noise_var)
     return torch.stack(out)
