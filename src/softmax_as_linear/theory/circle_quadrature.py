@@ -40,6 +40,8 @@ NODES = 512
 
 
 def _check_circle(task) -> None:
+    checks.has_attributes("task", task, "d", "inputs", "features", "task_var", "noise_var", "feature_map",
+                          kind="CosineTask")
     if task.d != 2 or task.inputs != "sphere":
         raise ValueError("task: the quadrature is on the circle; give a task with d = 2 and inputs 'sphere'")
 
@@ -64,6 +66,7 @@ def linear_limit_risk(task, nodes: int = NODES) -> float:
     r""":math:`R^*_{\mathrm{lin}} = \tfrac{\tau^2}{2}(q - d\operatorname{tr}GG^\top) + \tfrac{s^2}{2}`: the
     infinite-prompt optimum of normalised linear attention on ``task``, and a lower bound on its risk at every prompt
     length."""
+    _check_circle(task)
     m = feature_moments(task, nodes)
     return 0.5 * task.task_var * (m["second"] - task.d * float((m["cross"] ** 2).sum())) + 0.5 * task.noise_var
 
@@ -71,6 +74,7 @@ def linear_limit_risk(task, nodes: int = NODES) -> float:
 def intercept_share(task, nodes: int = NODES) -> float:
     r""":math:`\tfrac{\tau^2}{2}\|\mu\|^2 = \tfrac12\mathbb{E}_a[(\mathbb{E}_x f_a)^2]`: how much lower the best affine
     predictor's risk is than the best linear one's (both knowing :math:`f`)."""
+    _check_circle(task)
     return 0.5 * task.task_var * float((feature_moments(task, nodes)["mean"] ** 2).sum())
 
 
@@ -78,11 +82,13 @@ def affine_limit_risk(task, nodes: int = NODES) -> float:
     r""":math:`R^*_{\mathrm{aff}} = R^*_{\mathrm{lin}} - \tfrac{\tau^2}{2}\|\mu\|^2`: the best predictor affine in
     :math:`x_q` that knows :math:`f` (the quadrature counterpart of
     :meth:`~softmax_as_linear.theory.cosine_task.CosineTask.best_affine_risk`)."""
+    _check_circle(task)
     return linear_limit_risk(task, nodes) - intercept_share(task, nodes)
 
 
 def zero_limit_risk(task, nodes: int = NODES) -> float:
     r"""The risk of :math:`\hat y = 0`, :math:`\tfrac{\tau^2}{2} q + \tfrac{s^2}{2}`."""
+    _check_circle(task)
     return 0.5 * task.task_var * feature_moments(task, nodes)["second"] + 0.5 * task.noise_var
 
 
@@ -93,6 +99,7 @@ def limit_constants(task, nodes: int = NODES) -> dict:
     :math:`R^*_{\mathrm{lin}} - s^2/2` (between the best layers as :math:`L \to \infty`), ``locality``
     :math:`R^*_{\mathrm{aff}} - s^2/2` (the part of the gap no affine predictor has) and ``intercept_fraction``
     (``intercept / gap``)."""
+    _check_circle(task)
     linear, intercept = linear_limit_risk(task, nodes), intercept_share(task, nodes)
     floor = 0.5 * task.noise_var
     gap = linear - floor
@@ -107,7 +114,9 @@ def constants_over_draws(task, feature_seeds, nodes: int = NODES) -> dict:
     from .cosine_task import CosineTask
 
     _check_circle(task)
-    seeds = [checks.int_at_least("feature_seeds", int(s), 0) for s in feature_seeds]
+    if isinstance(feature_seeds, (str, bytes)) or not hasattr(feature_seeds, "__iter__"):
+        raise ValueError(f"feature_seeds must be a sequence of seeds, got {feature_seeds!r}")
+    seeds = [checks.int_at_least("feature_seeds", s, 0) for s in feature_seeds]
     if not seeds:
         raise ValueError("feature_seeds must name at least one draw")
     rows = [limit_constants(CosineTask(d=task.d, features=task.features, frequency=task.frequency,
