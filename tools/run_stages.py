@@ -35,6 +35,7 @@ GRACE_S = 20.0  # after the signal is passed on, how long a stage has to end bef
 STARTED: list[subprocess.Popen] = []  # every stage started, to pass a signal on to
 RECEIVED: list[int] = []  # the signals received; the first one stops the runner
 SENT: set[tuple[int, int]] = set()  # (stage's process id, signal) already passed on
+ENDED: dict[int, float] = {}  # stage's process id -> when it was first seen ended (time.monotonic())
 
 
 class Interrupted(Exception):
@@ -82,6 +83,20 @@ def _end(processes, deadline: float) -> None:
             process.wait()
 
 
+def _note_ends() -> None:
+    """Record when each stage started has ended, as soon as it is seen (every 0.2 s while a group runs): a stage
+    running beside the others is timed to its own end, not to that of the group that collects it."""
+    for process in STARTED:
+        if process.pid not in ENDED and process.poll() is not None:
+            ENDED[process.pid] = time.monotonic()
+
+
+def _ended(process: subprocess.Popen) -> float:
+    """When ``process`` (which has ended) was first seen ended."""
+    _note_ends()
+    return ENDED[process.pid]
+
+
 def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
 
@@ -108,11 +123,12 @@ def _run_group(make, stages, results, logs) -> None:
     try:
         while running:
             _check()
+            _note_ends()
             for stage, (process, log) in list(running.items()):
                 if process.poll() is None:
                     continue
                 results[stage] = ("passed" if process.returncode == 0 else f"FAILED ({process.returncode})",
-                                  time.monotonic() - began)
+                                  _ended(process) - began)
                 del running[stage]
                 if log is not None:
                     log.seek(0)
@@ -137,11 +153,12 @@ def _collect(background: dict, results: dict, wait: bool = False) -> None:
     for stage, (process, log, began) in list(background.items()):
         while wait and process.poll() is None:
             _check()
+            _note_ends()
             time.sleep(0.2)
         if process.poll() is None:
             continue
         results[stage] = ("passed" if process.returncode == 0 else f"FAILED ({process.returncode})",
-                          time.monotonic() - began)
+                          _ended(process) - began)
         del background[stage]
         log.seek(0)
         print(f"--- {stage} (ran beside the stages after it) ---", flush=True)

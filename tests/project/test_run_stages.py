@@ -89,6 +89,18 @@ def test_a_stage_started_with_ampersand_runs_beside_the_next_stages(tmp_path):
     assert table.splitlines()[2].split()[0] == "setup" and table.splitlines()[3].split()[0] == "late"
 
 
+def test_a_stage_beside_the_others_is_timed_to_its_own_end(tmp_path):
+    """A stage started with & that ends long before the group that collects it is timed to its own end, not to the
+    end of that group (quick& takes no time; long, beside it, 3 s)."""
+    (tmp_path / "Makefile").write_text("quick:\n\t@true\nlong:\n\t@sleep 3\n")
+    done = subprocess.run([sys.executable, ROOT / "tools" / "run_stages.py", "--make",
+                           f"make -s -f {tmp_path}/Makefile", "--report", tmp_path / "t.txt", "quick&", "long"],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    table = (tmp_path / "t.txt").read_text()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert _row(table, "long")[1] in ("0:03", "0:04") and _row(table, "quick")[1] in ("0:00", "0:01"), table
+
+
 def test_a_failed_stage_beside_the_others_fails_the_run(tmp_path):
     done, ran, table = _run(tmp_path, "setup", "latebad&", "good")
     assert done.returncode == 1 and ran[::2] == ["good", "latebad"]
