@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import pathlib
 import shlex
 import signal
@@ -260,7 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
         "shards", "A reproduction of several seeds splits into N shards of consecutive seeds that run anywhere, "
                   "resume independently and merge into the files one process writes (bit for bit on a CPU, "
                   "except the provenance, which lists the shards). Launching needs submitit: "
-                  "pip install softmax_as_linear[cluster].")
+                  'pip install -e ".[cluster]" in the checkout.')
     where = shards.add_mutually_exclusive_group()
     where.add_argument("--shard", metavar="K/N", type=_shard, default=None,
                        help="train shard K of N only, into DIR/shards/K-of-N/ (then: merge ... --shards N)")
@@ -338,6 +339,10 @@ def _check(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
         else:
             if args.launcher is not None and args.shards is None:
                 raise ValueError("launcher needs --shards N (the number of shards to launch)")
+            if args.shards is not None and importlib.util.find_spec("submitit") is None:
+                parser.error('argument --shards: launching shards needs submitit, which is not installed: install the '
+                             'extra with pip install -e ".[cluster]" in the checkout (pip install '
+                             '"softmax_as_linear[cluster]" elsewhere), or run each shard with --shard K/N')
             check_options(args.preset, args.max_minutes, args.seeds, args.sampler, args.rng,
                           shard=args.shard or (None if args.shards is None else (1, args.shards)), **extra)
         if args.command == "merge" or args.launcher != "slurm":

@@ -90,3 +90,15 @@ def test_a_library_with_uncommitted_changes_needs_allow_dirty(tmp_path, run_cli,
     import json
 
     assert json.loads((tmp_path / "fig1_smoke.json").read_text())["provenance"]["allow_dirty"] is True
+
+
+def test_launching_shards_without_submitit_names_the_extra(run_cli, monkeypatch, tmp_path):
+    """After `make lab` (no submitit), `--shards N` is one sentence naming the extra to install, exit code 2, and
+    nothing computed; not an import traceback."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "submitit", None)  # not installed
+    code, out, err = run_cli("reproduce", "fig2", "--preset", "smoke", "--seeds", "2", "--device", "cpu",
+                             "--shards", "2", "--out", str(tmp_path))
+    assert code == 2 and "Traceback" not in err and 'pip install -e ".[cluster]"' in err and "--shard K/N" in err
+    assert len(err.strip().splitlines()) <= 3 and not list(tmp_path.iterdir())

@@ -16,7 +16,7 @@ others (tested; with the same number of torch threads). On a GPU they agree to r
 than a seed (some prompt lengths of a seed) are not offered: the prompts a seed draws depend on its
 longest length, and the softmax buckets on which lengths train together.
 
-:func:`launch` submits the ``n`` shards through submitit (``pip install softmax_as_linear[cluster]``):
+:func:`launch` submits the ``n`` shards through submitit (the extra ``cluster``: ``pip install -e ".[cluster]"``):
 a SLURM job array, or its local executor (the shards as processes of this machine, each on a GPU of its
 own when the device is CUDA), waits for them and merges.
 """
@@ -114,7 +114,7 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     :class:`~softmax_as_linear.experiments.merging.ShardError` names failed or unfinished shards (rerun the same call to
     resume them: finished shards are reused).
     """
-    import submitit  # the optional extra: pip install softmax_as_linear[cluster]
+    import submitit  # the optional extra cluster (the command line names it when it is missing)
 
     names = figures_of(figure)
     checks.one_of("launcher", launcher, LAUNCHERS)
