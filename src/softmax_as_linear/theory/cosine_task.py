@@ -88,14 +88,32 @@ class CosineTask:
         return self._on[key]
 
     def feature_map(self, x: Tensor) -> Tensor:
-        r""":math:`\varphi(x) = \sqrt{2/m} \cos(\Omega x + b)`, ``x (..., d)`` -> ``(..., m)``."""
+        r""":math:`\varphi(x) = \sqrt{2/m} \cos(\Omega x + b)`, ``x (..., d)`` -> ``(..., m)`` (a NumPy array is read
+        as a tensor)."""
+        return self._feature_map(checks.shaped("x", x, f"(..., {self.d})", dtype=None))
+
+    def _feature_map(self, x: Tensor) -> Tensor:
+        """:meth:`feature_map` without the checks (the task's own, valid, inputs)."""
         omega, phase = self._features_on(x)
         return math.sqrt(2.0 / self.features) * torch.cos(x @ omega.T + phase)
 
     def function(self, a: Tensor, x: Tensor) -> Tensor:
         r""":math:`f_a(x) = \varphi(x)^\top a`: coefficients ``a (..., m)``, inputs ``x (..., n, d)`` ->
-        ``(..., n)``."""
-        return (self.feature_map(x) @ a.unsqueeze(-1)).squeeze(-1)
+        ``(..., n)`` (NumPy arrays read as tensors, in the wider dtype of the two)."""
+        a = checks.shaped("a", a, f"(..., {self.features})", dtype=None)
+        x = checks.shaped("x", x, f"(..., n, {self.d})", dtype=None)
+        dtype = torch.promote_types(a.dtype, x.dtype)
+        a, x = a.to(dtype), x.to(dtype)
+        try:
+            torch.broadcast_shapes(a.shape[:-1], x.shape[:-2])
+        except RuntimeError:
+            raise ValueError(f"a's leading dimensions {tuple(a.shape[:-1])} and x's {tuple(x.shape[:-2])} must "
+                             "broadcast (one coefficient vector per prompt)") from None
+        return self._function(a, x)
+
+    def _function(self, a: Tensor, x: Tensor) -> Tensor:
+        """:meth:`function` without the checks (the task's own, valid, draws)."""
+        return (self._feature_map(x) @ a.unsqueeze(-1)).squeeze(-1)
 
     def draw_inputs(self, shape: tuple[int, ...], generator: torch.Generator | None = None, dtype=torch.float64,
                     device=None) -> Tensor:
@@ -109,6 +127,8 @@ class CosineTask:
         """``n_prompts`` prompts of length ``L``. Draws, in order: :math:`a` ``(n, m)`` standard normal, the inputs
         ``(n, L + 1, d)`` (position 0 is the query), the label noise ``(n, L + 1)``."""
         n_prompts, L = checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L)
+        if generator is not None and not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator or None, got {type(generator).__name__}")
         if generator is not None:
             device = generator.device
         a = torch.randn(n_prompts, self.features, generator=generator, dtype=dtype, device=device)
@@ -125,7 +145,7 @@ class CosineTask:
 
     def _assemble(self, a: Tensor, x: Tensor, noise: Tensor) -> Batch:
         a = a * math.sqrt(self.task_var)
-        y = self.function(a, x) + math.sqrt(self.noise_var) * noise
+        y = self._function(a, x) + math.sqrt(self.noise_var) * noise
         tokens = torch.cat([x, y.unsqueeze(-1)], -1)
         query = torch.cat([x[..., 0, :], torch.zeros_like(y[..., :1])], -1)
         return Batch(tokens[..., 1:, :], query, y[..., 0].clone(), a)
@@ -175,7 +195,13 @@ class CosineTask:
         the prompt). tokens ``(..., L, D)``, query ``(..., D)`` -> ``(...)``, ``(...)``; needs :math:`s^2 > 0`."""
         if self.noise_var <= 0:
             raise ValueError("the posterior needs noise_var > 0 (noise-free labels make it a projection)")
-        tokens, query = tokens.double(), query.double()
+        tokens = checks.shaped("tokens", tokens, f"(..., L, {self.D})")
+        query = checks.shaped("query", query, f"(..., {self.D})")
+        try:
+            torch.broadcast_shapes(tokens.shape[:-2], query.shape[:-1])
+        except RuntimeError:
+            raise ValueError(f"query's leading dimensions {tuple(query.shape[:-1])} must match the tokens' "
+                             f"{tuple(tokens.shape[:-2])} (one query per prompt)") from None
         phi = self.feature_map(tokens[..., :-1])
         phi_q = self.feature_map(query[..., :-1])
         precision = (phi.transpose(-1, -2) @ phi / self.noise_var

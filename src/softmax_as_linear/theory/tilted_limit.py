@@ -34,6 +34,7 @@ Shapes: frequencies ``omega (m, d)``, phases ``phase (m,)``, coefficients ``coef
 from __future__ import annotations
 
 import functools
+import inspect
 
 import torch
 from torch import Tensor
@@ -125,7 +126,6 @@ def softmax_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor,
     ``(..., D)`` -> ``(...)``."""
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
-    _batch("coef", coef.shape[:-1], "query", query.shape[:-1])
     if bool((U[d, :d] != 0).any()):
         raise ValueError("U: its last row reads the labels (U[d, :d] != 0); the tilted law has a closed form only "
                          "for a score that reads the inputs alone")
@@ -159,7 +159,6 @@ def linear_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, 
     ``(...)``."""
     d = omega.shape[-1]
     U, V, query = _weights(U, V, query, d)
-    _batch("coef", coef.shape[:-1], "query", query.shape[:-1])
     cov = cov.to(U)
     xy, yy = token_moments(omega.to(U), phase.to(U), coef.to(U), cov, noise_var)
     u = query @ U.T
@@ -171,12 +170,16 @@ def linear_limit(U, V, omega: Tensor, phase: Tensor, coef: Tensor, cov: Tensor, 
 
 
 def _checked(limit):
-    """``limit`` (:func:`softmax_limit`, :func:`linear_limit`) with its cosine arrays checked first
+    """``limit`` (:func:`softmax_limit`, :func:`linear_limit`) with its cosine arrays and query checked first
     (:func:`_cosine_terms`: NumPy arrays read, a wrong shape a ``ValueError`` naming the argument); ``inspect`` shows
     the limit's own source."""
     @functools.wraps(limit)
     def checked(U, V, omega, phase, coef, cov, *args, **kwargs):
-        return limit(U, V, *_cosine_terms(omega, phase, coef, cov), *args, **kwargs)
+        omega, phase, coef, cov = _cosine_terms(omega, phase, coef, cov)
+        query = inspect.signature(limit).bind(U, V, omega, phase, coef, cov, *args, **kwargs).arguments["query"]
+        query = checks.shaped("query", query, f"(..., {omega.shape[1] + 1})")
+        _batch("coef", coef.shape[:-1], "query", query.shape[:-1])
+        return limit(U, V, omega, phase, coef, cov, *args, **kwargs)
     return checked
 
 
