@@ -114,3 +114,15 @@ def test_bad_arguments_are_named():
         lm.measure([[0.1]], [[0.2]], [0.05], 0.0)
     with pytest.raises(ValueError, match="distance"):
         lm.outlying_runs({"seeds": [0], "lengths": [10], "per_seed": np.zeros((1, 1))}, -1.0)
+
+
+def test_a_partial_file_is_refused_with_the_command_that_finishes_it(tmp_path):
+    from softmax_as_linear.experiments.result_files import PartialResultError
+
+    for name in ("beyond_uniform_paper.json", "depth_lecture.json"):
+        data = _file(name)
+        (tmp_path / name).write_text(json.dumps({**data, "complete": False}))
+    with pytest.raises(PartialResultError, match="reproduce beyond"):
+        lm.regime_map("uniform", folder=tmp_path)
+    with pytest.raises(PartialResultError, match="reproduce depth"):
+        lm.regime_map("two_layers", folder=tmp_path)

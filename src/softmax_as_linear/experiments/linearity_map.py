@@ -95,8 +95,8 @@ def _read(name: str, folder=None) -> dict:
                 "zero": _zero_risk_of_settings(data["provenance"]["settings"])}
     if name in ("rademacher", "uniform"):
         data = result_files.saved_beyond(name, "paper", folder)
-        if data is None:
-            result_files.load_result(result_files.beyond_file(name), folder)  # raises, naming the command
+        if data is None or data.get("complete", True) is False:  # missing or partial: the error names the command
+            result_files.load_result(result_files.beyond_file(name, (data or {}).get("run", "paper")), folder)
         final = data["final"]
         return {"lengths": final["lengths"], "seeds": final["seeds"],
                 "gap": -np.asarray(final["paired_difference"], dtype=float),
