@@ -1,4 +1,4 @@
-r"""Chapter 8's softmax layer trained with its window on a log scale until the window settles, against the layer's own
+r"""Chapter 8's softmax layer trained with its window on a log scale, against the layer's own
 optimal windows (what ``python -m softmax_as_linear reproduce nonlinear_window`` runs).
 
 Chapter 8's sweep (:mod:`~softmax_as_linear.experiments.nonlinear`) trains the four-matrix layer, whose window Adam
@@ -17,8 +17,10 @@ The result file ``nonlinear_window_<preset>.json`` holds, per seed (seed axis fi
 concatenation): the window :math:`w(t)` and the held-out risk at every record, the final weights, and the final risk
 on fresh prompts (stream ``"evaluation"``) with its standard error, for both stages; and the provenance. The
 readings (:func:`window_levels`, :func:`against_optima`, :func:`dependence_directions`) are computed from it:
-whether each window is stationary before the decay, where it settles, and how far that is from
-:math:`w^*(L)` of :mod:`~softmax_as_linear.experiments.nonlinear_optima`, each with a standard error over seeds.
+whether each window is stationary before the decay, how its level moves after it, where it sits over the last
+quarter (whether it has stopped moving there is :func:`~softmax_as_linear.experiments.window_reach.last_phase_trend`),
+and how far that is from :math:`w^*(L)` of :mod:`~softmax_as_linear.experiments.nonlinear_optima`, each with a
+standard error over seeds.
 """
 from __future__ import annotations
 
@@ -236,8 +238,8 @@ def window_levels(w: np.ndarray, steps, total: int) -> dict:
 
 
 def against_optima(data: dict, optima: dict) -> dict:
-    r"""The settled windows and final risks of the sweep against the layer's optimum at every length both files hold:
-    per length, the trained :math:`\overline{\log w}` over seeds and its standard error, :math:`\log w^*` and its
+    r"""The last-quarter windows and final risks of the sweep against the layer's optimum at every length both files
+    hold: per length, the trained :math:`\overline{\log w}` over seeds and its standard error, :math:`\log w^*` and its
     standard error over replicates, their difference, its standard error and z; the trained final risk (mean over
     seeds) minus the optimum's held-out risk, with the standard error of the difference (seeds and replicates)."""
     per = data["per_seed"]
@@ -263,8 +265,8 @@ def against_optima(data: dict, optima: dict) -> dict:
 
 
 def dependence_directions(data: dict) -> dict:
-    r"""Collins et al.'s directions on the trained dependence runs: the settled :math:`\log w` per setting (mean and
-    standard error over seeds), and the paired change between settings that differ in one of :math:`\gamma` or
+    r"""Collins et al.'s directions on the trained dependence runs: the last-quarter :math:`\log w` per setting (mean
+    and standard error over seeds), and the paired change between settings that differ in one of :math:`\gamma` or
     :math:`s^2` (the same seed's runs share nothing but the seed's streams, so the change's standard error is over
     seeds), signed so that a positive z is the expected direction (narrower, larger :math:`w`, for a larger
     :math:`\gamma`; wider for more noise)."""
