@@ -133,3 +133,27 @@ def test_a_figure_file_of_other_seeds_is_not_replaced(tmp_path, tiny_presets, ru
     code, _, err = run_cli("reproduce", "fig2", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path), "--restart")
     assert code == 0, err
     assert json.loads((tmp_path / "fig2_lecture.json").read_text())["seeds"] == [327, 0]
+
+
+@pytest.mark.parametrize("name", ["nonlinear_window", pytest.param("depth", marks=pytest.mark.slow)])
+def test_one_rule_for_a_damaged_result_file(name, tmp_path, run_cli, monkeypatch):
+    """Every reproduction: a truncated result file is written again from its stages' finished checkpoints, which is
+    said on stdout, each finished stage "reused", not "resumed from step 12 of 12"; the same numbers."""
+    from softmax_as_linear.experiments import presets
+
+    monkeypatch.setattr(presets, "NONLINEAR_DEPENDENCE", presets.NONLINEAR_DEPENDENCE[:2])
+    monkeypatch.setitem(presets.DEPTH_SETTINGS, "smoke", {**presets.DEPTH_SETTINGS["smoke"], **dict(
+        lengths=(4, 8), steps=12, record_every=4, batch_size=8, held_out_prompts=16, final_prompts=64,
+        pgd_samples=200, bayes_samples=100)})
+    run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
+    assert run_cli(*run)[0] == cli.EXIT_COMPLETE
+    path = tmp_path / f"{name}_smoke.json"
+    expected = json.loads(path.read_text())
+    _truncate(path)
+    code, out, err = run_cli(*run)
+    assert code == cli.EXIT_COMPLETE, err
+    assert f"{path} is damaged" in out and "writing it again from its checkpoints" in out, out
+    assert "reusing the finished" in out and "resuming" not in out
+    rebuilt = json.loads(path.read_text())
+    assert rebuilt["complete"] is True
+    assert json.dumps(rebuilt["per_seed"]["risk"]) == json.dumps(expected["per_seed"]["risk"])

@@ -8,7 +8,7 @@ import pytest
 
 import softmax_as_linear.cli as cli
 from softmax_as_linear.engine.sweep import load_sweep
-from softmax_as_linear.experiments.reproduce import shard_seeds
+from softmax_as_linear.experiments.presets import shard_seeds
 
 SMOKE = ["--preset", "smoke", "--seeds", "3", "--device", "cpu"]
 

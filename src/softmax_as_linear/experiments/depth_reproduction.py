@@ -11,11 +11,11 @@ import time
 
 import numpy as np
 
-from ..core.artifacts import DamagedFileError, load_json, save_json
+from ..core.artifacts import save_json
 from ..engine.sweep import config_fields
 from .presets import shard_seeds, sweep_seeds
 from .result_files import overrides_of
-from .stages import damaged, discard, passed, train_stage
+from .stages import discard, passed, read_result, train_stage
 
 
 def depth_seeds(preset: str, seeds: int | None = None) -> tuple[int, ...]:
@@ -56,12 +56,7 @@ def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty)
     data = None
     if restart:
         discard((checkpoint, warm_checkpoint, control_checkpoint))
-    elif path.exists():
-        try:
-            saved = load_json(path)
-        except DamagedFileError as error:
-            raise damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains the "
-                                 "sweep again if there is none)") from None
+    elif (saved := read_result(path)) is not None:  # a damaged file: written again from the checkpoints
         if saved.get("main_complete", saved.get("complete")) and \
                 config_fields(saved.get("provenance", {}).get("settings") or {}) == settings.as_dict():
             if saved.get("complete") and _stage_done(saved, "warm", warm) and _stage_done(saved, "control", warm):

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from ..core.artifacts import DamagedFileError, SettingsMismatchError, load_json, load_npz, save_json, save_npz
+from ..core.artifacts import DamagedFileError, SettingsMismatchError, load_npz, save_json, save_npz
 from ..engine.evaluation import final_evaluation
 from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
 from ..engine.train import resolved, train
@@ -46,7 +46,7 @@ from .presets import (
     sweep_seeds,
 )
 from .result_files import beyond_stem, figure_file, overrides_of, run_name, sweep_stem
-from .stages import damaged, train_stage
+from .stages import damaged, read_result, train_stage
 
 #: The covariate laws of Chapter 6's reproduction when none is named.
 BEYOND_COVARIATES = ("uniform", "rademacher")
@@ -176,13 +176,10 @@ def keep_other_seeds(path: pathlib.Path, seeds) -> None:
     """Refuse, before anything trains, to replace the figure file at ``path`` when it holds other seeds than the
     run's ``seeds``: a figure file is named by its preset alone, so a three-seed run would otherwise overwrite the
     ten-seed file the chapters read. The :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` says how
-    to keep both or replace it; a damaged file is left to be rewritten."""
-    if not path.exists():
-        return
-    try:
-        stored = load_json(path).get("seeds")
-    except DamagedFileError:
-        return
+    to keep both or replace it; a damaged file is written again from its sweep
+    (:func:`~softmax_as_linear.experiments.stages.read_result`)."""
+    data = read_result(path, "its sweep")
+    stored = None if data is None else data.get("seeds")
     if stored is not None and [int(s) for s in stored] != [int(s) for s in seeds]:
         raise SettingsMismatchError(
             path, f"{path} holds the seeds {', '.join(map(str, stored))}, and this command would replace it with the "

@@ -1,24 +1,25 @@
 """What ``python -m softmax_as_linear reproduce`` runs: its options checked, then every reproduction named, in the
 order of the registry :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS`.
 
-The paper's figures and Chapter 6 are reproduced by :mod:`~softmax_as_linear.experiments.figure_sweeps`; Chapter 7
-(``"depth"``) by :mod:`~softmax_as_linear.experiments.depth_reproduction`, one sweep of one- and two-layer attention
-written as ``depth_<run>.json``; Chapter 8 by :mod:`~softmax_as_linear.experiments.nonlinear` (``"nonlinear"``,
-``nonlinear_<preset>.json``), :mod:`~softmax_as_linear.experiments.nonlinear_depth` (``"nonlinear_depth"``) and
-:mod:`~softmax_as_linear.experiments.nonlinear_optima` (``"nonlinear_optima"``). With a deadline, training stops after
-about that long and the result files are written marked ``"complete": false``; the same call later resumes from the
-checkpoint.
+Each reproduction trains or resumes its stages through :func:`~softmax_as_linear.experiments.stages.train_stage`
+(the paper's figures and Chapter 6 in :mod:`~softmax_as_linear.experiments.figure_sweeps`, Chapter 7 in
+:mod:`~softmax_as_linear.experiments.depth_reproduction`, Chapter 8 in
+:mod:`~softmax_as_linear.experiments.nonlinear`, :mod:`~softmax_as_linear.experiments.nonlinear_depth`,
+:mod:`~softmax_as_linear.experiments.nonlinear_window` and :mod:`~softmax_as_linear.experiments.nonlinear_optima`).
+With a deadline, training stops after about that long and the result files are written marked ``"complete": false``;
+the same call later resumes from the checkpoints (with ``restart``, the same call without it).
 
 Every file records its preset and every override (``provenance["overrides"]``: seeds, lengths, sampler, random
 stream, shard). A library with uncommitted changes writes nothing unless ``allow_dirty`` is given
 (:class:`UncommittedChangesError`); the files then say so (``provenance["allow_dirty"]``).
 
-A file that is there but cannot be read (truncated, say) stops the call with a
-:class:`~softmax_as_linear.core.artifacts.DamagedFileError` that names it and says what to do; a checkpoint
-written for other settings, with a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError`; nothing
-else is touched. ``restart`` trains the requested sweeps afresh, ignoring their files. A reproduction
-split into shards (``shard=(k, n)``, :mod:`~softmax_as_linear.experiments.shards`) trains the seeds of
-shard ``k`` only, in a folder of its own.
+A damaged result file is written again from its sweep or its stages' checkpoints, which the call says on stdout
+(:func:`~softmax_as_linear.experiments.stages.read_result`); a damaged sweep, final evaluation or checkpoint stops
+the call with a :class:`~softmax_as_linear.core.artifacts.DamagedFileError` that names it and says what to do, a
+checkpoint written for other settings with a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError`;
+nothing else is touched. ``restart`` trains the requested reproductions afresh (every stage's checkpoint deleted).
+A reproduction split into shards (``shard=(k, n)``, :mod:`~softmax_as_linear.experiments.shards`) trains the seeds
+of shard ``k`` only, in a folder of its own.
 """
 from __future__ import annotations
 
@@ -31,18 +32,8 @@ from ..core.devices import resolve_device
 from ..core.provenance import library_changes
 from ..registry import PRESETS, RNGS, SAMPLERS
 from .chapters import REPRODUCTIONS
-from .figure_sweeps import (  # noqa: F401  (the figures' and Chapter 6's names, read from here before)
-    BEYOND_COVARIATES,
-    all_seeds,
-    beyond_overrides,
-    beyond_run,
-    final_key,
-    keep_other_seeds,
-    same_final_key,
-    sweep_of,
-)
-from .presets import shard_seeds  # noqa: F401
-from .result_files import overrides_of, shard_folder  # noqa: F401
+from .figure_sweeps import all_seeds
+from .result_files import shard_folder
 
 
 class UncommittedChangesError(Exception):

@@ -87,7 +87,8 @@ def train_stage(what: str, checkpoint: pathlib.Path, key, steps: int, train: Cal
     if restart:
         checkpoint.unlink(missing_ok=True)
     step = resume_point(checkpoint, key, what)
-    start = f"training {what}" if step is None else f"resuming {what} from step {step:,} of {steps:,}"
+    start = (f"training {what}" if step is None else f"reusing the finished {what} (step {step:,} of {steps:,})"
+             if step >= steps else f"resuming {what} from step {step:,} of {steps:,}")
     print(f"{start} on {device}; checkpoint {checkpoint}", flush=True)
     try:
         return train(checkpoint=checkpoint, should_stop=stop_at(deadline), checkpoint_every=CHECKPOINT_EVERY,
@@ -104,16 +105,26 @@ def discard(checkpoints) -> None:
         pathlib.Path(checkpoint).unlink(missing_ok=True)
 
 
+def read_result(path: pathlib.Path, source: str = "its checkpoints") -> dict | None:
+    """The one rule for a reproduction's result file that is there but cannot be read (truncated, say): it holds
+    nothing that its ``source`` (its stages' checkpoints, or the sweep it was read from) does not, so it is written
+    again from them, and the command says so on stdout. Returns the file's data, or None when it is missing or
+    damaged. (A damaged checkpoint, sweep or final evaluation, which training made, is an error: see the module.)"""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return None
+    try:
+        return load_json(path)
+    except DamagedFileError as error:
+        print(f"{error}: writing it again from {source}", flush=True)
+        return None
+
+
 def up_to_date(path: pathlib.Path, same: Callable[[dict], bool]) -> bool:
     """The "up to date" short-cut: whether ``path`` holds a complete result file for which ``same(data)`` says it was
-    written with this call's settings (a file that cannot be read is not: it is written again)."""
-    if not pathlib.Path(path).exists():
-        return False
-    try:
-        data = load_json(path)
-    except DamagedFileError:
-        return False
-    return bool(data.get("complete")) and same(data)
+    written with this call's settings (a damaged file is not: :func:`read_result`)."""
+    data = read_result(path)
+    return data is not None and bool(data.get("complete")) and same(data)
 
 
 def same_settings(settings, **stages) -> Callable[[dict], bool]:
@@ -126,4 +137,4 @@ def same_settings(settings, **stages) -> Callable[[dict], bool]:
 
 
 __all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "describe", "discard", "passed",
-           "resume_point", "same_settings", "stop_at", "train_stage", "up_to_date"]
+           "read_result", "resume_point", "same_settings", "stop_at", "train_stage", "up_to_date"]
