@@ -425,7 +425,9 @@ def _run(args: argparse.Namespace, parser: argparse.ArgumentParser, argv: list[s
         print(f"shard {k}/{n} written; once every shard is, join them with: python -m softmax_as_linear merge "
               f"{' '.join(args.figure)} --preset {args.preset} --shards {n}{options}", file=sys.stderr)
     partial = [path.name for path in written if load_json(path).get("complete", True) is False]
-    if not sharded and args.out is not None and args.out.resolve() != results_folder().resolve():
+    if args.preset == "smoke" and not sharded:  # the chapters read the lecture and paper presets' files only
+        print("note: the smoke preset checks that every step runs; no chapter reads its files", file=sys.stderr)
+    elif not sharded and args.out is not None and args.out.resolve() != results_folder().resolve():
         print(f"note: the chapters read {results_folder().absolute()}; for them to read {args.out.absolute()}"
               + (" once its files are complete (they refuse a partial one)" if partial else "")
               + f", set SOFTMAX_AS_LINEAR_RESULTS={args.out.absolute()}", file=sys.stderr)

@@ -192,3 +192,14 @@ def test_help_names_every_chapters_reproduction_with_an_example():
         if reproduction.example or not reproduction.in_all:  # the figures' examples name several at once
             assert f"python -m softmax_as_linear reproduce {reproduction.name} --preset" in text, reproduction.name
     assert "reproduce nonlinear --preset lecture" in text and "reproduce nonlinear_depth --preset lecture" in text
+
+
+def test_a_smoke_run_does_not_advise_pointing_the_chapters_at_its_folder(tmp_path, run_cli, monkeypatch):
+    """No chapter reads a smoke preset's file: its run says so, instead of how the chapters would read its folder."""
+    from softmax_as_linear.experiments import presets
+
+    monkeypatch.setattr(presets, "NONLINEAR_DEPENDENCE", presets.NONLINEAR_DEPENDENCE[:1])
+    code, out, err = run_cli("reproduce", "nonlinear_window", "--preset", "smoke", "--device", "cpu", "--out",
+                             str(tmp_path))
+    assert code == cli.EXIT_COMPLETE, err
+    assert "SOFTMAX_AS_LINEAR_RESULTS" not in err and "no chapter reads" in err
