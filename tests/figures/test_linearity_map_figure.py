@@ -43,7 +43,8 @@ def test_every_regime_has_one_curve_told_apart_without_colour(maps):
     assert len(looks) == len(curves)
     assert _trace(fig, "nonlinear labels, best weights").line.dash == "dash"
     stars = [t for t in fig.data if t.name.startswith("theory at L = ∞")]
-    assert len(stars) == 4 and all(list(t.x) == [figures.INFINITY_AT] for t in stars)
+    assert len(stars) == 2 and all(list(t.x) == [figures.INFINITY_AT] for t in stars)
+    assert [t.y[0] for t in stars] == pytest.approx([0.0, lm.limits()["nonlinear_optima"]])
     assert "∞" in fig.layout.xaxis.ticktext and fig.layout.xaxis.type == "log"
 
 

@@ -26,6 +26,8 @@ REGIME_STYLES = {
     "nonlinear": (style.SEQUENCE[4], "solid", "hexagon"),
     "nonlinear_optima": (style.SEQUENCE[4], "dash", "diamond-open"),
 }
+#: The regimes whose value at :math:`L = \infty` is Lemma 2.1's 0: one star stands for all of them.
+GAUSSIAN_TOKENS = ("isotropic", "anisotropic", "anisotropic_published")
 YTITLES = {"zero": "Δ = (R_lin − R_soft) / R_0",
            "excess": "(R_lin − R_soft) / (R_lin − R_Bayes)"}
 
@@ -35,7 +37,8 @@ def linearity_map_figure(maps: dict[str, dict], limits: dict[str, float] | None 
     """One curve per regime of ``maps`` (name -> :func:`~softmax_as_linear.experiments.linearity_map.regime_map`):
     the mean over seeds against ``L`` on a log axis, with error bars from the Student-t interval over seeds; optima
     (kind ``"optima"``) dashed with open markers. ``limits`` (name -> value at :math:`L = \\infty`) are drawn as
-    stars at :data:`INFINITY_AT`, ticked ∞. A dotted line marks 0, where the two attentions' risks coincide."""
+    stars at :data:`INFINITY_AT`, ticked ∞ (one star for the Gaussian regimes, whose value is Lemma 2.1's 0). A dotted
+    line marks 0, where the two attentions' risks coincide."""
     if variant not in YTITLES:
         raise ValueError(f"variant must be one of {tuple(YTITLES)}, got {variant!r}")
     if not maps:
@@ -58,10 +61,13 @@ def linearity_map_figure(maps: dict[str, dict], limits: dict[str, float] | None 
                                  error_y=dict(type="data", symmetric=False, array=high - mean,
                                               arrayminus=mean - low, thickness=1.2, width=3),
                                  line=dict(color=color, dash=dash, width=2), marker=dict(symbol=symbol, size=8)))
-    for name, value in limits.items():
-        color, _, _ = REGIME_STYLES[name]
-        fig.add_trace(go.Scatter(x=[INFINITY_AT], y=[value], mode="markers",
-                                 name=f"theory at L = ∞: {maps[name]['regime'].label}",
+    gaussian = [name for name in limits if name in GAUSSIAN_TOKENS]
+    stars = ([("theory at L = ∞: Gaussian tokens (Lemma 2.1)", limits[gaussian[0]], style.COLORS["theory"])]
+             if gaussian else [])
+    stars += [(f"theory at L = ∞: {maps[name]['regime'].label}", value, REGIME_STYLES[name][0])
+              for name, value in limits.items() if name not in GAUSSIAN_TOKENS]
+    for label, value, color in stars:
+        fig.add_trace(go.Scatter(x=[INFINITY_AT], y=[value], mode="markers", name=label,
                                  marker=dict(symbol="star", size=14, color=color, line=dict(color="#222", width=1))))
     if limits:
         ticks = [10.0 ** k for k in range(1, int(np.log10(longest)) + 1)]
