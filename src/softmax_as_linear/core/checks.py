@@ -23,7 +23,7 @@ def as_float_tensor(name: str, value, *, like: Tensor | None = None) -> Tensor:
 
 
 def shaped(name: str, value, dims: str, sizes: dict | None = None, *, dtype: torch.dtype | None = torch.float64,
-           allow_empty: bool = False) -> Tensor:
+           allow_empty: bool = False, check_finite: bool = True) -> Tensor:
     """``value`` (a tensor, NumPy array or nested list of numbers) as a finite floating tensor of shape ``dims``, or a
     ``ValueError`` naming ``name``.
 
@@ -31,7 +31,8 @@ def shaped(name: str, value, dims: str, sizes: dict | None = None, *, dtype: tor
     dimensions), with names (bound in ``sizes`` on first sight, with the argument they came from, and checked against
     it after: ``omega (m, d)`` then ``cov (d, d)``, whose error names both) or numbers. A named dimension must be at
     least 1 unless ``allow_empty``; the leading ``...`` may be empty. ``dtype`` None keeps the value's floating
-    dtype (a NumPy array's included, an integer one as the default dtype)."""
+    dtype (a NumPy array's included, an integer one as the default dtype). ``check_finite`` False skips the
+    finiteness check (which reads every entry, and on an accelerator waits for it)."""
     sizes = {} if sizes is None else sizes
     tensor = as_float_tensor(name, value)
     if dtype is not None:
@@ -51,7 +52,7 @@ def shaped(name: str, value, dims: str, sizes: dict | None = None, *, dtype: tor
             where = f" with {part} = {expected}" + (f" (from {origin})" if origin and origin != name else "")
             raise ValueError(f"{name} must have shape {wanted}{where if not part.isdigit() else ''}, got "
                              f"{tuple(tensor.shape)}" + (" (empty)" if tensor.numel() == 0 else ""))
-    return finite(name, tensor)
+    return finite(name, tensor) if check_finite else tensor
 
 
 def has_attributes(name: str, value, *attributes: str, kind: str = "object"):

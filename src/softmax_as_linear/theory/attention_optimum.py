@@ -52,11 +52,23 @@ class Prompts:
     target: Tensor
     _moments: tuple[Tensor, Tensor] | None = dataclasses.field(default=None, repr=False)
 
+    def __post_init__(self):
+        sizes: dict = {}
+        self.tokens = checks.shaped("tokens", self.tokens, "(n, L, D)", sizes)
+        if sizes["D"] < 2:
+            raise ValueError("tokens must have D >= 2 entries (inputs, then the label), got "
+                             f"{tuple(self.tokens.shape)}")
+        self.query = checks.shaped("query", self.query, "(n, D)", sizes)
+        self.target = checks.shaped("target", self.target, "(n,)", sizes)
+
     @classmethod
     def draw(cls, task, n_prompts: int, L: int, generator: torch.Generator) -> "Prompts":
         """``n_prompts`` prompts of length ``L`` of ``task`` from ``generator``, drawn in chunks of at most
         :data:`CHUNK_TOKENS` tokens (one :meth:`~softmax_as_linear.theory.cosine_task.CosineTask.sample` call each)."""
         n_prompts, L = checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L)
+        checks.has_attributes("task", task, "sample", kind="CosineTask")
+        if not isinstance(generator, torch.Generator):
+            raise ValueError(f"generator must be a torch.Generator, got {type(generator).__name__}")
         chunk, parts = max(1, CHUNK_TOKENS // L), []
         for start in range(0, n_prompts, chunk):
             parts.append(task.sample(min(chunk, n_prompts - start), L, generator, dtype=torch.float64))
@@ -93,6 +105,7 @@ class Prompts:
 
 def parameter_count(model: str, d: int) -> int:
     """Length of ``model``'s weight vector :math:`\\theta` for inputs of dimension ``d``."""
+    d = checks.positive_int("d", d)
     D = d + 1
     return {"softmax": d * d + d + D, "nadaraya_watson": 1, "linear": D * d + D, "affine": D + D * d + D}[
         checks.one_of("model", model, OPTIMUM_MODELS)]
@@ -103,6 +116,7 @@ def start(model: str, d: int, w: float = 1.0) -> np.ndarray:
     linear attention at its infinite-prompt optimum on inputs uniform on the sphere (:math:`W = (dI; 0)`,
     :math:`v = e_D`), the affine reference there plus the prompt's mean label (:math:`c = e_D`)."""
     checks.one_of("model", model, OPTIMUM_MODELS)
+    d = checks.positive_int("d", d)
     D = d + 1
     theta = np.zeros(parameter_count(model, d))
     if model in ("softmax", "nadaraya_watson"):
@@ -119,6 +133,20 @@ def start(model: str, d: int, w: float = 1.0) -> np.ndarray:
 def softmax_blocks(theta: Tensor, d: int) -> tuple[Tensor, Tensor, Tensor]:
     r"""``U_xx`` ``(..., d, d)``, ``u_y`` ``(..., d)`` and ``v`` ``(..., D)`` of softmax weights ``theta``
     ``(..., p)`` (any leading axes: one run, or a sweep's runs)."""
+    d = checks.positive_int("d", d)
+    return _softmax_blocks(_theta(_array(theta), "softmax", d, batch=True), d)
+
+
+def _theta(theta, model: str, d: int, batch: bool = False, dtype=None) -> Tensor:
+    """``theta`` as a tensor ``(p,)`` (``(..., p)`` with ``batch``) of ``model``'s length for inputs of dimension
+    ``d``, finite (checked on the CPU only: on an accelerator, in a training step, the check would wait for it)."""
+    p = parameter_count(model, d)
+    tensor = checks.as_float_tensor("theta", theta)
+    return checks.shaped("theta", tensor, f"(..., {p})" if batch else f"({p},)", dtype=dtype,
+                         check_finite=tensor.device.type == "cpu")
+
+
+def _softmax_blocks(theta: Tensor, d: int) -> tuple[Tensor, Tensor, Tensor]:
     w = torch.exp(theta[..., 0])
     free = theta[..., 1:d * d]
     last = -free[..., :: d + 1].sum(-1, keepdim=True)  # tr B = 0 fixes the last diagonal entry
@@ -131,9 +159,28 @@ def softmax_prediction(theta: Tensor, tokens: Tensor, query: Tensor) -> Tensor:
     r"""The softmax layer's prediction :math:`\hat y = \sum_i \mathrm{softmax}_i(x_i^\top U_{xx} x_q + y_i\,
     u_y^\top x_q)\, v^\top z_i` at weights ``theta`` ``(..., p)`` on prompts ``tokens`` ``(..., n, L, D)`` with
     queries ``query`` ``(..., n, D)``: ``(..., n)``. The leading axes of ``theta`` and the prompts match (one run's
-    weights on its prompts, or every run of a sweep on its own)."""
+    weights on its prompts, or every run of a sweep on its own). NumPy arrays accepted; the arguments are brought to
+    the widest of their dtypes; finiteness is checked on the CPU only (on an accelerator it would wait for it)."""
+    on_cpu = all(not isinstance(t, Tensor) or t.device.type == "cpu" for t in (theta, tokens, query))
+    sizes: dict = {}
+    tokens = checks.shaped("tokens", tokens, "(..., n, L, D)", sizes, dtype=None, check_finite=on_cpu)
+    query = checks.shaped("query", query, "(..., n, D)", sizes, dtype=None, check_finite=on_cpu)
     d = tokens.shape[-1] - 1
-    U_xx, u_y, v = softmax_blocks(theta, d)
+    theta = checks.shaped("theta", _array(theta), f"(..., {parameter_count('softmax', d)})", dtype=None,
+                          check_finite=on_cpu)
+    dtype = torch.promote_types(torch.promote_types(theta.dtype, tokens.dtype), query.dtype)
+    theta, tokens, query = theta.to(dtype), tokens.to(dtype), query.to(dtype)
+    try:
+        torch.broadcast_shapes(theta.shape[:-1], tokens.shape[:-3], query.shape[:-2])
+    except RuntimeError:
+        raise ValueError(f"theta's leading dimensions {tuple(theta.shape[:-1])} must match the prompts' "
+                         f"{tuple(tokens.shape[:-3])} (one run's weights per set of prompts)") from None
+    return _softmax_prediction(theta, tokens, query)
+
+
+def _softmax_prediction(theta: Tensor, tokens: Tensor, query: Tensor) -> Tensor:
+    d = tokens.shape[-1] - 1
+    U_xx, u_y, v = _softmax_blocks(theta, d)
     x_q = query[..., :d]
     read = torch.einsum("...ij,...nj->...ni", U_xx, x_q)  # U_xx x_q, (..., n, d)
     scores = (torch.einsum("...nld,...nd->...nl", tokens[..., :d], read)
@@ -147,13 +194,14 @@ def to_uv(model: str, theta, d: int) -> tuple[Tensor, Tensor]:
     query's zero label and the prediction's last coordinate leave them unread), for
     :func:`~softmax_as_linear.theory.models.predict`. The affine reference is not an attention layer."""
     checks.one_of("model", model, ("softmax", "nadaraya_watson", "linear"))
-    theta = torch.as_tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
+    d = checks.positive_int("d", d)
+    theta = _theta(_array(theta), model, d, dtype=torch.float64)
     D = d + 1
     U, V = torch.zeros(D, D, dtype=torch.float64), torch.zeros(D, D, dtype=torch.float64)
     if model == "nadaraya_watson":
         U[:d, :d], V[d, d] = torch.exp(theta[0]) * torch.eye(d, dtype=torch.float64), 1.0
     elif model == "softmax":
-        U_xx, u_y, v = softmax_blocks(theta, d)
+        U_xx, u_y, v = _softmax_blocks(theta, d)
         U[:d, :d], U[d, :d], V[d] = U_xx, u_y, v
     else:
         U[:, :d], V[d] = theta[: D * d].reshape(D, d), theta[D * d:]
@@ -163,7 +211,31 @@ def to_uv(model: str, theta, d: int) -> tuple[Tensor, Tensor]:
 def window(model: str, theta) -> float:
     r"""The window :math:`w = \operatorname{tr}(U_{xx})/d` of a softmax or Nadaraya-Watson :math:`\theta`."""
     checks.one_of("model", model, ("softmax", "nadaraya_watson"))
-    return float(math.exp(float(np.asarray(theta, dtype=float)[0])))
+    theta = checks.shaped("theta", _array(theta), "(p,)")
+    p, D = theta.shape[0], math.isqrt(theta.shape[0])
+    if (model == "nadaraya_watson" and p != 1) or (model == "softmax" and (D < 2 or D * D != p)):
+        raise ValueError(f"theta must have {'1 entry' if model == 'nadaraya_watson' else '(d + 1)^2 entries'} for "
+                         f"{model}, got {p}")
+    return float(math.exp(float(theta[0])))
+
+
+def _array(theta):
+    """A sequence of numbers as a NumPy array (tensors and arrays as they are), or a ``ValueError`` naming theta."""
+    if isinstance(theta, (list, tuple)):
+        try:
+            return np.asarray(theta, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"theta must be a sequence of numbers, got {theta!r}") from None
+    return theta
+
+
+def _checked(model: str, theta, prompts) -> Tensor:
+    """``model``, ``prompts`` and ``theta`` (float64 ``(p,)``) checked for :func:`losses`, :func:`objective` and
+    :func:`newton_step`."""
+    checks.one_of("model", model, OPTIMUM_MODELS)
+    if not isinstance(prompts, Prompts):
+        raise ValueError(f"prompts must be Prompts, got {type(prompts).__name__}")
+    return _theta(_array(theta), model, prompts.d, dtype=torch.float64)
 
 
 def _predict(model: str, theta: Tensor, prompts: Prompts, part: slice) -> Tensor:
@@ -180,13 +252,12 @@ def _predict(model: str, theta: Tensor, prompts: Prompts, part: slice) -> Tensor
     if model == "nadaraya_watson":
         scores = torch.exp(theta[0]) * (x @ x_q.unsqueeze(-1)).squeeze(-1)
         return (torch.softmax(scores, -1) * y).sum(-1)
-    return softmax_prediction(theta, z, prompts.query[part])
+    return _softmax_prediction(theta, z, prompts.query[part])
 
 
 def losses(model: str, theta, prompts: Prompts) -> Tensor:
     r"""Per-prompt losses :math:`\tfrac12(\hat y - y_q)^2` of ``model`` at :math:`\theta` on ``prompts``: ``(n,)``."""
-    checks.one_of("model", model, OPTIMUM_MODELS)
-    theta = torch.as_tensor(np.asarray(theta, dtype=float), dtype=torch.float64)
+    theta = _checked(model, theta, prompts)
     with torch.no_grad():
         return torch.cat([0.5 * (_predict(model, theta, prompts, p) - prompts.target[p]) ** 2
                           for p in prompts.chunks()])
@@ -194,7 +265,7 @@ def losses(model: str, theta, prompts: Prompts) -> Tensor:
 
 def objective(model: str, theta, prompts: Prompts) -> tuple[float, np.ndarray]:
     """The mean loss on ``prompts`` and its gradient in :math:`\\theta`, accumulated chunk by chunk."""
-    theta = torch.tensor(np.asarray(theta, dtype=float), dtype=torch.float64, requires_grad=True)
+    theta = _checked(model, theta, prompts).clone().requires_grad_(True)
     total = 0.0
     for part in prompts.chunks():
         loss = 0.5 * ((_predict(model, theta, prompts, part) - prompts.target[part]) ** 2).sum() / prompts.n
@@ -208,7 +279,8 @@ def newton_step(model: str, theta, prompts: Prompts, h: float = 1e-4) -> tuple[n
     r"""The Newton step :math:`-H^{-1}g` from :math:`\theta` (``H`` by central differences of the exact gradient,
     symmetrised; a pseudo-inverse, so that a direction the model does not see, such as the scale shared by
     :math:`v` and :math:`W` in linear attention, contributes nothing) and the Hessian's eigenvalues."""
-    theta = np.asarray(theta, dtype=float)
+    theta = _checked(model, theta, prompts).numpy()
+    h = checks.positive_float("h", h)
     _, g = objective(model, theta, prompts)
     columns = []
     for j in range(theta.size):
@@ -249,16 +321,16 @@ def fit(model: str, prompts: Prompts, theta0=None, gtol: float = 1e-9, max_itera
     from scipy.optimize import minimize
 
     checks.one_of("model", model, OPTIMUM_MODELS)
+    if not isinstance(prompts, Prompts):
+        raise ValueError(f"prompts must be Prompts, got {type(prompts).__name__}")
+    gtol, max_iterations = checks.positive_float("gtol", gtol), checks.positive_int("max_iterations", max_iterations)
     if theta0 is None:
         if model == "nadaraya_watson":
             grid = [float(losses(model, [t], prompts).mean()) for t in LOG_W_GRID]
             theta0 = [LOG_W_GRID[int(np.argmin(grid))]]
         else:
             theta0 = start(model, prompts.d)
-    theta0 = np.asarray(theta0, dtype=float)
-    if theta0.shape != (parameter_count(model, prompts.d),):
-        raise ValueError(f"theta0 must have {parameter_count(model, prompts.d)} entries for {model}, "
-                         f"got {theta0.shape}")
+    theta0 = checks.shaped("theta0", _array(theta0), f"({parameter_count(model, prompts.d)},)").numpy()
     result = minimize(lambda t: objective(model, t, prompts), theta0, jac=True, method="L-BFGS-B",
                       options={"gtol": gtol, "ftol": 1e-15, "maxiter": max_iterations, "maxcor": 20})
     step, eigenvalues = newton_step(model, result.x, prompts)
