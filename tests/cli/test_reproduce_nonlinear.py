@@ -3,6 +3,7 @@
 number, provenance aside."""
 import json
 
+import numpy as np
 import pytest
 
 import softmax_as_linear.cli as cli
@@ -86,7 +87,13 @@ def test_nonlinear_window_shards_merge_into_the_file_of_one_process(one_process_
     assert json.dumps(joined, sort_keys=True) == json.dumps(one, sort_keys=True)  # bit for bit on a CPU
     assert joined["per_seed"]["seeds"] == [0, 1] and len(joined["per_seed"]["dependence"]["w"]) == 2
     merged = json.loads((tmp_path / "sharded" / "nonlinear_window_smoke.json").read_text())["provenance"]
-    assert [s["seeds"] for s in merged["shards"]] == [[0], [1]] and len(merged["dependence_settings"]) == 5
+    assert [s["seeds"] for s in merged["shards"]] == [[0], [1]]
+    # the merged provenance records the shards' settings of every stage (their seeds joined), as the data holds them
+    shard = json.loads((tmp_path / "sharded" / "shards" / "1-of-2" / "nonlinear_window_smoke.json").read_text())
+    assert [{**s, "seeds": None} for s in merged["dependence_settings"]] == \
+        [{**s, "seeds": None} for s in shard["provenance"]["dependence_settings"]]
+    assert len(merged["dependence_settings"]) == len(joined["dependence"]["settings"]) == \
+        np.asarray(joined["per_seed"]["dependence"]["w"]).shape[1]
 
 
 def _stop_early(monkeypatch):

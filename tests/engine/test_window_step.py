@@ -53,7 +53,7 @@ def test_start_decay_and_bad_input():
             WindowStepper(CosineTask(), **{"seeds": (0,), "lengths": (5,), **kwargs})
 
 
-def test_a_diverged_run_stops_and_the_others_move():
+def test_a_diverged_run_stops_and_the_others_move_at_step_0_or_mid_run():
     stepper = WindowStepper(CosineTask(), seeds=(0, 1), lengths=(5,), batch_size=4, held_out_prompts=4, lr=0.1)
     with torch.no_grad():
         stepper.theta[1, 0, 0, -1] = 1e6  # v_y huge: the risk far beyond the divergence threshold
@@ -62,6 +62,15 @@ def test_a_diverged_run_stops_and_the_others_move():
     after = stepper.weights()["theta"]
     assert stepper.alive.tolist() == [[[True]], [[False]]] and stepper.diverged_at[1, 0, 0] == 0
     assert torch.equal(after[1], before[1]) and not torch.equal(after[0], before[0])
+    # a run that diverges mid-run, its Adam moments built up, is not moved by them afterwards either
+    stepper.lr, frozen, later = 30.0, None, 0
+    while later < 4 and stepper.step_count < 40:
+        stepper.step()
+        later += frozen is not None
+        if frozen is None and stepper.diverged_at[0, 0, 0] > 0:
+            frozen = stepper.weights()["theta"][0]
+    assert frozen is not None and later == 4, "the run did not diverge mid-run"
+    assert torch.equal(stepper.weights()["theta"][0], frozen) and torch.equal(stepper.weights()["theta"][1], before[1])
 
 
 def test_training_moves_the_window_towards_the_tasks_scale():
@@ -73,3 +82,4 @@ def test_training_moves_the_window_towards_the_tasks_scale():
         stepper.step()
     w = math.exp(float(stepper.weights()["theta"][0, 0, 0, 0]))
     assert w > math.e and float(stepper.held_out()[0]) < 0.5 * risk0
+
