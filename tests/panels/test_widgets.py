@@ -207,3 +207,23 @@ def test_a_clamped_value_is_reported_and_shown_before_its_redraw(shell):
     assert seen[-1] == (1, "", "1") and panel.note.value == ""
     controls["k"].value = 0                                                     # a dragged slider: box follows
     assert seen[-1][0] == 0 and box.value == "0"
+
+
+def test_the_panel_says_it_is_computing_while_it_draws_and_only_then(shell):
+    holder, seen = {}, []
+
+    def draw(a):
+        if "panel" in holder:  # the first draw runs while the panel is being built
+            seen.append(holder["panel"].status.value)
+        if a > 0.9:
+            raise ValueError("a too large")
+
+    controls = {"a": W.FloatSlider(value=0.5, min=0.0, max=1.0, description="a")}
+    holder["panel"] = built = widgets.panel(controls, draw)
+    assert built.status.value == ""
+    controls["a"].value = 0.25
+    assert "Computing" in seen[-1] and "a = 0.25" in seen[-1] and built.status.value == ""
+    controls["a"].value = 0.95
+    assert "Computing" in seen[-1] and built.status.value == "", "a failure clears the status too"
+    assert "a too large" in built.note.value
+    assert built.children.index(built.status) < built.children.index(built.output)

@@ -271,29 +271,49 @@ def figure_outputs(fig) -> tuple[dict, ...]:
                  for o in captured.outputs)
 
 
+def computing(values: dict) -> str:
+    """The status line's HTML while a panel computes ``values`` (control name -> value)."""
+    shown = ", ".join(f"{name} = {_short(value)}" for name, value in values.items())
+    return (f'<div style="color:#555;padding:2px 0" role="status">Computing \u2026 '
+            f'({html.escape(shown)})</div>')
+
+
+def _short(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
 def panel(controls: dict[str, W.Widget], draw: Callable[..., object], *, columns: int = 3,
           title: str | None = None) -> Panel:
     """Lay out ``controls`` and call ``draw(**values)`` whenever one of them changes.
 
-    ``draw`` returns the plotly figure to show (None shows nothing).
+    ``draw`` returns the plotly figure to show (None shows nothing). While it computes, the panel's status line
+    (above the figure) says "Computing …" with the values it computes for, so that a figure that takes seconds does
+    not leave the panel looking dead; the line is cleared when the figure (or a message) replaces it. The status is
+    widget state only: it is not part of a notebook's stored outputs.
     Whatever it raises is caught: the figure is cleared and the message line says why (:func:`explain`);
     a ``ValueError`` should say which control to change. A typed value that a control cannot take is
     reported on the same line (see :func:`typed_entry`). The returned :class:`Panel` keeps
-    ``controls``, ``output`` and ``note`` (the message line).
+    ``controls``, ``output``, ``note`` (the message line) and ``status`` (the status line).
     """
     output = W.Output()
     note, report, fail = message_line()
+    status = W.HTML("")
+    status.add_class("sal-status")
 
     def refresh(change=None):
         if not from_box(change):  # a typed value's report stays for its redraw
             report("")
         fail("")
+        values = {name: widget.value for name, widget in controls.items()}
+        status.value = computing(values)  # sent to the browser at once, before the computation starts
         try:
-            figure = draw(**{name: widget.value for name, widget in controls.items()})
+            figure = draw(**values)
         except Exception as error:  # noqa: BLE001 - every failure becomes a message, never a traceback
             output.outputs = ()
             fail(explain(error))
             return
+        finally:
+            status.value = ""
         # One assignment replaces the old figure: a clear_output(wait=True) sent before it could reach
         # JupyterLab after the new outputs and leave the panel empty.
         output.outputs = () if figure is None else figure_outputs(figure)
@@ -303,6 +323,6 @@ def panel(controls: dict[str, W.Widget], draw: Callable[..., object], *, columns
     rows = layout_controls(controls, report, columns)
     header = [W.HTML(f"<b>{html.escape(title)}</b>")] if title else []
     refresh()
-    box = Panel(header + rows + [note, output], title=title)
-    box.controls, box.output, box.note = controls, output, note
+    box = Panel(header + rows + [note, status, output], title=title)
+    box.controls, box.output, box.note, box.status = controls, output, note, status
     return box
