@@ -203,3 +203,19 @@ def test_a_smoke_run_does_not_advise_pointing_the_chapters_at_its_folder(tmp_pat
                              str(tmp_path))
     assert code == cli.EXIT_COMPLETE, err
     assert "SOFTMAX_AS_LINEAR_RESULTS" not in err and "no chapter reads" in err
+
+
+def test_a_run_of_a_preset_the_chapters_read_elsewhere_says_how_they_would_read_it(tmp_path, run_cli, monkeypatch):
+    """A lecture run written with --out: the note says how the chapters would read that folder, and that they refuse
+    a partial file (the training itself replaced by a partial file)."""
+    from softmax_as_linear.experiments import reproduce
+
+    def partial(figure, **options):
+        path = tmp_path / "depth_lecture.json"
+        path.write_text(json.dumps({"complete": False}))
+        return [path]
+
+    monkeypatch.setattr(reproduce, "reproduce", partial)
+    code, out, err = run_cli("reproduce", "depth", "--device", "cpu", "--out", str(tmp_path))
+    assert code == cli.EXIT_PARTIAL
+    assert f"SOFTMAX_AS_LINEAR_RESULTS={tmp_path}" in err and "once its files are complete" in err

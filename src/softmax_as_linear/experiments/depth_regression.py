@@ -36,7 +36,6 @@ import torch
 
 from ..core import checks, seeding
 from ..core.artifacts import jsonable
-from ..core.provenance import device_name, provenance, utc_now
 from ..core.stats import loglog_slope, mean_se_along
 from ..engine.deep_schedule import (
     DECAY_AT,
@@ -278,26 +277,7 @@ def depth_readings(stepper, records, settings: DepthSettings, refs: dict | None 
             "references": refs if refs is not None else depth_references(settings)}
 
 
-def depth_provenance(settings: DepthSettings, preset: str, device, wall_seconds: float, records) -> dict:
-    """Where a Chapter 7 result came from: device, torch, commit, uncommitted changes, wall time, every setting, the
-    training path and time, the date."""
-    return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
-            "settings": settings.as_dict(), "engine_path": records.engine_path,
-            "training_seconds": round(float(records.seconds), 1), "date": utc_now()}
-
-
 # Reading a result -------------------------------------------------------------------------------------------------
-
-def merge_per_seed(parts: list[dict]) -> dict:
-    """The ``per_seed`` blocks of shards (consecutive seeds), joined along the seed axis."""
-    def join(values):
-        if isinstance(values[0], dict):
-            return {k: join([v[k] for v in values]) for k in values[0]}
-        if isinstance(values[0], list):
-            return [row for v in values for row in v]
-        return values[0]  # a count shared by the shards (prompts per seed)
-    return join(parts)
-
 
 def depth_summary(data: dict, level: float = 0.95) -> dict:
     r"""Means over seeds with standard errors over seeds (``"mean"``, ``"se"`` ``{name: (nL,)}`` for every model and
@@ -509,7 +489,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
 
 
 __all__ = ["DEPTH_MODELS", "DIFFERENCES", "DepthSettings", "MODEL_NAMES", "STAGE_BATCHES", "STAGE_SOURCES",
-           "WarmCheckpointKey", "WarmSettings", "cross_evaluation", "depth_provenance", "depth_readings",
-           "depth_settings", "depth_summary", "deep_final_evaluation", "merge_per_seed", "read_stages",
+           "WarmCheckpointKey", "WarmSettings", "cross_evaluation", "depth_readings",
+           "depth_settings", "depth_summary", "deep_final_evaluation", "read_stages",
            "depth_references", "seed_slopes", "stage_window", "train_depth", "train_warm", "warm_readings",
            "warm_settings"]

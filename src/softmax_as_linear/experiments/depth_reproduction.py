@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from ..core.artifacts import save_json
+from ..core.provenance import device_name, provenance, utc_now
 from ..engine.sweep import config_fields
 from .presets import shard_seeds, sweep_seeds
 from .result_files import overrides_of
@@ -43,7 +44,7 @@ def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty)
     from the block-start two-layer softmax weights) trained and read, written as ``depth_<run>.json`` (a shard's into
     its folder). A file whose sweep is complete but whose warm stage or control is missing or unfinished resumes there
     without training the sweep again."""
-    from .depth_regression import depth_provenance, depth_readings, depth_references, train_depth, warm_settings
+    from .depth_regression import depth_readings, depth_references, train_depth, warm_settings
     from .result_files import depth_file, depth_run
 
     run = depth_run(preset, seeds)
@@ -97,6 +98,14 @@ def reproduce_depth(preset, device, out, deadline, seeds, restart, shard, dirty)
     return path
 
 
+def depth_provenance(settings, preset: str, device, wall_seconds: float, records) -> dict:
+    """Where a Chapter 7 result came from: device, torch, commit, uncommitted changes, wall time, every setting, the
+    training path and time, the date."""
+    return {**provenance(device, wall_seconds), "device_name": device_name(device), "preset": preset,
+            "settings": settings.as_dict(), "engine_path": records.engine_path,
+            "training_seconds": round(float(records.seconds), 1), "date": utc_now()}
+
+
 def dataclass_dict(value) -> dict:
     """A settings dataclass as the JSON files record it."""
     import dataclasses
@@ -116,7 +125,6 @@ def _depth_warm(settings, warm, data, device, checkpoint, deadline, restart: boo
     """A second stage of a finished sweep ``data``: two-layer softmax trained (or resumed) from its trained model
     ``source`` (the two-layer linear weights: the warm stage; the block-start two-layer softmax weights: its
     equal-budget control), read."""
-    from ..core.provenance import device_name, provenance, utc_now
     from .depth_regression import WarmCheckpointKey, train_warm, warm_readings
 
     U, v = np.asarray(data["per_seed"]["U"]), np.asarray(data["per_seed"]["v"])

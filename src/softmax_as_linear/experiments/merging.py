@@ -65,11 +65,23 @@ def common_origin(origins: list[dict]) -> dict:
     return top
 
 
+def merge_per_seed(parts: list[dict]) -> dict:
+    """The ``per_seed`` blocks of shards (consecutive seeds), joined along the seed axis (every reproduction whose
+    readings are per seed)."""
+    def join(values):
+        if isinstance(values[0], dict):
+            return {k: join([v[k] for v in values]) for k in values[0]}
+        if isinstance(values[0], list):
+            return [row for v in values for row in v]
+        return values[0]  # a count shared by the shards (prompts per seed)
+    return join(parts)
+
+
 def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
     """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
     along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
     :class:`ShardError` names a missing, unfinished or foreign shard."""
-    from .depth_regression import merge_per_seed, warm_settings
+    from .depth_regression import warm_settings
     from .depth_reproduction import dataclass_dict, depth_shard_settings
     from .result_files import depth_file, depth_run
 
@@ -209,8 +221,6 @@ def merged_per_seed_shards(stages, file: str, command_text: str, preset: str, n:
     per-seed readings are concatenated, the rest taken from the first shard, and the provenance is
     :func:`common_origin`'s with every shard's own kept; a :class:`ShardError` names a missing, unfinished or foreign
     shard (and the stage whose settings differ)."""
-    from .depth_regression import merge_per_seed
-
     whole = stages()
     all_seeds = tuple(whole["settings"]["seeds"])
     parts, origins = [], []
