@@ -1,14 +1,15 @@
 """The command line: ``python -m softmax_as_linear reproduce FIGURE... [options]`` and ``merge`` (and the
 ``softmax-as-linear`` script), parsing its arguments and mapping outcomes to exit codes.
 
-    python -m softmax_as_linear reproduce {fig1,...,fig8,beyond,all} [more] [--preset {paper,lecture,smoke}]
+    python -m softmax_as_linear reproduce {fig1,...,fig8,beyond,depth,nonlinear,...,all} [more] [--preset P]
         [--device {auto,cpu,cuda}] [--out DIR] [--max-minutes M] [--seeds N] [--sampler {paper,published}]
         [--rng {auto,torch,philox}] [--covariates LAW...] [--lengths L...] [--threads T] [--restart] [--allow-dirty]
         [--shard K/N | --shards N [--launcher {local,slurm}] [cluster options]]
     python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--rng R]
         [--covariates LAW...] [--lengths L...] [--out DIR] [--allow-dirty]
 
-What they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` and
+The reproductions are those of :data:`softmax_as_linear.experiments.chapters.REPRODUCTIONS` (``--help`` lists
+them); what they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` and
 :mod:`softmax_as_linear.experiments.shards`. Nothing heavy is imported before a command runs, so
 ``--help`` and ``--version`` answer at once. Exit codes: see ``EXIT_CODES``.
 """

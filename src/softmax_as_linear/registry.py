@@ -55,8 +55,7 @@ OPTIMIZERS = ("sgd", "adam")
 ENGINE_PATHS = ("auto", "cpu", "tensor", "fused_softmax", "prompt_kernel")
 
 #: Covariate laws of Chapter 6: laws of the raw regression inputs :math:`\xi` (mean 0, variance 1; inputs are
-# :math:`F\xi`): the paper's
-#: Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
+#: :math:`F\xi`): the paper's Gaussian, uniform on :math:`[-\sqrt3, \sqrt3]`, and Rademacher :math:`\pm 1`.
 COVARIATES = ("gaussian", "uniform", "rademacher")
 #: Labels of a training sweep: linear in the inputs (Chapters 4-7) or random cosine features on the sphere (Chapter 8).
 LABELS = ("linear", "cosine")

@@ -6,11 +6,14 @@ A :class:`Reproduction` says what it is called on the command line (``name``), w
 (``options``), how many seeds a preset gives it (``seeds``; ``fixed_seeds`` when the preset fixes them and ``--seeds``
 does not apply; ``sharded`` when a sharded run leaves it to the merge), how it runs (``reproduce``: its stages, each
 trained or resumed by :func:`~softmax_as_linear.experiments.stages.train_stage`, then its files, complete when every
-stage is) and how its shards are joined (``check_shards``, then ``merged_files``). The paper's figures
+stage is) and how its shards are joined (``check_shards``, then ``merged_files``, the per-seed files by
+:func:`~softmax_as_linear.experiments.merging.merged_per_seed_shards`). The paper's figures
 (:class:`Figure`, one per figure; Figures 2-4 share one sweep and Figures 6-8 another, trained once per call through
 ``shared``), Chapter 6's sweeps (:class:`Beyond`), Chapter 7 (:class:`Depth`) and Chapter 8 (:class:`Nonlinear`,
-:class:`NonlinearDepth`, :class:`NonlinearWindow`, :class:`NonlinearOptima`) are such objects. Adding a reproduction
-is writing one class and listing it in :data:`REPRODUCTIONS`; nothing else branches on its name.
+:class:`NonlinearDepth`, :class:`NonlinearWindow`, :class:`NonlinearOptima`) are such objects. A reproduction's
+presets, stages, file name and merge live in other modules (``CONTRIBUTING.md``, "Adding a chapter's
+reproduction", lists them); its class here, listed in :data:`REPRODUCTIONS`, is what ``reproduce``, ``merge``, their
+option checks and the help iterate over: nothing else branches on its name.
 
 The keyword ``options`` every method takes are the command's other options: ``sampler``, ``rng``, ``covariates``,
 ``lengths`` (with ``None`` and the defaults meaning "not given"), ``device`` (merge) and ``shared`` (reproduce) or
@@ -77,8 +80,10 @@ class Reproduction:
         raise NotImplementedError
 
     def check_shards(self, preset: str, seeds: int | None, n: int, out: pathlib.Path, command, **options) -> None:
-        """A :class:`~softmax_as_linear.experiments.merging.ShardError` when a shard has not written what the merge
-        joins (checked for every reproduction of a merge before any is read)."""
+        """A :class:`~softmax_as_linear.experiments.merging.ShardError` when a shard has not written a sweep the merge
+        joins, checked for every reproduction of a merge before any sweep is read (the figures and Chapter 6). This
+        default checks nothing: a reproduction whose shards write one result file each checks them as
+        :meth:`merged` reads them, before anything is written."""
 
     def merged(self, preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool,
                start: float) -> dict:

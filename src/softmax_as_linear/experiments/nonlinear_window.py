@@ -206,7 +206,7 @@ def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None,
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": main.as_dict(), "seeds": list(main.seeds),
                           "dependence_settings": [s.as_dict() for s in dependence],
-                          "engine_path": paths[0] if paths else "window", "training_seconds": round(seconds, 1),
+                          "engine_path": paths[0], "training_seconds": round(seconds, 1),
                           "command": nonlinear_window_command(preset), "allow_dirty": bool(dirty), "date": utc_now(),
                           "seed_rule": "seed s: batches from stream 'train', held-out prompts from 'held_out', final "
                                        "prompts from 'evaluation' (at the longest length); every run starts at w = 1, "

@@ -428,19 +428,15 @@ def saved_nonlinear_window(preset: str = "lecture", folder=None, required: bool 
 OPTIMA_PRESETS = ("lecture", "smoke")
 
 
-def _optima_presets() -> tuple[str, ...]:
-    return OPTIMA_PRESETS
-
-
 def nonlinear_optima_file(preset: str = "lecture") -> str:
     """File name of Chapter 8's optima of one attention layer: ``nonlinear_optima_<preset>.json``."""
-    checks.one_of("preset", preset, _optima_presets())
+    checks.one_of("preset", preset, OPTIMA_PRESETS)
     return f"nonlinear_optima_{preset}.json"
 
 
 def nonlinear_optima_command(preset: str = "lecture") -> str:
     """The command that writes ``nonlinear_optima_<preset>.json`` into the results folder."""
-    checks.one_of("preset", preset, _optima_presets())
+    checks.one_of("preset", preset, OPTIMA_PRESETS)
     return f"python -m softmax_as_linear reproduce nonlinear_optima --preset {preset}"
 
 

@@ -40,15 +40,16 @@ def reach(trained: dict, optima: dict, model: str = "softmax") -> dict:
         i, j = lengths_t.index(L), lengths_o.index(L)
         log_star, se = summary["log_w"][j], summary["log_w_se"][j]
         final = w[:, i, -1]
-        change = np.log(final) - np.log(w[:, i, quarter])
-        rate = change / (steps[-1] - steps[quarter])
-        gap = log_star - np.log(final)
-        rate_w = (final - w[:, i, quarter]) / (steps[-1] - steps[quarter])
-        gap_w = math.exp(log_star) - final
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):  # every division: a flat last quarter, a rate of 0
+            change = np.log(final) - np.log(w[:, i, quarter])
+            rate = change / (steps[-1] - steps[quarter])
+            gap = log_star - np.log(final)
+            rate_w = (final - w[:, i, quarter]) / (steps[-1] - steps[quarter])
+            gap_w = math.exp(log_star) - final
             needed = np.where(rate * gap > 0, gap / rate, math.inf)
             needed_w = np.where(rate_w * gap_w > 0, gap_w / rate_w, math.inf)
-        out["final_w"].append(final), out["z"].append((np.log(final) - log_star) / se)
+            z = (np.log(final) - log_star) / se
+        out["final_w"].append(final), out["z"].append(z)
         out["ratio"].append(final / math.exp(log_star)), out["last_quarter_change"].append(change)
         out["steps_to_optimum"].append(needed), out["steps_to_optimum_additive"].append(needed_w)
         opt_w.append(math.exp(log_star)), opt_se.append(se)
