@@ -59,12 +59,12 @@ def resume_point(checkpoint: pathlib.Path, key, what: str) -> int | None:
     except ValueError:  # load_checkpoint's one ValueError: a configuration other than this one
         raise SettingsMismatchError(
             checkpoint, f"checkpoint {checkpoint} was written for other settings of {what} than this command's "
-                        f"({describe(key)}): run the command that started it again (the same options) to resume it, "
-                        + RESTART_ADVICE) from None
+                        f"({settings_text(key)}): run the command that started it again (the same options) to resume "
+                        "it, " + RESTART_ADVICE) from None
     return int(state["step"])
 
 
-def describe(key) -> str:
+def settings_text(key) -> str:
     """The settings a checkpoint is compared on, as the mismatch message lists them."""
     seen = key.as_dict()
     parts = [f"seeds {', '.join(map(str, seen['seeds']))}"]
@@ -136,5 +136,5 @@ def same_settings(settings, **stages) -> Callable[[dict], bool]:
     return lambda data: all((data.get("provenance") or {}).get(key) == value for key, value in expected.items())
 
 
-__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "describe", "discard", "passed",
-           "read_result", "resume_point", "same_settings", "stop_at", "train_stage", "up_to_date"]
+__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "discard", "passed",
+           "read_result", "resume_point", "same_settings", "settings_text", "stop_at", "train_stage", "up_to_date"]
