@@ -96,3 +96,43 @@ def test_the_figures_and_the_fit_draw_the_same_runs_as_kernel_smoothers(data):
     assert sum(len(t.y) for t in drawn) == kept.sum()
     trained = [t for t in figures.optimum_window_figure(_optima(), changed).data if t.mode == "markers"]
     assert len(trained[0].y) == kept.sum()
+
+
+def _phone_figures(data):
+    """Every figure builder of Chapter 8, on the stored lecture result and a small optima result."""
+    t = np.linspace(-2, 2, 5)
+    optima = _optima()
+    settled = {"steps": [0, 10, 20], "lengths": [10, 100], "decay_step": 10,
+               "per_seed": {"w": np.ones((2, 2, 3)).tolist()}}
+    return {
+        "limit": figures.limit_figure(t, t, t, t, {100: t, 1000: t}),
+        "gap": figures.gap_figure([10, 100], {"softmax": [1.0, 0.1], "linear": [1.0, 0.1]},
+                                  {"softmax": [0.1, 0.01], "linear": [0.1, 0.01]}),
+        "risk": figures.risk_figure(data, 0.337),
+        "window": figures.window_figure(data, -0.5),
+        "window paths": figures.window_paths_figure(data, 1),
+        "kernel": figures.kernel_figure(t, t, {1.0: np.ones(5), 10.0: np.ones(5)}, 0.5),
+        "optimum window": figures.optimum_window_figure(optima, data),
+        "settling": figures.settling_figure(settled, None),
+        "optimum risk": figures.optimum_risk_figure(optima),
+    }
+
+
+def test_every_figure_reads_at_a_phones_width(data):
+    """Titles wrapped to lines that fit a phone's text column, legends below the axes with entries that fit it,
+    y-axis titles no longer than the axes are high (the issue: titles cut, legends needing a sideways swipe)."""
+    from softmax_as_linear.figures import style
+
+    for name, fig in _phone_figures(data).items():
+        layout = fig.layout
+        lines = layout.title.text.split("<br>")
+        assert all(len(style._plain(line)) <= style.TITLE_CHARS for line in lines), (name, lines)
+        assert layout.title.font.size == style.TITLE_SIZE
+        assert layout.margin.t >= 60 + style.TITLE_LINE_PX * (len(lines) - 1), name
+        assert layout.legend.orientation == "h" and layout.legend.y < 0, name
+        for trace in fig.data:
+            if trace.showlegend is not False and trace.name:
+                assert all(len(style._plain(x)) <= style.LEGEND_CHARS for x in trace.name.split("<br>")), trace.name
+        axes = layout.height - layout.margin.t - layout.margin.b
+        for line in (layout.yaxis.title.text or "").split("<br>"):
+            assert len(style._plain(line)) * style.AXIS_CHAR_PX <= axes, (name, line, axes)

@@ -156,3 +156,29 @@ def test_every_colour_has_contrast_on_white():
     """WCAG 1.4.11: graphical objects that carry meaning need 3:1 against their background."""
     for color in [*style.COLORS.values(), *style.SEQUENCE]:
         assert _contrast_on_white(color) >= 3.0, color
+
+
+def test_wrap_keeps_words_whole_and_lines_short():
+    text = "The best one-layer risks at each L against the L = ∞ references"
+    wrapped = style.wrap(text, 20)
+    assert wrapped.replace("<br>", " ") == text and all(len(line) <= 20 for line in wrapped.split("<br>"))
+    assert style.wrap("short", 20) == "short" and style.wrap("a<br>b", 20) == "a<br>b"
+    assert style.wrap("averyveryverylongword x", 5) == "averyveryverylongword<br>x"
+
+
+def test_a_wrapped_title_reads_as_one_line_and_a_subtitle_as_a_dash():
+    assert style._plain("Two lines<br>of one title") == "Two lines of one title"
+    assert style._plain("Gap<br><sup>three lengths</sup>") == "Gap — three lengths"
+
+
+def test_fit_phone_wraps_the_title_and_puts_the_legend_below():
+    fig = style.new_figure("A title far longer than what a phone shows on one line of its screen", "x",
+                           "an axis title that is much too long for the height of the axes of this figure here")
+    fig.add_trace(go.Scatter(x=[1, 2], y=[1, 2], name="a legend entry whose name is long enough to need two lines"))
+    fig.add_trace(go.Scatter(x=[1, 2], y=[2, 1], name="hidden", showlegend=False))
+    before = fig.layout.height
+    style.fit_phone(fig)
+    assert fig.layout.title.text.count("<br>") == 1 and fig.layout.margin.t == 60 + style.TITLE_LINE_PX
+    assert "<br>" in fig.layout.yaxis.title.text and fig.layout.margin.l == 86
+    assert fig.data[0].name.count("<br>") == 1 and fig.data[1].name == "hidden"
+    assert fig.layout.legend.orientation == "h" and fig.layout.height == before + style.TITLE_LINE_PX + 30 + 22 * 2

@@ -18,7 +18,7 @@ def limit_figure(t, target, softmax_limit, linear_limit, finite: dict) -> go.Fig
     """Predictions along a line of queries :math:`x_q = t e_1`: the task's :math:`f(x_q)`, the two infinite-prompt
     limits, and finite-prompt softmax attention (``finite``: ``{L: predictions}``, each the mean over prompts) as
     markers. All arrays ``(n,)`` over ``t``."""
-    fig = style.new_figure("Softmax attention's limit is a smoothed f at a linear image of the query",
+    fig = style.new_figure("Softmax's limit: a smoothed f at a linear image of the query",
                            "query coordinate t (x_q = t e_1)", "prediction")
     fig.add_trace(go.Scatter(x=t, y=target, mode="lines", name="f(x_q), the conditional mean",
                              line=dict(color=style.COLORS["bayes"], dash="dot", width=2)))
@@ -29,7 +29,7 @@ def limit_figure(t, target, softmax_limit, linear_limit, finite: dict) -> go.Fig
     for (L, values), symbol in zip(sorted(finite.items()), ("circle-open", "diamond", "square-open")):
         fig.add_trace(go.Scatter(x=t, y=values, mode="markers", name=f"softmax, L = {L:,} (mean of prompts)",
                                  marker=dict(color=style.COLORS["softmax"], symbol=symbol, size=8)))
-    return fig
+    return style.fit_phone(fig)
 
 
 def gap_figure(lengths, gaps: dict, gap_se: dict) -> go.Figure:
@@ -48,7 +48,7 @@ def gap_figure(lengths, gaps: dict, gap_se: dict) -> go.Figure:
         fig.add_trace(go.Scatter(x=lengths, y=y[0] * lengths[0] / lengths, mode="lines",
                                  name=f"slope -1 through the first {name} point",
                                  line=dict(color=style.COLORS[name], dash="dot", width=1)))
-    return fig
+    return style.fit_phone(fig)
 
 
 def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
@@ -92,7 +92,7 @@ def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
                                  error_y=dict(type="data", symmetric=False, array=high - mean, arrayminus=mean - low),
                                  line=dict(color=style.COLORS[model]),
                                  marker=dict(symbol="circle" if model == "softmax" else "square", size=9)))
-    return fig
+    return style.fit_phone(fig)
 
 
 def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Figure:
@@ -110,8 +110,8 @@ def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Fig
     w = np.asarray(windows["w"], dtype=float)[:, :, soft]
     kept = kernel_smoothers(windows, soft)
     steps = data["config"].get("steps")
-    fig = style.new_figure(f"Trained windows after {steps:,} steps against the best kernel smoother's window"
-                           if steps else "Trained windows against the best kernel smoother's window",
+    fig = style.new_figure(f"Trained windows ({steps:,} steps) and Nadaraya-Watson's best"
+                           if steps else "Trained windows and Nadaraya-Watson's best",
                            "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
     for s, row in enumerate(w):
         fig.add_trace(go.Scatter(x=lengths[kept[s]], y=row[kept[s]], mode="markers",
@@ -132,7 +132,7 @@ def window_figure(data: dict, heuristic_exponent: float | None = None) -> go.Fig
                                  name=f"slope {heuristic_exponent:.2f} (smooth-f heuristic, through L = "
                                       f"{lengths[anchor]:g})",
                                  line=dict(color=style.COLORS["noise"], dash="dot")))
-    return fig
+    return style.fit_phone(fig)
 
 
 def window_paths_figure(data: dict, seed_index: int = 1) -> go.Figure:
@@ -152,7 +152,7 @@ def window_paths_figure(data: dict, seed_index: int = 1) -> go.Figure:
         fig.add_trace(go.Scatter(x=steps[1:], y=path[1:], mode="lines", name=f"L = {L:,}",
                                  line=dict(color=style.COLORS["softmax"], dash=dashes[i % len(dashes)],
                                            width=1 + 0.6 * i)))
-    return fig
+    return style.fit_phone(fig)
 
 
 def kernel_figure(angles, labels, weights: dict, query_angle: float, truth=None) -> go.Figure:
@@ -175,7 +175,7 @@ def kernel_figure(angles, labels, weights: dict, query_angle: float, truth=None)
         fig.add_trace(go.Scatter(x=angles, y=labels.min() + span * a / a.max(), mode="lines",
                                  name=f"weights at w = {w:g} (scaled)", line=dict(color=color, width=2)))
     fig.add_vline(x=query_angle, line=dict(color=style.COLORS["bayes"], width=1, dash="dash"))
-    return fig
+    return style.fit_phone(fig)
 
 
 def _log_band(summary: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -193,7 +193,7 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
     smoother; with ``settled`` (a ``nonlinear_window_<preset>.json`` result), each seed's window trained on the log
     scale, its geometric mean over the last quarter of training."""
     lengths = np.asarray(optima["lengths"], dtype=float)
-    fig = style.new_figure("The best window of the softmax layer, Nadaraya-Watson's, and the trained windows",
+    fig = style.new_figure("The best windows: the softmax layer's, Nadaraya-Watson's; the trained ones",
                            "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
     for model, label, color, dash, symbol in (("softmax", "best softmax layer (all weights)", "softmax", "solid",
                                                "circle"),
@@ -225,7 +225,7 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
                                  name=f"trained, w on a log scale ({steps[-1]:,} steps), each seed",
                                  marker=dict(color=style.SEQUENCE[4], symbol="x-thin-open", size=11,
                                              line=dict(width=2.5, color=style.SEQUENCE[4]))))
-    return fig
+    return style.fit_phone(fig)
 
 
 def settling_figure(settled: dict, optima: dict | None = None) -> go.Figure:
@@ -248,7 +248,7 @@ def settling_figure(settled: dict, optima: dict | None = None) -> go.Figure:
             fig.add_trace(go.Scatter(x=steps[1:], y=path[1:], mode="lines", name=f"L = {L:,}", legendgroup=str(L),
                                      showlegend=s == 0, line=dict(color=color, width=1.2)))
     fig.add_vline(x=settled["decay_step"], line=dict(color=style.COLORS["noise"], width=1, dash="dash"))
-    return fig
+    return style.fit_phone(fig)
 
 
 def optimum_risk_figure(optima: dict) -> go.Figure:
@@ -277,4 +277,4 @@ def optimum_risk_figure(optima: dict) -> go.Figure:
         fig.add_trace(go.Scatter(x=lengths, y=mean, mode="lines+markers", name=f"{label} (±2 s.e.)",
                                  error_y=dict(type="data", array=2 * se), line=dict(color=style.COLORS[color]),
                                  marker=dict(symbol=symbol, size=8)))
-    return fig
+    return style.fit_phone(fig)

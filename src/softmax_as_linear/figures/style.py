@@ -185,6 +185,58 @@ def legend_above(fig: go.Figure, rows: int) -> go.Figure:
     return fig
 
 
+#: A phone's text column (about 350 px): characters per line of a title at :data:`TITLE_SIZE` px, and of a legend
+#: entry at the legend's 11 px, that fit it (about 8.5 and 6 px per character of Inter or Helvetica).
+TITLE_SIZE, TITLE_CHARS, LEGEND_CHARS = 16, 38, 46
+#: Pixels per character of an axis title at the template's 13 px, and per line of a wrapped title.
+AXIS_CHAR_PX, TITLE_LINE_PX = 7.4, 22
+
+
+def wrap(text: str, width: int) -> str:
+    """``text`` with ``<br>`` between words so that no line is longer than ``width`` characters (a word longer than
+    that stays whole, on its own line); an existing ``<br>`` is kept."""
+    lines = []
+    for part in re.split(r"<br\s*/?>", text):
+        line = ""
+        for word in part.split():
+            if line and len(_plain(line + " " + word)) > width:
+                lines.append(line)
+                line = word
+            else:
+                line = f"{line} {word}" if line else word
+        lines.append(line)
+    return "<br>".join(lines)
+
+
+def fit_phone(fig: go.Figure) -> go.Figure:
+    """A figure that reads at a phone's width as at a desktop's: its title wrapped onto lines of at most
+    :data:`TITLE_CHARS` characters (at :data:`TITLE_SIZE` px, the top margin grown by a line for each), its y-axis
+    title on two lines when one would run past the axes' height, and its legend below the axes
+    (:func:`legend_below`), each entry wrapped at :data:`LEGEND_CHARS` characters and counted as rows by its lines."""
+    layout = fig.layout
+    title = wrap(layout.title.text or "", TITLE_CHARS)
+    extra = title.count("<br>") * TITLE_LINE_PX
+    top = layout.margin.t if layout.margin.t is not None else 60
+    height = (layout.height or 430) + extra
+    fig.update_layout(title=dict(text=title, font=dict(size=TITLE_SIZE)), margin=dict(t=top + extra), height=height)
+    axes_height = height - (top + extra) - (layout.margin.b if layout.margin.b is not None else 60)
+    ytitle = layout.yaxis.title.text or ""
+    if ytitle and "<br>" not in ytitle and len(_plain(ytitle)) * AXIS_CHAR_PX > axes_height:
+        left = layout.margin.l if layout.margin.l is not None else 70
+        words = ytitle.split(" ")
+        cut = min(range(1, len(words)), key=lambda k: max(len(" ".join(words[:k])), len(" ".join(words[k:]))),
+                  default=len(words))
+        fig.update_yaxes(title_text=" ".join(words[:cut]) + "<br>" + " ".join(words[cut:]))
+        fig.update_layout(margin=dict(l=left + 16))
+    rows = 0
+    for trace in fig.data:
+        if trace.showlegend is False or not trace.name:
+            continue
+        trace.name = wrap(trace.name, LEGEND_CHARS)
+        rows += trace.name.count("<br>") + 1
+    return legend_below(fig, rows) if rows else fig
+
+
 _WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
 
 
@@ -221,8 +273,10 @@ _CHART_KINDS = {"heatmap": "heatmap", "contour": "contour plot", "bar": "bar cha
 
 
 def _plain(text) -> str:
-    """Plotly rich text as plain text: a line break as a dash, other tags dropped, entities decoded."""
-    text = re.sub(r"<br\s*/?>", " — ", str(text or ""), flags=re.IGNORECASE)
+    """Plotly rich text as plain text: a line break before a subtitle (``<br><sup>``) as a dash, any other (a title
+    wrapped by :func:`wrap`) as a space, other tags dropped, entities decoded."""
+    text = re.sub(r"<br\s*/?>(?=\s*<sup>)", " — ", str(text or ""), flags=re.IGNORECASE)
+    text = re.sub(r"<br\s*/?>", " ", text, flags=re.IGNORECASE)
     return re.sub(r"\s+", " ", html.unescape(_TAG.sub("", text))).strip(" —")
 
 
