@@ -106,6 +106,14 @@ def test_panel_figure_keeps_legend_and_divergence_marks_off_the_curves():
     assert not [t for t in fig.data if t.mode == "markers"]
     labels = [a for a in fig.layout.annotations if a.yref == "paper" and a.y >= 1]
     assert labels and all(a.text.endswith("diverged") for a in labels)
+    # the title, pinned to the top edge, and the labels stacked under it keep apart; the y-axis title, on lines of
+    # at most 20 characters, stays within the axes' height (it overprinted the title)
+    assert fig.layout.title.yref == "container" and fig.layout.title.y == 1
+    highest = max(a.yshift for a in labels) + tp.LABEL_ROW
+    assert fig.layout.margin.t >= highest + tp.TITLE_ROOM
+    lines = fig.layout.yaxis.title.text.split("<br>")
+    axes = fig.layout.height - fig.layout.margin.t - fig.layout.margin.b
+    assert len(lines) == 2 and all(len(line) * 7.4 <= axes / 2 for line in lines), lines
 
 
 def test_typed_values_are_reported_in_the_message_line(shell):

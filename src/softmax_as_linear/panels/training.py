@@ -29,6 +29,7 @@ from ..engine.train import train
 from ..experiments.paper_figures import baselines
 from ..experiments.presets import PANEL, sweep_config
 from ..figures import paper as figures
+from ..figures import style
 from . import widgets
 
 INIT_LABELS = {"PyTorch default": "pytorch", "PyTorch × scale (near zero)": "scaled", "Assumption 5.1 (α)": "block"}
@@ -326,11 +327,21 @@ def panel_figure(result: TrainResult):
         color = marker.marker.color
         fig.add_vline(x=marker.x[0], line=dict(color=color, dash="dot", width=1.5))
         fig.add_annotation(x=marker.x[0], y=1.0, xref="x", yref="paper", yanchor="bottom", showarrow=False,
-                           yshift=2 + 14 * index, text=marker.name, font=dict(color=color, size=11))
-    fig.update_layout(height=520, margin=dict(b=150, t=80),
+                           yshift=2 + LABEL_ROW * index, text=marker.name, font=dict(color=color, size=11))
+    # The title pinned to the top edge, the divergence labels stacked under it, and the y-axis title on two lines
+    # (at the panel's height a one-line risk title reached up past the axes into the figure's title).
+    top = TITLE_ROOM + LABEL_ROW * len(markers) + 8
+    fig.update_layout(height=440 + top, margin=dict(b=150, t=top, l=86),
+                      title=dict(y=1, yanchor="top", yref="container", pad=dict(t=12)),
                       legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top",
                                   bgcolor="rgba(0,0,0,0)"))
+    fig.update_yaxes(title=dict(text=style.wrap(fig.layout.yaxis.title.text or "", PANEL_AXIS_CHARS), standoff=8))
     return fig
+
+
+#: Pixels above the axes for the panel figure's title (its line and padding), per divergence label, and the
+#: characters per line of its y-axis title.
+TITLE_ROOM, LABEL_ROW, PANEL_AXIS_CHARS = 44, 14, 20
 
 
 def regression_panel(covariance: str = "isotropic") -> widgets.Panel:
