@@ -103,7 +103,9 @@ class WindowStepper:
         longest length ``tokens`` ``(S, n, L_max, D)`` (the run of length :math:`L` reads the first :math:`L`), at the
         stepper's weights or at ``theta`` ``(S, nL, 1, p)``."""
         theta = self.theta if theta is None else theta.to(self.theta)
-        rows = [softmax_prediction(theta[:, i, 0], tokens[:, :, :L], query) for i, L in enumerate(self.lengths)]
+        # seed by seed: a product batched over the seeds may round differently for another number of seeds (shards)
+        rows = [torch.cat([softmax_prediction(theta[s:s + 1, i, 0], tokens[s:s + 1, :, :L], query[s:s + 1])
+                           for s in range(theta.shape[0])]) for i, L in enumerate(self.lengths)]
         return (0.5 * (torch.stack(rows, 1) - target[:, None]) ** 2).unsqueeze(2)
 
     def current_lr(self) -> float:
