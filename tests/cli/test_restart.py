@@ -81,3 +81,45 @@ def test_a_restart_stopped_early_leaves_no_checkpoint_of_a_later_stage(name, tin
     assert code == cli.EXIT_COMPLETE, err
     assert "dependence" in out and not any("resuming" in line and "dependence" in line for line in out.splitlines())
     assert json.loads((tmp_path / f"{name}_smoke.json").read_text())["complete"] is True
+
+
+def test_launched_shards_stopped_after_a_restart_name_the_command_without_it(tiny_window, tmp_path, run_cli,
+                                                                            monkeypatch):
+    """``--shards N --restart --max-minutes M``: the shards stop at the time limit, and the message says to run the
+    same command without --restart (with it, every shard would start from step 0 again)."""
+    import sys
+    import types
+
+    class Job:
+        def __init__(self, result):
+            self.job_id, self._result = "local", result
+            self.paths = types.SimpleNamespace(stdout="out.log", stderr="err.log")
+
+        def result(self):
+            return self._result
+
+    class Executor:  # submitit's interface, the shards run in this process
+        def __init__(self, folder, cluster):
+            pass
+
+        def update_parameters(self, **kw):
+            pass
+
+        def batch(self):
+            import contextlib
+
+            return contextlib.nullcontext()
+
+        def submit(self, function, *args):
+            return Job(function(*args))
+
+    import importlib.machinery
+
+    fake = types.ModuleType("submitit")
+    fake.AutoExecutor, fake.__spec__ = Executor, importlib.machinery.ModuleSpec("submitit", None)
+    monkeypatch.setitem(sys.modules, "submitit", fake)
+    _stop_early(monkeypatch)
+    code, out, err = run_cli("reproduce", "nonlinear_window", "--preset", "smoke", "--device", "cpu", "--out",
+                             str(tmp_path), "--shards", "2", "--restart", "--max-minutes", "1")
+    assert code == cli.EXIT_PARTIAL, err
+    assert "stopped at the time limit; run the same command again without --restart to resume them" in err
