@@ -27,6 +27,7 @@ JupyterLab with that hook, so that its saves and autosaves write a chapter back 
 cell was really changed or re-run.
 """
 import argparse
+import os
 import pathlib
 import sys
 import time
@@ -38,6 +39,9 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 PLOTLY = "application/vnd.plotly.v1+json"
 #: The tag of a solution's code cells (``book/_ext/solutions.py``'s ``TAG``), folded in the stored form.
 SOLUTION = "solution"
+#: The metadata key of the library's transient progress lines (``softmax_as_linear.panels.widgets.TRANSIENT``),
+#: and the variable that turns them off in the kernels this script starts (``PROGRESS_VAR``).
+TRANSIENT, PROGRESS_VAR = "softmax_as_linear_transient", "SOFTMAX_AS_LINEAR_PROGRESS"
 #: A code cell tagged so is not executed (nbclient's tag), or is expected to raise (nbclient's and nbval's).
 SKIP, RAISES = "skip-execution", "raises-exception"
 
@@ -122,8 +126,9 @@ def normalise(notebook) -> bool:
 
     Sets the kernelspec, drops widget state and the PNG snapshots that JupyterLab's plotly renderer
     adds next to plotly JSON, drops the per-cell ``execution`` timings, writes whole floats as ints
-    (:func:`_as_javascript`), merges consecutive streams (:func:`merge_streams`) and folds the solutions' code
-    cells (:func:`fold_solutions`); outputs are otherwise left alone. Returns whether anything changed.
+    (:func:`_as_javascript`), drops the library's transient progress lines (outputs marked :data:`TRANSIENT`: a
+    training that a person ran, saved), merges consecutive streams (:func:`merge_streams`) and folds the solutions'
+    code cells (:func:`fold_solutions`); outputs are otherwise left alone. Returns whether anything changed.
     """
     before = repr(notebook)
     _as_javascript(notebook)
@@ -135,7 +140,7 @@ def normalise(notebook) -> bool:
     for cell in notebook.get("cells", []):
         cell.get("metadata", {}).pop("execution", None)
         if cell.get("outputs"):
-            cell["outputs"] = merge_streams(cell["outputs"])
+            cell["outputs"] = merge_streams([o for o in cell["outputs"] if not o.get("metadata", {}).get(TRANSIENT)])
         for output in cell.get("outputs", []):
             data = output.get("data", {})
             if PLOTLY in data:
@@ -154,6 +159,7 @@ def execute(path: pathlib.Path) -> float:
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
+    os.environ[PROGRESS_VAR] = "0"  # the kernel inherits it: no progress line, which would be a stored output
     start = time.perf_counter()
     # Widget state must be tracked while running (live panels draw into Output widgets); it is
     # stripped before writing, since the book shows static figures instead.

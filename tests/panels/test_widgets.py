@@ -227,3 +227,67 @@ def test_the_panel_says_it_is_computing_while_it_draws_and_only_then(shell):
     assert "Computing" in seen[-1] and built.status.value == "", "a failure clears the status too"
     assert "a too large" in built.note.value
     assert built.children.index(built.status) < built.children.index(built.output)
+
+
+def test_progress_shows_only_where_a_person_runs_the_notebook(shell, monkeypatch):
+    monkeypatch.delenv(widgets.PROGRESS_VAR, raising=False)
+    monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
+    assert not widgets.interactive()  # a test, nbclient, nbval: no frontend that a person watches
+    assert widgets.transient_progress(10, "training") is None
+    monkeypatch.setenv("JPY_SESSION_NAME", "notebooks/04_isotropic_icl.ipynb")
+    assert not widgets.interactive(), "a plain IPython shell (no kernel) is not a notebook"
+    monkeypatch.setenv(widgets.PROGRESS_VAR, "1")
+    assert widgets.interactive()
+    monkeypatch.setenv(widgets.PROGRESS_VAR, "0")
+    assert not widgets.interactive()
+
+
+def test_the_progress_line_counts_the_steps_and_is_emptied_when_done(shell, monkeypatch):
+    monkeypatch.setenv(widgets.PROGRESS_VAR, "1")
+    shown = []
+    monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: shown.append((data, metadata)))
+    bar = widgets.transient_progress(4, "training 2 runs")
+    for _ in range(4):
+        bar.update(1)
+    bar.set_postfix(diverged=0)
+    bar.close()
+    assert all(metadata.get(widgets.TRANSIENT) for _, metadata in shown)
+    texts = [data["text/plain"] for data, _ in shown]
+    assert texts[0].startswith("training 2 runs: step 0 of 4 (0 %)")
+    assert any("step 4 of 4 (100 %)" in text for text in texts)
+    assert texts[-1] == "", "the line is emptied when training ends"
+
+
+def test_training_in_a_notebook_shows_the_line_and_a_tool_shows_nothing(monkeypatch):
+    from softmax_as_linear.engine.sweep import TrainConfig
+    from softmax_as_linear.engine.train import train
+
+    bars = []
+
+    class Recorder:
+        def __init__(self, total, desc, initial=0):
+            self.total, self.desc, self.steps, self.closed = total, desc, 0, False
+            bars.append(self)
+
+        def update(self, n=1):
+            self.steps += n
+
+        def set_postfix(self, **values):
+            pass
+
+        def close(self):
+            self.closed = True
+
+    small = TrainConfig(d=2, lengths=(5,), models=("linear",), seeds=(0,), steps=6, record_every=3, batch_size=8,
+                        eval_prompts=16)
+    monkeypatch.setattr(widgets, "TransientProgress", Recorder)
+    monkeypatch.setenv(widgets.PROGRESS_VAR, "0")
+    train(small)
+    assert not bars
+    monkeypatch.setenv(widgets.PROGRESS_VAR, "1")
+    train(small)
+    assert len(bars) == 1 and bars[0].steps == 6 and bars[0].total == 6 and bars[0].closed
+    assert bars[0].desc == "training 1 runs"
+    bars.clear()
+    train(small, progress=False)
+    assert not bars

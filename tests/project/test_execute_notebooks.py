@@ -75,3 +75,33 @@ def test_empty_and_skipped_cells_need_no_execution_count():
                            "execution_count": None},
                           {"cell_type": "markdown", "source": "text", "metadata": {}}]}
     assert execute_notebooks.missing_outputs(notebook) == []
+
+
+def test_the_stored_form_drops_transient_progress_lines_and_the_executed_kernel_shows_none(monkeypatch, tmp_path):
+    from softmax_as_linear.panels import widgets
+
+    assert (execute_notebooks.TRANSIENT, execute_notebooks.PROGRESS_VAR) == (widgets.TRANSIENT, widgets.PROGRESS_VAR)
+    printed = {"output_type": "stream", "name": "stdout", "text": "12 runs\n"}
+    line = {"output_type": "display_data", "data": {"text/plain": ""}, "metadata": {widgets.TRANSIENT: True}}
+    notebook = {"cells": [{"cell_type": "code", "source": "sweep = train(lecture)", "metadata": {},
+                           "execution_count": 3, "outputs": [line, dict(printed)]}], "metadata": {}}
+    assert execute_notebooks.normalise(notebook)
+    assert notebook["cells"][0]["outputs"] == [printed]
+
+    seen = {}
+
+    class Client:
+        def __init__(self, notebook, **kwargs):
+            pass
+
+        def execute(self):
+            import os
+            seen["progress"] = os.environ.get(execute_notebooks.PROGRESS_VAR)
+
+    import nbclient
+    monkeypatch.setattr(nbclient, "NotebookClient", Client)
+    monkeypatch.delenv(execute_notebooks.PROGRESS_VAR, raising=False)
+    copy_of = tmp_path / "ch.ipynb"
+    copy_of.write_text(CHAPTER_8.read_text())
+    execute_notebooks.execute(copy_of)
+    assert seen["progress"] == "0"

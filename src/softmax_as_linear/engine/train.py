@@ -102,7 +102,7 @@ def make_stepper(cfg: TrainConfig, device: torch.device, init_weights: dict | No
 
 def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
         checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000, checkpoint_seconds: float = 0.0,
-        progress: bool = False, should_stop: Callable[[], bool] | None = None) -> Records:
+        progress: bool | None = None, should_stop: Callable[[], bool] | None = None) -> Records:
     """Take ``steps`` steps with ``stepper``, recording at ``record_steps`` (step 0 among them); resume from
     ``checkpoint`` when it exists and save there (see :func:`train`), ``config`` (with an ``as_dict()``) being what
     a checkpoint must have been written for. Returns the records, with the last step taken, the training seconds,
@@ -130,10 +130,13 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
                                    **records.state(), **state})
 
     bar = None
+    resumed = f", resuming from step {step}" if step else ""
     if progress:
         from tqdm.auto import tqdm
-        resumed = f", resuming from step {step}" if step else ""
         bar = tqdm(total=steps, initial=step, desc=f"training {stepper.alive.numel()} runs{resumed}", unit="step")
+    elif progress is None:  # a transient line where a person runs the notebook, nothing elsewhere
+        from ..panels.widgets import transient_progress
+        bar = transient_progress(steps, f"training {stepper.alive.numel()} runs{resumed}", step)
     complete, before = True, None  # before: inside a transaction, the state an interrupt saves
     clock = last_save = time.perf_counter()
     try:
@@ -198,7 +201,7 @@ def _copy(value):
 
 
 def train(config: TrainConfig, *, init_weights: dict | None = None, device: str | torch.device = "auto",
-          progress: bool = False, checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000,
+          progress: bool | None = None, checkpoint: str | os.PathLike | None = None, checkpoint_every: int = 1000,
           checkpoint_seconds: float = 0.0, should_stop: Callable[[], bool] | None = None, cuda_graph: bool = True,
           path: str = "auto") -> TrainResult:
     """Train every run of ``config`` together and return their trajectories.
@@ -209,7 +212,10 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         init_weights: with ``config.init == "given"``, a dict of ``(D, D)`` tensors (``W_O`` is ``(1, D)``),
             or ``(S, D, D)`` for one per seed: ``W_Q, W_K, W_V, W_O`` or ``U, V``.
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
-        progress: show a progress bar.
+        progress: True shows a progress bar (tqdm), False nothing; None (the default) a transient line in a notebook
+            that a person runs, cleared when training ends, and nothing where a tool executes it
+            (:func:`~softmax_as_linear.panels.widgets.transient_progress`): the chapters' stored outputs stay as
+            they are.
         checkpoint: file to resume from and to save to every ``checkpoint_every`` steps (atomically),
             and when interrupted. A finished run leaves its final state there.
         checkpoint_seconds: skip the periodic saves until this much training time has passed since

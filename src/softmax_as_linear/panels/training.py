@@ -75,7 +75,7 @@ class BackgroundTraining:
     def _run(self):
         start = time.perf_counter()
         try:
-            self.result = train(self.config, device=self.device, should_stop=self._should_stop)
+            self.result = train(self.config, device=self.device, should_stop=self._should_stop, progress=False)
         except Exception as error:  # reported through on_done, never lost in the thread
             self.error = error
         self.seconds = time.perf_counter() - start
