@@ -258,3 +258,11 @@ def test_chapter_8_optima_file_names_its_command_and_is_read(tmp_path):
         result_files.saved_nonlinear_optima("smoke", folder=tmp_path, required=True)
     (tmp_path / "nonlinear_optima_smoke.json").write_text('{"lengths": [10, 100]}')
     assert result_files.saved_nonlinear_optima("smoke", folder=tmp_path)["lengths"] == [10, 100]
+
+
+def test_one_longest_prefix_rule_whatever_the_order():
+    table = {"nonlinear_": 1, "nonlinear_window_": 2}
+    assert result_files.by_prefix(table, "nonlinear_window_lecture.json") == 2
+    assert result_files.by_prefix(dict(reversed(table.items())), "nonlinear_window_lecture.json") == 2
+    assert result_files.by_prefix(table, "nonlinear_lecture.json") == 1 and result_files.by_prefix(table, "fig2") is None
+    assert result_files.command_for("nonlinear_window_lecture.json").endswith("nonlinear_window --preset lecture")

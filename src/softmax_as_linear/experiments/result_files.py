@@ -150,7 +150,7 @@ def _read(filename: str, folder, command: str, required: bool) -> dict | None:
     return data
 
 
-#: The fields a chapter reads from a complete result file, by the start of the file's name (the longest first).
+#: The fields a chapter reads from a complete result file, by the start of the file's name (:func:`by_prefix`).
 FIELDS_READ = {"nonlinear_depth_": ("per_seed", "lengths", "models", "steps", "provenance"),
                "nonlinear_window_": ("per_seed", "lengths", "steps", "decay_step", "dependence", "provenance"),
                "nonlinear_optima_": ("lengths", "replicates", "prompts", "limits", "replicate", "summary", "moves",
@@ -160,8 +160,15 @@ FIELDS_READ = {"nonlinear_depth_": ("per_seed", "lengths", "models", "steps", "p
                "depth_": ("per_seed", "lengths", "steps", "decay_step", "references", "provenance")}
 
 
+def by_prefix(table: dict, name: str):
+    """The entry of ``table`` whose key is the longest that ``name`` starts with (None for none), whatever the
+    table's order: the one rule by which :data:`FIELDS_READ` and :data:`COMMANDS` are read."""
+    matches = [prefix for prefix in table if name.startswith(prefix)]
+    return table[max(matches, key=len)] if matches else None
+
+
 def _fields_read(filename: str) -> tuple[str, ...]:
-    return next((fields for start, fields in FIELDS_READ.items() if filename.startswith(start)), ())
+    return by_prefix(FIELDS_READ, filename) or ()
 
 
 def sweep_stem(covariance: str, preset: str, sampler: str = "paper") -> str:
@@ -456,9 +463,9 @@ COMMANDS = {"nonlinear_optima_": nonlinear_optima_command, "nonlinear_window_": 
 def command_for(filename: str) -> str:
     """The command that writes the result file ``filename``: of :data:`COMMANDS`, a figure's or a Chapter 6 file."""
     stem = pathlib.Path(filename).stem
-    for prefix in sorted(COMMANDS, key=len, reverse=True):
-        if stem.startswith(prefix):
-            return COMMANDS[prefix](stem.removeprefix(prefix))
+    command = by_prefix({prefix: (prefix, c) for prefix, c in COMMANDS.items()}, stem)
+    if command is not None:
+        return command[1](stem.removeprefix(command[0]))
     if stem.startswith("beyond_"):
         _, covariates, run = stem.split("_", 2)
         return beyond_command(covariates, run)
