@@ -39,7 +39,7 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 PLOTLY = "application/vnd.plotly.v1+json"
 #: The tag of a solution's code cells (``book/_ext/solutions.py``'s ``TAG``), folded in the stored form.
 SOLUTION = "solution"
-#: The metadata key of the library's transient progress lines (``softmax_as_linear.panels.widgets.TRANSIENT``),
+#: The metadata key of the library's transient progress lines (``softmax_as_linear.core.progress.TRANSIENT``),
 #: and the variable that turns them off in the kernels this script starts (``PROGRESS_VAR``).
 TRANSIENT, PROGRESS_VAR = "softmax_as_linear_transient", "SOFTMAX_AS_LINEAR_PROGRESS"
 #: A code cell tagged so is not executed (nbclient's tag), or is expected to raise (nbclient's and nbval's).

@@ -13,6 +13,7 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.core.printing`: a zero up to rounding printed as a bound, never as its noise.
   - :mod:`~softmax_as_linear.core.artifacts`: where result files live, and how they are written (atomically) and read.
   - :mod:`~softmax_as_linear.core.provenance`: where a result was computed (device, versions, commit, time).
+  - :mod:`~softmax_as_linear.core.progress`: progress lines, transient in a notebook a person runs, none elsewhere.
 - ``theory``: the paper's mathematical objects and their estimators.
 
   - :mod:`~softmax_as_linear.theory.attention`: softmax and normalised linear attention of a prompt, and

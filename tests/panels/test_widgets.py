@@ -5,6 +5,7 @@ import ipywidgets as W
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from softmax_as_linear.core import progress
 from softmax_as_linear.panels import widgets
 
 
@@ -230,28 +231,28 @@ def test_the_panel_says_it_is_computing_while_it_draws_and_only_then(shell):
 
 
 def test_progress_shows_only_where_a_person_runs_the_notebook(shell, monkeypatch):
-    monkeypatch.delenv(widgets.PROGRESS_VAR, raising=False)
+    monkeypatch.delenv(progress.PROGRESS_VAR, raising=False)
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    assert not widgets.interactive()  # a test, nbclient, nbval: no frontend that a person watches
-    assert widgets.transient_progress(10, "training") is None
+    assert not progress.interactive()  # a test, nbclient, nbval: no frontend that a person watches
+    assert progress.transient_progress(10, "training") is None
     monkeypatch.setenv("JPY_SESSION_NAME", "notebooks/04_isotropic_icl.ipynb")
-    assert not widgets.interactive(), "a plain IPython shell (no kernel) is not a notebook"
-    monkeypatch.setenv(widgets.PROGRESS_VAR, "1")
-    assert widgets.interactive()
-    monkeypatch.setenv(widgets.PROGRESS_VAR, "0")
-    assert not widgets.interactive()
+    assert not progress.interactive(), "a plain IPython shell (no kernel) is not a notebook"
+    monkeypatch.setenv(progress.PROGRESS_VAR, "1")
+    assert progress.interactive()
+    monkeypatch.setenv(progress.PROGRESS_VAR, "0")
+    assert not progress.interactive()
 
 
 def test_the_progress_line_counts_the_steps_and_is_emptied_when_done(shell, monkeypatch):
-    monkeypatch.setenv(widgets.PROGRESS_VAR, "1")
+    monkeypatch.setenv(progress.PROGRESS_VAR, "1")
     shown = []
     monkeypatch.setattr(shell.display_pub, "publish", lambda data, metadata=None, **kw: shown.append((data, metadata)))
-    bar = widgets.transient_progress(4, "training 2 runs")
+    bar = progress.transient_progress(4, "training 2 runs")
     for _ in range(4):
         bar.update(1)
     bar.set_postfix(diverged=0)
     bar.close()
-    assert all(metadata.get(widgets.TRANSIENT) for _, metadata in shown)
+    assert all(metadata.get(progress.TRANSIENT) for _, metadata in shown)
     texts = [data["text/plain"] for data, _ in shown]
     assert texts[0].startswith("training 2 runs: step 0 of 4 (0 %)")
     assert any("step 4 of 4 (100 %)" in text for text in texts)
@@ -280,11 +281,11 @@ def test_training_in_a_notebook_shows_the_line_and_a_tool_shows_nothing(monkeypa
 
     small = TrainConfig(d=2, lengths=(5,), models=("linear",), seeds=(0,), steps=6, record_every=3, batch_size=8,
                         eval_prompts=16)
-    monkeypatch.setattr(widgets, "TransientProgress", Recorder)
-    monkeypatch.setenv(widgets.PROGRESS_VAR, "0")
+    monkeypatch.setattr(progress, "TransientProgress", Recorder)
+    monkeypatch.setenv(progress.PROGRESS_VAR, "0")
     train(small)
     assert not bars
-    monkeypatch.setenv(widgets.PROGRESS_VAR, "1")
+    monkeypatch.setenv(progress.PROGRESS_VAR, "1")
     train(small)
     assert len(bars) == 1 and bars[0].steps == 6 and bars[0].total == 6 and bars[0].closed
     assert bars[0].desc == "training 1 runs"

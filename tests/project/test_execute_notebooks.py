@@ -78,11 +78,11 @@ def test_empty_and_skipped_cells_need_no_execution_count():
 
 
 def test_the_stored_form_drops_transient_progress_lines_and_the_executed_kernel_shows_none(monkeypatch, tmp_path):
-    from softmax_as_linear.panels import widgets
+    from softmax_as_linear.core import progress
 
-    assert (execute_notebooks.TRANSIENT, execute_notebooks.PROGRESS_VAR) == (widgets.TRANSIENT, widgets.PROGRESS_VAR)
+    assert (execute_notebooks.TRANSIENT, execute_notebooks.PROGRESS_VAR) == (progress.TRANSIENT, progress.PROGRESS_VAR)
     printed = {"output_type": "stream", "name": "stdout", "text": "12 runs\n"}
-    line = {"output_type": "display_data", "data": {"text/plain": ""}, "metadata": {widgets.TRANSIENT: True}}
+    line = {"output_type": "display_data", "data": {"text/plain": ""}, "metadata": {progress.TRANSIENT: True}}
     notebook = {"cells": [{"cell_type": "code", "source": "sweep = train(lecture)", "metadata": {},
                            "execution_count": 3, "outputs": [line, dict(printed)]}], "metadata": {}}
     assert execute_notebooks.normalise(notebook)

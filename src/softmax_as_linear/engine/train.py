@@ -135,7 +135,7 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
         from tqdm.auto import tqdm
         bar = tqdm(total=steps, initial=step, desc=f"training {stepper.alive.numel()} runs{resumed}", unit="step")
     elif progress is None:  # a transient line where a person runs the notebook, nothing elsewhere
-        from ..panels.widgets import transient_progress
+        from ..core.progress import transient_progress
         bar = transient_progress(steps, f"training {stepper.alive.numel()} runs{resumed}", step)
     complete, before = True, None  # before: inside a transaction, the state an interrupt saves
     clock = last_save = time.perf_counter()
@@ -214,7 +214,7 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         device: ``"auto"`` (CUDA when present), ``"cpu"`` or ``"cuda"``.
         progress: True shows a progress bar (tqdm), False nothing; None (the default) a transient line in a notebook
             that a person runs, cleared when training ends, and nothing where a tool executes it
-            (:func:`~softmax_as_linear.panels.widgets.transient_progress`): the chapters' stored outputs stay as
+            (:func:`~softmax_as_linear.core.progress.transient_progress`): the chapters' stored outputs stay as
             they are.
         checkpoint: file to resume from and to save to every ``checkpoint_every`` steps (atomically),
             and when interrupted. A finished run leaves its final state there.
