@@ -244,7 +244,8 @@ def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadli
                 "steps": [int(s) for s in result.steps], "stopped_in": stopped, "config": config.as_dict(),
                 "models": list(config.models)}
         print(f"{what}: stopped at the time limit in {stopped} (step {int(result.steps[-1]):,} of the sweep's "
-              f"{config.steps:,}); the file is partial, and the same command resumes it", flush=True)
+              f"{config.steps:,}); the file is partial, and the same command"
+              f"{' without --restart' if restart else ''} resumes it", flush=True)
     else:
         print(f"trained: {result.seconds:.0f} s, {int(result.diverged.sum())} diverged runs; measuring", flush=True)
         U, V = result.uv()

@@ -150,8 +150,8 @@ def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, 
     else:  # stopped at the deadline: nothing measured
         data = {"experiment": "nonlinear_depth", "complete": False, "models": list(MODEL_NAMES),
                 "lengths": list(settings.lengths), "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
-        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command "
-              "resumes it", flush=True)
+        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command"
+              f"{' without --restart' if restart else ''} resumes it", flush=True)
     data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
                           "preset": preset, "settings": settings.as_dict(), "seeds": list(settings.seeds),
                           "engine_path": records.engine_path, "training_seconds": round(float(records.seconds), 1),
