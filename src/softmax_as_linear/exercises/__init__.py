@@ -17,7 +17,7 @@ called otherwise. :func:`check` prints and never raises, so *Run All* goes throu
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from typing import Callable
 
 from .feedback import Exercise, Feedback, diagnose
 

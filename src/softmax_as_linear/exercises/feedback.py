@@ -20,8 +20,8 @@ test cases passed", or what failed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
