@@ -50,6 +50,7 @@ class Regime:
     kind: str = "trained"
 
 
+#: Every regime of the map, in the order of the chapters.
 REGIMES = (
     Regime("isotropic", "Gaussian inputs, isotropic", 4, "4", "fig2_paper.json"),
     Regime("anisotropic", "Gaussian inputs, anisotropic", 5, "5", "fig6_paper.json"),
@@ -62,6 +63,7 @@ REGIMES = (
     Regime("nonlinear_optima", "nonlinear labels, best weights of one layer", 8, "8.6",
            "nonlinear_optima_lecture.json", kind="optima"),
 )
+#: The regimes' names, as :func:`regime` and :func:`regime_map` take them.
 NAMES = tuple(r.name for r in REGIMES)
 #: Regimes whose tokens are Gaussian, where Lemma 2.1 makes the two limits equal at every weight.
 GAUSSIAN_TOKENS = ("isotropic", "anisotropic", "anisotropic_published")
