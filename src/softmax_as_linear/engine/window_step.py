@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 
 from ..core import checks, seeding
-from ..theory.attention_optimum import parameter_count, softmax_prediction
+from ..theory.attention_optimum import parameter_count, softmax_prediction_unchecked
 from .stepper import objective, stop_diverged
 
 
@@ -104,7 +104,8 @@ class WindowStepper:
         stepper's weights or at ``theta`` ``(S, nL, 1, p)``."""
         theta = self.theta if theta is None else theta.to(self.theta)
         # seed by seed: a product batched over the seeds may round differently for another number of seeds (shards)
-        rows = [torch.cat([softmax_prediction(theta[s:s + 1, i, 0], tokens[s:s + 1, :, :L], query[s:s + 1])
+        rows = [torch.cat([softmax_prediction_unchecked(theta[s:s + 1, i, 0], tokens[s:s + 1, :, :L],
+                                                        query[s:s + 1])
                            for s in range(theta.shape[0])]) for i, L in enumerate(self.lengths)]
         return (0.5 * (torch.stack(rows, 1) - target[:, None]) ** 2).unsqueeze(2)
 

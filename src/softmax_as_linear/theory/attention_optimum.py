@@ -175,10 +175,12 @@ def softmax_prediction(theta: Tensor, tokens: Tensor, query: Tensor) -> Tensor:
     except RuntimeError:
         raise ValueError(f"theta's leading dimensions {tuple(theta.shape[:-1])} must match the prompts' "
                          f"{tuple(tokens.shape[:-3])} (one run's weights per set of prompts)") from None
-    return _softmax_prediction(theta, tokens, query)
+    return softmax_prediction_unchecked(theta, tokens, query)
 
 
-def _softmax_prediction(theta: Tensor, tokens: Tensor, query: Tensor) -> Tensor:
+def softmax_prediction_unchecked(theta: Tensor, tokens: Tensor, query: Tensor) -> Tensor:
+    """:func:`softmax_prediction` without its argument checks: for a training step's own, valid, tensors (the
+    engine's), where the checks would cost as much as the prediction."""
     d = tokens.shape[-1] - 1
     U_xx, u_y, v = _softmax_blocks(theta, d)
     x_q = query[..., :d]
@@ -252,7 +254,7 @@ def _predict(model: str, theta: Tensor, prompts: Prompts, part: slice) -> Tensor
     if model == "nadaraya_watson":
         scores = torch.exp(theta[0]) * (x @ x_q.unsqueeze(-1)).squeeze(-1)
         return (torch.softmax(scores, -1) * y).sum(-1)
-    return _softmax_prediction(theta, z, prompts.query[part])
+    return softmax_prediction_unchecked(theta, z, prompts.query[part])
 
 
 def losses(model: str, theta, prompts: Prompts) -> Tensor:
