@@ -87,7 +87,10 @@ def kernel_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
 def softmax_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
     r"""Softmax attention's weights with the score :math:`w\, x_i^\top x_q`, ``(..., L)``: :func:`kernel_weights` when
     every input lies on the unit sphere."""
-    tokens, query, w = _prompt(tokens, query, w)
+    return _softmax_weights(*_prompt(tokens, query, w))
+
+
+def _softmax_weights(tokens: Tensor, query: Tensor, w: Tensor) -> Tensor:
     x, x_q = tokens[..., :-1], query[..., :-1]
     return torch.softmax(torch.as_tensor(w).to(x).unsqueeze(-1) * (x @ x_q.unsqueeze(-1)).squeeze(-1), -1)
 
@@ -95,8 +98,12 @@ def softmax_weights(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
 def nadaraya_watson(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
     r""":math:`\hat y = \sum_i \mathrm{softmax}_i(w\, x_i^\top x_q)\, y_i`, ``(...)`` (``w`` broadcasts against the
     leading dimensions)."""
-    tokens, query, w = _prompt(tokens, query, w)
-    return (softmax_weights(tokens, query, w) * tokens[..., -1]).sum(-1)
+    return _nadaraya_watson(*_prompt(tokens, query, w))
+
+
+def _nadaraya_watson(tokens: Tensor, query: Tensor, w: Tensor) -> Tensor:
+    """:func:`nadaraya_watson` on checked arguments (:func:`_prompt`), or on a task's own prompts."""
+    return (_softmax_weights(tokens, query, w) * tokens[..., -1]).sum(-1)
 
 
 def effective_sample_size(tokens: Tensor, query: Tensor, w: float | Tensor) -> Tensor:
@@ -113,7 +120,7 @@ def bandwidth_risks(task, L: int, grid, n_prompts: int = 2048, seed: int = 0) ->
     grid = _grid("grid", grid)
     batch = task.sample(checks.positive_int("n_prompts", n_prompts), checks.positive_int("L", L),
                         torch.Generator().manual_seed(checks.int_at_least("seed", seed, 0)), torch.float64)
-    losses = torch.stack([0.5 * (nadaraya_watson(batch.tokens, batch.query, w) - batch.target) ** 2 for w in grid])
+    losses = torch.stack([0.5 * (_nadaraya_watson(batch.tokens, batch.query, w) - batch.target) ** 2 for w in grid])
     return losses.mean(-1).numpy(), (losses.std(-1) / math.sqrt(n_prompts)).numpy()
 
 
