@@ -37,9 +37,9 @@ def interactive() -> bool:
 
 class TransientProgress:
     """A progress line in the running cell's output: a ``<progress>`` bar, the step, the time taken and the time
-    left, refreshed at most every ``every`` seconds, and emptied by :meth:`close` (its output is marked
-    :data:`TRANSIENT`, so that a saved chapter drops it). The calls of a tqdm bar: :meth:`update`,
-    :meth:`set_postfix`, :meth:`close`."""
+    left, refreshed at most every ``every`` seconds, and emptied by ``close()`` (its output is marked
+    :data:`TRANSIENT`, so that a saved chapter drops it). The calls of a tqdm bar: ``update()``,
+    ``set_postfix()``, ``close()``."""
 
     def __init__(self, total: int, desc: str, initial: int = 0, every: float = 0.5):
         from IPython.display import display

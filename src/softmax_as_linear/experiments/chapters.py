@@ -83,7 +83,7 @@ class Reproduction:
         """A :class:`~softmax_as_linear.experiments.merging.ShardError` when a shard has not written a sweep the merge
         joins, checked for every reproduction of a merge before any sweep is read (the figures and Chapter 6). This
         default checks nothing: a reproduction whose shards write one result file each checks them as
-        :meth:`merged` reads them, before anything is written."""
+        :meth:`Reproduction.merged` reads them, before anything is written."""
 
     def merged(self, preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool,
                start: float) -> dict:
