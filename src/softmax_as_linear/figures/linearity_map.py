@@ -73,4 +73,4 @@ def linearity_map_figure(maps: dict[str, dict], limits: dict[str, float] | None 
         ticks = [10.0 ** k for k in range(1, int(np.log10(longest)) + 1)]
         fig.update_xaxes(tickvals=[*ticks, INFINITY_AT], ticktext=[*(f"10<sup>{k}</sup>" for k in
                                                                      range(1, len(ticks) + 1)), "∞"])
-    return style.legend_below(fig, rows=len(fig.data))
+    return style.fit_phone(fig)
