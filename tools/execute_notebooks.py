@@ -119,6 +119,7 @@ def fold_solutions(notebook) -> None:
         if cell.get("cell_type") == "code" and SOLUTION in metadata.get("tags", []):
             folded = metadata.setdefault("jupyter", {})
             folded["source_hidden"] = folded["outputs_hidden"] = True
+            metadata["collapsed"] = True
 
 
 def normalise(notebook) -> bool:
@@ -128,7 +129,8 @@ def normalise(notebook) -> bool:
     adds next to plotly JSON, drops the per-cell ``execution`` timings, writes whole floats as ints
     (:func:`_as_javascript`), drops the library's transient progress lines (outputs marked :data:`TRANSIENT`: a
     training that a person ran, saved), merges consecutive streams (:func:`merge_streams`) and folds the solutions'
-    code cells (:func:`fold_solutions`); outputs are otherwise left alone. Returns whether anything changed.
+    code cells (:func:`fold_solutions`), marking every folded output ``collapsed`` as JupyterLab's save does; outputs
+    are otherwise left alone. Returns whether anything changed.
     """
     before = repr(notebook)
     _as_javascript(notebook)
@@ -139,6 +141,8 @@ def normalise(notebook) -> bool:
     notebook["nbformat"], notebook["nbformat_minor"] = 4, max(5, notebook.get("nbformat_minor", 5))
     for cell in notebook.get("cells", []):
         cell.get("metadata", {}).pop("execution", None)
+        if cell.get("metadata", {}).get("jupyter", {}).get("outputs_hidden"):
+            cell["metadata"]["collapsed"] = True  # what JupyterLab writes beside a folded output, on every save
         if cell.get("outputs"):
             cell["outputs"] = merge_streams([o for o in cell["outputs"] if not o.get("metadata", {}).get(TRANSIENT)])
         for output in cell.get("outputs", []):

@@ -105,3 +105,18 @@ def test_the_stored_form_drops_transient_progress_lines_and_the_executed_kernel_
     copy_of.write_text(CHAPTER_8.read_text())
     execute_notebooks.execute(copy_of)
     assert seen["progress"] == "0"
+
+
+def test_a_folded_output_is_stored_collapsed_as_jupyterlab_saves_it():
+    # JupyterLab writes "collapsed": true beside jupyter.outputs_hidden on every save: the stored form must hold it,
+    # or opening and saving a chapter with a folded solution would rewrite it
+    cell = {"cell_type": "code", "id": "s", "metadata": {"tags": ["solution"]}, "outputs": [], "source": "",
+            "execution_count": 1}
+    notebook = {"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    execute_notebooks.normalise(notebook)
+    assert cell["metadata"]["collapsed"] is True and cell["metadata"]["jupyter"]["outputs_hidden"] is True
+    assert not execute_notebooks.normalise(notebook)  # the stored form is a fixed point
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for stored in json.loads(path.read_text())["cells"]:
+            if stored["metadata"].get("jupyter", {}).get("outputs_hidden"):
+                assert stored["metadata"].get("collapsed") is True, f"{path.name}: cell {stored['id']}"
