@@ -482,9 +482,37 @@ def _measure_panel_redraws_for_L_and_reports_bad_values(chapter, output):
     assert not chapter.errors, chapter.errors
 
 
+def _cell_index(notebook: pathlib.Path, cell_id: str) -> int:
+    return next(i for i, c in enumerate(json.loads(notebook.read_text())["cells"]) if c.get("id") == cell_id)
+
+
+def _a_coding_exercise_answers_as_a_student_types(chapter, path):
+    """The skeleton's check says "not attempted yet"; a wrong answer typed in gets its diagnosis; the solution's
+    code and output stay folded."""
+    skeleton = _cell_index(path, "ch1-code-softmax-skeleton")
+    answer = _cell_index(path, "ch1-code-softmax-answer")
+    folded = chapter.cell(answer)
+    folded.scroll_into_view_if_needed()
+    assert folded.locator(".jp-InputPlaceholder").count() == 1, "the solution's code must start folded"
+    assert folded.locator(".jp-OutputPlaceholder").count() == 1, "the solution's output must start folded"
+    chapter.run(cells_for(path, skeleton + 1))
+    output = chapter.cell(skeleton + 1).locator(".jp-OutputArea").first
+    assert "softmax_attention: not attempted yet" in output.inner_text(), output.inner_text()
+    editor = chapter.cell(skeleton).locator(".cm-content").first
+    editor.click()
+    chapter.page.keyboard.press("Control+a")
+    chapter.page.keyboard.insert_text("def softmax_attention(tokens, query, U, V):\n"
+                                      "    return V @ (torch.exp(tokens @ U @ query) @ tokens)\n")
+    chapter.run([skeleton, skeleton + 1])
+    text = output.inner_text()
+    chapter.shot("coding-exercise-diagnosed", chapter.cell(skeleton))
+    assert "the weights do not sum to one" in text and "Traceback" not in text, text
+
+
 def test_chapter_1_saves_unchanged_and_its_panel_redraws_and_reports_bad_values(open_chapter, lab):
     """Chapter 1, opened once: saving it unchanged writes it back byte for byte; its measure panel redraws for L,
-    and a non-number or an out-of-range number typed into it gets a message (the clamped value redrawn)."""
+    and a non-number or an out-of-range number typed into it gets a message (the clamped value redrawn); a coding
+    exercise answers a student's wrong function with its diagnosis, its solution folded."""
     path = lab[2] / "01_measure_view.ipynb"
     before = path.read_bytes()
     chapter = open_chapter("01_measure_view")
@@ -494,6 +522,8 @@ def test_chapter_1_saves_unchanged_and_its_panel_redraws_and_reports_bad_values(
     chapter.run(cells_for(path, index))
     with check("Chapter 1's measure panel"):
         _measure_panel_redraws_for_L_and_reports_bad_values(chapter, _panel_output(chapter, index))
+    with check("Chapter 1's coding exercise"):
+        _a_coding_exercise_answers_as_a_student_types(chapter, path)
 
 
 def _flow_panel_redraws_for_the_covariance_and_the_initialisation(chapter, output):
