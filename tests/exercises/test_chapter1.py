@@ -3,13 +3,7 @@ checker's own list), each told what is wrong."""
 import numpy as np
 import torch
 
-from softmax_as_linear import exercises
-
-
-def _message(function, name):
-    answer = exercises.result(function, name)
-    assert answer.status == "failed"
-    return answer.message
+from helpers import diagnosis as _message
 
 
 def test_softmax_without_the_largest_score_subtracted_overflows():

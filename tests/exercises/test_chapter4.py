@@ -5,11 +5,7 @@ import torch
 
 from softmax_as_linear import exercises
 
-
-def _message(function, name):
-    answer = exercises.result(function, name)
-    assert answer.status == "failed"
-    return answer.message
+from helpers import diagnosis as _message
 
 
 def _risk(U, V, tau2, s2, *, half=0.5, floor=True, fourth=None, transpose=False, label_noise=True):

@@ -5,11 +5,7 @@ import torch
 
 from softmax_as_linear import exercises
 
-
-def _message(function, name):
-    answer = exercises.result(function, name)
-    assert answer.status == "failed"
-    return answer.message
+from helpers import diagnosis as _message
 
 
 def _prediction(U, V, Sigma, w, x, s2, *, cross=None, corner=None, sigma_inverse=False, U_T=False, last_column=False):
