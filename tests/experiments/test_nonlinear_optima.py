@@ -53,9 +53,51 @@ def test_moves_and_exponents_read_synthetic_windows():
     assert fit["all"]["low"] < 0.415 < fit["all"]["high"]
 
 
-def test_bad_preset_exits_with_2(capsys):
-    assert optima.main(["paper-sized"]) == 2
-    assert "preset" in capsys.readouterr().err
+def test_bad_preset_is_refused_and_the_module_has_no_entry_point_of_its_own():
+    # only the reproduction command writes the file (it checks the library's uncommitted changes)
+    with pytest.raises(ValueError, match="preset"):
+        optima.reproduce_nonlinear_optima("paper-sized")
+    assert not hasattr(optima, "main")
+
+
+def _fixed_fit(model, prompts, theta0=None, **options):
+    # a "fit" that returns fixed weights (window 30), so a replicate's held-out mean is the mean of n independent losses
+    theta = ao.start(model, prompts.d, 30.0)
+    return ao.Fit(model, theta, 0.0, 0.0, np.zeros(theta.size), 1.0, 0, "fixed")
+
+
+def _chi2_band(dof: int, z: float = 3.29) -> tuple[float, float]:
+    # the 0.05 % and 99.95 % quantiles of chi-square / dof (Wilson-Hilferty, within 1 % of the exact ones from 20 dof)
+    a = 2 / (9 * dof)
+    return (1 - a - z * math.sqrt(a)) ** 3, (1 - a + z * math.sqrt(a)) ** 3
+
+
+def test_held_out_standard_errors_match_their_spread_over_independent_prompt_sets(monkeypatch):
+    # simulation: at fixed weights each replicate's held-out risk (and paired gap) is a mean over its own fresh prompts,
+    # independent across replicates; the spread of those means over K replicates must match the standard error each
+    # replicate reports. (K - 1) s^2 / sigma^2 is chi-square with K - 1 degrees of freedom: a two-sided 0.1 % band
+    monkeypatch.setattr(optima, "fit", _fixed_fit)
+    task = nonlinear.nonlinear_config("lecture").task()
+    K, n, L = 30, 40, 10
+    records = [optima.replicate(task, L, n, k) for k in range(K)]
+    low, high = _chi2_band(K - 1)
+    for model in optima.MODELS:
+        held = np.array([r[model]["held_out"] for r in records])
+        se = np.array([r[model]["held_out_se"] for r in records])
+        ratio = held.var(ddof=1) / np.mean(se ** 2)
+        assert low < ratio < high, (model, ratio)
+    for name in records[0]["gaps"]:
+        mean = np.array([r["gaps"][name][0] for r in records])
+        se = np.array([r["gaps"][name][1] for r in records])
+        ratio = mean.var(ddof=1) / np.mean(se ** 2)
+        assert low < ratio < high, (name, ratio)
+    # the replicates' standard error (mean_se, what the summaries report) against the spread of independent means of K
+    rng = np.random.default_rng(0)
+    groups = rng.lognormal(0.0, 0.5, size=(1000, 8))
+    means, ses = zip(*(optima.mean_se(row) for row in groups))
+    ratio = np.var(means, ddof=1) / np.mean(np.square(ses))
+    low, high = _chi2_band(999)
+    assert low < ratio < high * 1.1  # s^2 / K is unbiased for the mean's variance; se^2 averaged, the band widened
 
 
 @pytest.mark.slow

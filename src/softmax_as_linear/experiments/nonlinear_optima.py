@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import math
 import pathlib
-import sys
 import time
 
 import numpy as np
@@ -323,26 +322,3 @@ def _compute(preset: str, settings: dict, path: pathlib.Path, progress: bool, di
         print(f"wrote {path} in {time.monotonic() - begin:.0f} s", flush=True)
     return path
 
-
-def main(argv=None) -> int:
-    """``python -m softmax_as_linear.experiments.nonlinear_optima [preset] [out]``: :func:`reproduce_nonlinear_optima`,
-    the function the reproduction ``nonlinear_optima`` runs (``python -m softmax_as_linear reproduce nonlinear_optima
-    --preset <preset>`` adds the check of the library's uncommitted changes); exit code 2 for bad arguments, 1 for a
-    damaged file, 0 once the file is written or up to date."""
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        preset = argv[0] if argv else "lecture"
-        checks.one_of("preset", preset, tuple(PRESETS))
-    except ValueError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    try:
-        reproduce_nonlinear_optima(preset, argv[1] if len(argv) > 1 else None)
-    except DamagedFileError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
