@@ -184,3 +184,43 @@ def test_lecture_first_replicate_reproduces():
     for model in optima.MODELS:
         assert record[model]["held_out"] == pytest.approx(data["replicate"][model]["held_out"][0][0], rel=1e-6)
     assert record["softmax"]["w"] == pytest.approx(data["replicate"]["softmax"]["w"][0][0], rel=1e-4)
+
+
+def test_conditional_losses_are_the_noisy_losses_averaged_over_the_label_noise():
+    # identity: the conditional loss is 1/2 (yhat - f)^2 + s^2/2 per query; and the noisy loss's mean over many fresh
+    # label noises agrees with it within 4 standard errors
+    task = nonlinear.nonlinear_config("lecture").task()
+    prompts, x, f = optima.scoring_set(task, 64, 20, 3, seeding.generator(5, "analysis", 20))
+    theta = ao.start("softmax", task.d, 20.0)
+    cond = ao.conditional_losses("softmax", theta, prompts, x, f, task.noise_var)
+    by_hand = []
+    for j in range(3):
+        one = ao.Prompts(prompts.tokens, torch.cat([x[:, j], torch.zeros(64, 1, dtype=torch.float64)], -1), f[:, j])
+        by_hand.append(ao.losses("softmax", theta, one) + 0.5 * task.noise_var)
+    assert cond.numpy() == pytest.approx(torch.stack(by_hand).mean(0).numpy(), rel=1e-12)
+    g = torch.Generator().manual_seed(1)
+    noisy = []
+    for j in range(3):
+        target = f[:, j] + math.sqrt(task.noise_var) * torch.randn(400, 64, generator=g, dtype=torch.float64)
+        one = ao.Prompts(prompts.tokens, torch.cat([x[:, j], torch.zeros(64, 1, dtype=torch.float64)], -1), f[:, j])
+        pred = ao.softmax_prediction(theta, one.tokens, one.query)
+        noisy.append((0.5 * (pred - target) ** 2).mean(0))
+    noisy = torch.stack(noisy).mean(0)
+    # per prompt: the mean over 400 noises of the noisy loss against the conditional one
+    assert (noisy - cond).abs().max() < 4 * math.sqrt(task.noise_var * (2 * cond.max() + task.noise_var) / 400)
+
+
+@pytest.mark.slow
+def test_fit_at_window_at_the_optimum_s_window_returns_the_optimum():
+    # the in-sample profile's minimum is the unconstrained optimum: held at the fitted window, the other weights stay
+    # where the fit left them, and a window moved away raises the in-sample loss
+    task = nonlinear.nonlinear_config("lecture").task()
+    prompts = ao.Prompts.draw(task, 128, 20, seeding.generator(3, "prompts", 20))
+    best = ao.fit("softmax", prompts, ao.start("softmax", task.d, 20.0), newton=False)
+    H = ao.window_hessian(prompts, best.theta)
+    at = ao.fit_at_window(prompts, float(best.theta[0]), best.theta, gtol=1e-8, hessian=H)
+    assert at.theta == pytest.approx(best.theta, abs=1e-5) and at.risk == pytest.approx(best.risk, abs=1e-12)
+    for step in (-0.3, 0.3):
+        moved = ao.fit_at_window(prompts, float(best.theta[0]) + step, best.theta, gtol=1e-7, hessian=H)
+        assert moved.gradient_norm < 1e-6 and moved.risk > best.risk
+    assert math.isnan(best.curvature)  # newton=False computes no Newton step

@@ -199,13 +199,19 @@ NONLINEAR_WINDOW_SETTINGS = {
 #: Chapter 8's optima (:mod:`~softmax_as_linear.experiments.nonlinear_optima`), each preset: lengths, replicates K,
 #: tokens per prompt set (prompts = tokens // L, capped; from ``large_from`` on, ``large_tokens``, as the risk flattens
 #: around the optimum there), the lengths from which the exponent is read against the heuristic, and the dependence
-#: study's settings. The lecture preset: about 33 minutes of one CPU core.
+#: study's settings; from ``large_from`` on, the bias checks of the best window (``pool``: replicates per pooled refit;
+#: ``profile``: the held-out profile over log w), and ``draws``, the optima for other draws of the task's features.
+#: The lecture preset: about 55 minutes of one CPU core.
 NONLINEAR_OPTIMA_SETTINGS = {
     "lecture": dict(lengths=(10, 32, 100, 316, 1000, 3162, 10000), replicates=8, tokens=1 << 20, max_prompts=1 << 14,
                     large_from=1000, large_tokens=1 << 22, dependence_length=NONLINEAR_DEPENDENCE_LENGTH["lecture"],
-                    dependence_replicates=6, noise_levels=(0.01, 0.05, 0.25), frequencies=(1.0, 2.0, 4.0)),
+                    dependence_replicates=6, noise_levels=(0.01, 0.05, 0.25), frequencies=(1.0, 2.0, 4.0), pool=4,
+                    profile=dict(replicates=3, points=5, queries=8, min_step=0.05, max_step=0.5, gtol=1e-6),
+                    draws=dict(feature_seeds=(1, 2, 3, 4, 5), lengths=(32, 100, 316), replicates=1)),
     "smoke": dict(lengths=(10, 100), replicates=3, tokens=1 << 13, max_prompts=256, large_from=10, large_tokens=1 << 13,
-                  dependence_length=32, dependence_replicates=3, noise_levels=(0.01, 0.25), frequencies=(1.0, 4.0)),
+                  dependence_length=32, dependence_replicates=3, noise_levels=(0.01, 0.25), frequencies=(1.0, 4.0),
+                  pool=3, profile=dict(replicates=2, points=5, queries=4, min_step=0.05, max_step=0.5, gtol=1e-6),
+                  draws=dict(feature_seeds=(1,), lengths=(10, 100), replicates=1)),
 }
 
 #: Chapter 8's one- and two-layer sweep (:mod:`~softmax_as_linear.experiments.nonlinear_depth`) of each preset

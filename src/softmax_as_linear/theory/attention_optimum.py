@@ -315,11 +315,13 @@ class Fit:
         return window(self.model, self.theta) if self.model in ("softmax", "nadaraya_watson") else None
 
 
-def fit(model: str, prompts: Prompts, theta0=None, gtol: float = 1e-9, max_iterations: int = 2000) -> Fit:
+def fit(model: str, prompts: Prompts, theta0=None, gtol: float = 1e-9, max_iterations: int = 2000,
+        newton: bool = True) -> Fit:
     r"""The minimiser of the mean loss of ``model`` on ``prompts`` (L-BFGS, SciPy's ``L-BFGS-B`` without bounds, on
     the exact gradient), from ``theta0`` (default :func:`start`; Nadaraya-Watson starts at the best point of
     :data:`LOG_W_GRID`). Stops when the largest gradient entry is below ``gtol`` or the loss stops falling to
-    rounding."""
+    rounding. ``newton=False`` skips the Newton step left (its :math:`2p` gradients; ``newton`` and ``curvature``
+    are then NaN)."""
     from scipy.optimize import minimize
 
     checks.one_of("model", model, OPTIMUM_MODELS)
@@ -335,6 +337,89 @@ def fit(model: str, prompts: Prompts, theta0=None, gtol: float = 1e-9, max_itera
     theta0 = checks.shaped("theta0", _array(theta0), f"({parameter_count(model, prompts.d)},)").numpy()
     result = minimize(lambda t: objective(model, t, prompts), theta0, jac=True, method="L-BFGS-B",
                       options={"gtol": gtol, "ftol": 1e-15, "maxiter": max_iterations, "maxcor": 20})
-    step, eigenvalues = newton_step(model, result.x, prompts)
+    if newton:
+        step, eigenvalues = newton_step(model, result.x, prompts)
+    else:
+        step, eigenvalues = np.full(result.x.size, np.nan), np.array([np.nan])
     return Fit(model, result.x, float(result.fun), float(np.linalg.norm(result.jac)), step, float(eigenvalues.min()),
                int(result.nit), str(result.message))
+
+
+def window_hessian(prompts: Prompts, theta, h: float = 1e-4) -> np.ndarray:
+    r"""The Hessian of the softmax layer's mean loss on ``prompts`` in its weights other than :math:`\log w`, at
+    ``theta`` (central differences of the exact gradient, symmetrised): ``(p - 1, p - 1)``."""
+    theta = _checked("softmax", theta, prompts).numpy()
+    columns = []
+    for j in range(1, theta.size):
+        e = np.zeros_like(theta)
+        e[j] = h
+        columns.append((objective("softmax", theta + e, prompts)[1] - objective("softmax", theta - e, prompts)[1])[1:]
+                       / (2 * h))
+    H = np.array(columns)
+    return 0.5 * (H + H.T)
+
+
+def fit_at_window(prompts: Prompts, log_w: float, theta0, gtol: float = 1e-8, max_iterations: int = 500,
+                  hessian=None) -> Fit:
+    r"""The softmax layer's best weights on ``prompts`` with its window held at :math:`w = e^{\text{log\_w}}`: the
+    mean loss minimised over every other weight (:math:`B`, :math:`u_y`, :math:`v`) from ``theta0``'s (its first entry
+    is replaced by ``log_w``). With ``hessian`` (:func:`window_hessian` at a nearby point) first Newton steps with that
+    fixed Hessian while each lowers the loss (at most 15); then, unless the gradient is below ``gtol``, L-BFGS. A
+    point of the in-sample profile of the loss over :math:`\log w`; ``newton`` and ``curvature`` are NaN (not
+    computed); ``iterations`` counts both kinds of step."""
+    from scipy.optimize import minimize
+
+    if not isinstance(prompts, Prompts):
+        raise ValueError(f"prompts must be Prompts, got {type(prompts).__name__}")
+    log_w = checks.number("log_w", log_w)
+    gtol = checks.positive_float("gtol", gtol)
+    theta0 = checks.shaped("theta0", _array(theta0), f"({parameter_count('softmax', prompts.d)},)").numpy()
+
+    def value(rest):
+        loss, grad = objective("softmax", np.concatenate(([log_w], rest)), prompts)
+        return loss, grad[1:]
+
+    rest, steps = theta0[1:].copy(), 0
+    loss, grad = value(rest)
+    if hessian is not None:
+        inverse = np.linalg.pinv(np.asarray(hessian, dtype=float), rcond=1e-10, hermitian=True)
+        while np.linalg.norm(grad) >= gtol and steps < 15:
+            trial = rest - inverse @ grad
+            trial_loss, trial_grad = value(trial)
+            if not trial_loss < loss:
+                break
+            rest, loss, grad, steps = trial, trial_loss, trial_grad, steps + 1
+    message = "fixed-Hessian Newton steps"
+    if np.linalg.norm(grad) >= gtol:
+        result = minimize(value, rest, jac=True, method="L-BFGS-B",
+                          options={"gtol": gtol, "ftol": 1e-15, "maxiter": max_iterations, "maxcor": 20})
+        rest, loss, grad, steps, message = result.x, float(result.fun), result.jac, steps + int(result.nit), \
+            str(result.message)
+    theta = np.concatenate(([log_w], rest))
+    return Fit("softmax", theta, float(loss), float(np.linalg.norm(grad)), np.full(theta.size, np.nan), float("nan"),
+               steps, message)
+
+
+def conditional_losses(model: str, theta, prompts: Prompts, queries: Tensor, targets: Tensor,
+                       noise_var: float) -> Tensor:
+    r"""Per-prompt expected losses given the prompt and several queries: for each prompt the mean over its queries
+    ``queries`` ``(n, q, d)`` of :math:`\tfrac12(\hat y - f(x_q))^2 + s^2/2`, the noise-free targets ``targets``
+    ``(n, q)`` (the conditional expectation of the loss over the query's label noise: the same expected risk as the
+    loss on a noisy label, without that noise's variance): ``(n,)``. ``prompts``' own query and target are not
+    read."""
+    theta = _checked(model, theta, prompts)
+    sizes = {"n": prompts.n, "d": prompts.d}
+    queries = checks.shaped("queries", queries, "(n, q, d)", sizes)
+    targets = checks.shaped("targets", targets, "(n, q)", sizes)
+    noise_var = checks.positive_float("noise_var", noise_var, allow_zero=True)
+    total = torch.zeros(prompts.n, dtype=torch.float64)
+    zero = torch.zeros(prompts.n, 1, dtype=torch.float64)
+    with torch.no_grad():
+        for j in range(sizes["q"]):
+            one = Prompts(prompts.tokens, torch.cat([queries[:, j].to(torch.float64), zero], -1),
+                          targets[:, j].to(torch.float64))
+            one._moments = prompts._moments
+            total += torch.cat([0.5 * (_predict(model, theta, one, p) - one.target[p]) ** 2 for p in one.chunks()])
+            prompts._moments = one._moments
+    return total / sizes["q"] + 0.5 * noise_var
+
