@@ -99,6 +99,8 @@ Its folders are its layers; a module imports only from its own layer and the one
   - :mod:`~softmax_as_linear.experiments.presets`: every named setting (sweeps, Figures 1 and 5, the
     training panel's first run).
   - :mod:`~softmax_as_linear.experiments.paper_figures`: the data of the training figures (2-4, 6-8).
+  - :mod:`~softmax_as_linear.experiments.file_names`: the names of the figures' and Chapter 6's result files, and
+    the reading of any result file (partial, damaged or missing: named with the command that writes it).
   - :mod:`~softmax_as_linear.experiments.result_files`: every result file's name, loader and the command that
     rebuilds it.
   - :mod:`~softmax_as_linear.experiments.concentration_figures`: Figures 1 and 5, and the gaps along a trained run.
@@ -113,16 +115,24 @@ Its folders are its layers; a module imports only from its own layer and the one
     test's simulated false-alarm rates for a reading's own design, with correlated records as well as independent.
   - :mod:`~softmax_as_linear.experiments.stages`: one stage of a reproduction trained or resumed under a deadline,
     the one loop behind every chapter's sweeps, with the documented errors for a foreign or damaged checkpoint.
-  - :mod:`~softmax_as_linear.experiments.chapters`: every reproduction (each figure, each chapter's) as one object,
-    and the registry that the command, the merge, the option checks and the help iterate over.
+  - :mod:`~softmax_as_linear.experiments.pipeline`: the one engine of the reproductions: a reproduction declares
+    its stages, file and fields; training, resuming, the "up to date" short-cut, completeness, restart, the partial
+    file, the shard merge and the reader are written there once.
+  - every reproduction declared in a module of its own, listed in the registry
+    :data:`~softmax_as_linear.experiments.reproductions.REPRODUCTIONS` that the command, the merge, the option checks,
+    the help and the readers iterate over: :mod:`~softmax_as_linear.experiments.reproductions.figures`,
+    :mod:`~softmax_as_linear.experiments.reproductions.beyond`,
+    :mod:`~softmax_as_linear.experiments.reproductions.depth`,
+    :mod:`~softmax_as_linear.experiments.reproductions.nonlinear`,
+    :mod:`~softmax_as_linear.experiments.reproductions.nonlinear_depth`,
+    :mod:`~softmax_as_linear.experiments.reproductions.nonlinear_window` and
+    :mod:`~softmax_as_linear.experiments.reproductions.nonlinear_optima`.
   - :mod:`~softmax_as_linear.experiments.figure_sweeps`: the sweeps of the paper's figures and of Chapter 6, trained
     or reused, read and written file by file.
-  - :mod:`~softmax_as_linear.experiments.depth_reproduction`: Chapter 7's reproduction, its sweep, warm stage and
-    control in turn, complete when every stage is.
   - :mod:`~softmax_as_linear.experiments.reproduce`: what the command runs, its options checked and every
     reproduction of the registry named in turn.
-  - :mod:`~softmax_as_linear.experiments.merging`: the shards of a reproduction read and joined, one rule for the
-    provenance of the joined file.
+  - :mod:`~softmax_as_linear.experiments.merging`: a shard's file read, and the join of the sweeps the paper's
+    figures and Chapter 6 share.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
   - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the

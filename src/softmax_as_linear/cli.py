@@ -8,7 +8,7 @@
     python -m softmax_as_linear merge FIGURE... --shards N [--preset P] [--seeds N] [--sampler S] [--rng R]
         [--covariates LAW...] [--lengths L...] [--out DIR] [--allow-dirty]
 
-The reproductions are those of :data:`softmax_as_linear.experiments.chapters.REPRODUCTIONS` (``--help`` lists
+The reproductions are those of :data:`softmax_as_linear.experiments.reproductions.REPRODUCTIONS` (``--help`` lists
 them); what they compute is :func:`softmax_as_linear.experiments.reproduce.reproduce` and
 :mod:`softmax_as_linear.experiments.shards`. Nothing heavy is imported before a command runs, so
 ``--help`` and ``--version`` answer at once. Exit codes: see ``EXIT_CODES``.
@@ -24,7 +24,7 @@ import signal
 import sys
 import tempfile
 
-from .experiments.chapters import REPRODUCTIONS
+from .experiments.reproductions import REPRODUCTIONS
 from .registry import COVARIATES, DEVICES, LAUNCHERS, PRESETS, RNGS, SAMPLERS, VERSION
 
 #: What ``reproduce`` and ``merge`` take: every reproduction of the registry, and ``all`` (the paper's figures).

@@ -61,6 +61,9 @@ COVARIATES = ("gaussian", "uniform", "rademacher")
 LABELS = ("linear", "cosine")
 COVARIATE_NAMES = {"gaussian": "Gaussian", "uniform": "uniform", "rademacher": "Rademacher"}
 
+#: The command line that reproduces a figure or a chapter's files (followed by its name and options).
+REPRODUCE_COMMAND = "python -m softmax_as_linear reproduce"
+
 #: Presets of the reproduction: the paper's settings, a lecture-sized version, and a seconds-long check.
 PRESETS = ("paper", "lecture", "smoke")
 
@@ -83,5 +86,5 @@ CONCENTRATION_FIGURES = {"fig1": "isotropic", "fig5": "kms"}
 #: Every figure the command line reproduces, in order.
 FIGURES = tuple(sorted((*TRAINING_FIGURES, *CONCENTRATION_FIGURES), key=lambda name: int(name[3:])))
 
-#: What the command line reproduces is :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS` (these figures,
-#: then Chapters 6-8), a registry that imports no torch either.
+#: What the command line reproduces is :data:`~softmax_as_linear.experiments.reproductions.REPRODUCTIONS` (these
+#: figures, then Chapters 6-8), a registry that imports no torch either.

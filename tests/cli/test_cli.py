@@ -81,7 +81,7 @@ def test_time_boxed_run_writes_partial_artifacts_then_resumes(tmp_path, tiny_pre
 
 def test_choices_come_from_the_registry_which_needs_no_torch():
     from softmax_as_linear import registry
-    from softmax_as_linear.experiments.chapters import REPRODUCTIONS
+    from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
 
     assert cli.FIGURE_CHOICES == (*REPRODUCTIONS, "all")
     assert cli.FIGURE_CHOICES[:10] == (*registry.FIGURES, "beyond", "depth")
@@ -185,7 +185,7 @@ def test_reproduce_with_the_counter_based_stream_records_it_and_reuses_the_sweep
 def test_help_names_every_chapters_reproduction_with_an_example():
     """The help lists, from the registry, every chapter's reproduction with what it writes and an example, Chapter 8's
     among them."""
-    from softmax_as_linear.experiments.chapters import REPRODUCTIONS
+    from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
 
     text = _command("--help").stdout + _command("reproduce", "--help").stdout
     for reproduction in REPRODUCTIONS.values():

@@ -3,17 +3,17 @@ dependence of Chapter 8, the control of Chapter 7) is not "step 12 of 12" of its
 import pytest
 
 import softmax_as_linear.cli as cli
-from softmax_as_linear.experiments import nonlinear_window, presets, result_files
+from softmax_as_linear.experiments import presets, result_files, stages
 
 
 def test_a_log_window_file_stopped_in_its_dependence_names_it(tmp_path, run_cli, monkeypatch):
     monkeypatch.setattr(presets, "NONLINEAR_DEPENDENCE", presets.NONLINEAR_DEPENDENCE[:2])
-    real = nonlinear_window.train_stage
+    real = stages.train_stage
 
     def stop_in_the_dependence(what, checkpoint, key, steps, train, device, deadline=None, restart=False):
         return real(what, checkpoint, key, steps, train, device, 0.0 if "dependence" in what else deadline, restart)
 
-    monkeypatch.setattr(nonlinear_window, "train_stage", stop_in_the_dependence)
+    monkeypatch.setattr(stages, "train_stage", stop_in_the_dependence)
     code, out, err = run_cli("reproduce", "nonlinear_window", "--preset", "smoke", "--device", "cpu", "--out",
                              str(tmp_path), "--max-minutes", "10")
     assert code == cli.EXIT_PARTIAL, err
@@ -25,12 +25,12 @@ def test_a_log_window_file_stopped_in_its_dependence_names_it(tmp_path, run_cli,
 
 
 @pytest.mark.parametrize("data, expected", [
-    ({"experiment": "depth_regression", "complete": False, "main_complete": True, "steps": [0, 12],
-      "warm": {"complete": True, "steps": [0, 8], "settings": {"steps": 8}},
-      "control": {"complete": False, "steps": [0, 4], "settings": {"steps": 8}}},
-     "the sweep complete, its warm stage complete, its equal-budget control at step 4 of 8"),
-    ({"complete": False, "steps_reached": 12, "steps": [0, 12], "stopped_in": "the window's dependence",
-      "config": {"steps": 12}}, "the sweep complete, stopped in the window's dependence"),
+    ({"experiment": "depth", "complete": False, "stages_complete": ["the sweep", "its warm stage"],
+      "stopped_in": "its equal-budget control", "stopped_at": [4, 8]},
+     "the sweep, its warm stage complete, stopped in its equal-budget control at step 4 of 8"),
+    ({"complete": False, "stages_complete": ["the sweep"], "stopped_in": "dependence 2", "stopped_at": [0, 8]},
+     "the sweep complete, stopped in dependence 2 at step 0 of 8"),
+    ({"complete": False, "stages_complete": [], "stopped_in": "the sweep", "stopped_at": [3, 12]}, "step 3 of 12"),
     ({"complete": False, "steps": [0, 4], "provenance": {"settings": {"steps": 12}}}, "step 4 of 12"),
 ])
 def test_progress_names_the_stage_that_stopped(data, expected):

@@ -29,7 +29,7 @@ def test_depth_stops_at_its_time_limit_resumes_and_is_then_up_to_date(tmp_path, 
     code, out, err = run_cli(*RUN, "--out", str(tmp_path), "--max-minutes", "1")
     assert code == cli.EXIT_PARTIAL == 3, err
     partial = _load(tmp_path / "depth_smoke.json")
-    assert partial["complete"] is False and partial["steps"][-1] == 4
+    assert partial["complete"] is False and partial["stopped_at"] == [4, 12] and partial["stopped_in"] == "the sweep"
     assert (tmp_path / "checkpoints" / "depth_smoke.pt").is_file()
     assert "no chapter reads its files" in err and "SOFTMAX_AS_LINEAR_RESULTS" not in err  # a smoke run
     with pytest.raises(result_files.PartialResultError, match=r"partial \(step 4 of 12\)") as caught:
@@ -99,7 +99,8 @@ def test_a_control_stopped_by_the_time_limit_leaves_the_file_partial(tmp_path, t
     code, out, err = run_cli(*RUN, "--out", str(tmp_path))
     assert code == cli.EXIT_PARTIAL, err
     data = _load(tmp_path / "depth_smoke.json")
-    assert data["warm"]["complete"] and not data["control"]["complete"] and data["complete"] is False
+    assert data["stages_complete"] == ["the sweep", "its warm stage"] and data["complete"] is False
+    assert data["stopped_in"] == "its equal-budget control"
     with pytest.raises(result_files.PartialResultError):
         result_files.saved_depth("smoke", tmp_path, required=True)
     stop_control = False

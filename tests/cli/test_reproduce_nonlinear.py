@@ -37,7 +37,7 @@ def test_nonlinear_shards_merge_into_the_file_of_one_process(tiny_nonlinear, one
     assert joined["config"]["seeds"] == [0, 1] and len(joined["final"]["risk"]) == 2
     assert len(joined["windows"]["exponent"]["per_seed"]) == 2  # fitted over every seed, after the merge
     shard = json.loads((tmp_path / "sharded" / "shards" / "2-of-2" / "nonlinear_smoke.json").read_text())
-    assert shard["shard"] == "2/2" and shard["config"]["seeds"] == [1] and shard["references"] is None
+    assert shard["provenance"]["shard"] == "2/2" and shard["config"]["seeds"] == [1] and shard["references"] is None
     merged = json.loads((tmp_path / "sharded" / "nonlinear_smoke.json").read_text())["provenance"]
     assert [s["seeds"] for s in merged["shards"]] == [[0], [1]] and merged["seeds"] == [0, 1]
     assert {"device", "torch", "commit", "wall_seconds", "merged"} <= set(merged)
@@ -90,9 +90,9 @@ def test_nonlinear_window_shards_merge_into_the_file_of_one_process(one_process_
     assert [s["seeds"] for s in merged["shards"]] == [[0], [1]]
     # the merged provenance records the shards' settings of every stage (their seeds joined), as the data holds them
     shard = json.loads((tmp_path / "sharded" / "shards" / "1-of-2" / "nonlinear_window_smoke.json").read_text())
-    assert [{**s, "seeds": None} for s in merged["dependence_settings"]] == \
-        [{**s, "seeds": None} for s in shard["provenance"]["dependence_settings"]]
-    assert len(merged["dependence_settings"]) == len(joined["dependence"]["settings"]) == \
+    assert [{**s, "seeds": None} for s in merged["stages"].values()] == \
+        [{**s, "seeds": None} for s in shard["provenance"]["stages"].values()]
+    assert len(merged["stages"]) - 1 == len(joined["dependence"]["settings"]) == \
         np.asarray(joined["per_seed"]["dependence"]["w"]).shape[1]
 
 

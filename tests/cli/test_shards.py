@@ -110,8 +110,10 @@ def test_shards_through_submitit_equal_one_process(tmp_path, run_cli):
 def test_the_merged_provenance_marks_every_key_on_which_shards_differ():
     """One rule for every key of where the shards ran: the same on every shard, it is kept; different (device, GPU,
     machine, Python as well as torch or commit), it is marked "several (see shards)", never shard 1's alone."""
-    from softmax_as_linear.experiments.merging import ORIGIN_KEYS, common_origin
+    from softmax_as_linear.experiments.merging import MERGE_OWN, common_origin
 
+    ORIGIN_KEYS = ("device", "device_name", "gpu", "torch", "python", "commit", "uncommitted_changes", "engine_path",
+                   "machine", "torch_threads", "final_prompts", "seed_rule")  # any key, not a list of known ones
     first = {key: f"{key}-1" for key in ORIGIN_KEYS}
     assert common_origin([first, dict(first)]) == first
     for key in ORIGIN_KEYS:
@@ -120,6 +122,7 @@ def test_the_merged_provenance_marks_every_key_on_which_shards_differ():
         assert all(top[other] == first[other] for other in ORIGIN_KEYS if other != key)
     second = {k: v for k, v in first.items() if k != "gpu"}  # one shard ran without a GPU
     assert common_origin([second, first])["gpu"] == "several (see shards)"
+    assert "seeds" not in common_origin([{**first, "seeds": [0]}, {**first, "seeds": [1]}], MERGE_OWN)
 
 
 @pytest.mark.parametrize("figure", [pytest.param("fig3", marks=pytest.mark.slow), "fig7"])

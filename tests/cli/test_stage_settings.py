@@ -27,7 +27,8 @@ def test_a_changed_dependence_stage_is_not_up_to_date(two_settings, tmp_path, ru
     assert code == cli.EXIT_COMPLETE, err
     assert "up to date" not in out
     data = json.loads((tmp_path / "nonlinear_window_smoke.json").read_text())
-    assert len(data["dependence"]["settings"]) == 1 and len(data["provenance"]["dependence_settings"]) == 1
+    assert len(data["dependence"]["settings"]) == 1
+    assert list(data["provenance"]["stages"]) == ["sweep", "dependence 0"]
     assert len(data["per_seed"]["dependence"]["w"][0]) == 1
 
 
@@ -40,13 +41,13 @@ def test_shards_of_other_dependence_settings_are_refused(two_settings, tmp_path,
         patch.setattr(presets, "NONLINEAR_DEPENDENCE", presets.NONLINEAR_DEPENDENCE[:1])
         assert run_cli(*WINDOW, *out, "--shard", "2/2")[0] == cli.EXIT_COMPLETE
     code, _, err = run_cli("merge", *WINDOW[1:], *out, "--shards", "2")
-    assert code == cli.EXIT_ERROR and "shard 2/2" in err and "dependence_settings" in err, err
+    assert code == cli.EXIT_ERROR and "shard 2/2" in err and "'dependence 1'" in err, err
     assert not (tmp_path / "nonlinear_window_smoke.json").exists()
     assert run_cli(*WINDOW, *out, "--shard", "2/2", "--restart")[0] == cli.EXIT_COMPLETE
     code, _, err = run_cli("merge", *WINDOW[1:], *out, "--shards", "2")
     assert code == cli.EXIT_COMPLETE, err
     origin = json.loads((tmp_path / "nonlinear_window_smoke.json").read_text())["provenance"]
     shard = json.loads((tmp_path / "shards" / "1-of-2" / "nonlinear_window_smoke.json").read_text())["provenance"]
-    assert [s["seeds"] for s in origin["dependence_settings"]] == [[0, 1]] * 2
-    assert [{**s, "seeds": None} for s in origin["dependence_settings"]] == \
-        [{**s, "seeds": None} for s in shard["dependence_settings"]]
+    assert [s["seeds"] for name, s in origin["stages"].items() if name != "sweep"] == [[0, 1]] * 2
+    assert [{**s, "seeds": None} for s in origin["stages"].values()] == \
+        [{**s, "seeds": None} for s in shard["stages"].values()]

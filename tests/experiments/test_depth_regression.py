@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from softmax_as_linear.experiments import depth_regression as dr
-from softmax_as_linear.experiments.merging import merge_per_seed
+from softmax_as_linear.experiments.pipeline import join_seeds
 
 SETTINGS = dr.depth_settings("smoke", lengths=(4, 6, 8), seeds=(327, 0), steps=6, record_every=2, batch_size=8,
                              held_out_prompts=16, final_prompts=128, pgd_samples=200, bayes_samples=100)
@@ -40,7 +40,7 @@ def test_the_summary_and_the_merge_of_seeds(readings):
     for s in range(2):
         part = {key: value for key, value in readings["per_seed"].items()}
         halves.append(_seed_slice(part, s))
-    merged = merge_per_seed(halves)
+    merged = join_seeds(halves)
     assert merged["seeds"] == [327, 0]
     assert np.allclose(merged["risk"]["softmax_2"], readings["per_seed"]["risk"]["softmax_2"])
     assert merged["cross"]["n_prompts"] == readings["per_seed"]["cross"]["n_prompts"]

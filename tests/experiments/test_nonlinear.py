@@ -10,7 +10,8 @@ from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import resolved, train
 from softmax_as_linear.experiments import nonlinear, presets
 from softmax_as_linear.experiments.reproduce import check_options, reproduce
-from softmax_as_linear.experiments.result_files import command_for, nonlinear_file
+from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
+from softmax_as_linear.experiments.result_files import command_for
 from softmax_as_linear.figures import nonlinear as figures
 
 
@@ -55,7 +56,7 @@ def test_window_readings_and_exponent():
 
 def test_reproduce_nonlinear_writes_a_complete_file_and_resumes(tmp_path, monkeypatch):
     written = reproduce("nonlinear", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)
-    assert written == [tmp_path / nonlinear_file("smoke")]
+    assert written == [tmp_path / REPRODUCTIONS["nonlinear"].file("smoke")]
     data = load_json(written[0])
     prov = data["provenance"]
     for key in ("device", "torch", "commit", "wall_seconds", "seeds", "engine_path", "allow_dirty"):

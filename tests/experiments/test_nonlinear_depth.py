@@ -6,7 +6,8 @@ import torch
 from softmax_as_linear.core.artifacts import load_json
 from softmax_as_linear.experiments import nonlinear, nonlinear_depth
 from softmax_as_linear.experiments.reproduce import check_options, reproduce
-from softmax_as_linear.experiments.result_files import command_for, nonlinear_depth_file
+from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
+from softmax_as_linear.experiments.result_files import command_for
 
 
 def test_the_task_is_chapter_8s():
@@ -20,7 +21,7 @@ def test_the_task_is_chapter_8s():
 
 def test_reproduce_writes_a_paired_file_with_provenance_and_resumes(tmp_path, monkeypatch):
     written = reproduce("nonlinear_depth", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)
-    assert written == [tmp_path / nonlinear_depth_file("smoke")]
+    assert written == [tmp_path / REPRODUCTIONS["nonlinear_depth"].file("smoke")]
     data = load_json(written[0])
     prov = data["provenance"]
     assert {"device", "torch", "commit", "wall_seconds", "settings", "seeds", "engine_path", "date"} <= set(prov)

@@ -10,7 +10,8 @@ from softmax_as_linear.core.artifacts import load_json
 from softmax_as_linear.experiments import nonlinear
 from softmax_as_linear.experiments import nonlinear_window as nw
 from softmax_as_linear.experiments.reproduce import reproduce
-from softmax_as_linear.experiments.result_files import command_for, nonlinear_window_file
+from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
+from softmax_as_linear.experiments.result_files import command_for
 
 
 def test_the_task_is_chapter_8s_and_the_settings_are_checked():
@@ -22,13 +23,13 @@ def test_the_task_is_chapter_8s_and_the_settings_are_checked():
     for bad, name in ((dict(decay_at=0.0), "decay_at"), (dict(steps=0), "steps"), (dict(lr=-1.0), "lr")):
         with pytest.raises(ValueError, match=name):
             nw.window_settings("smoke", **bad)
-    assert command_for(nonlinear_window_file("lecture")) == "python -m softmax_as_linear reproduce nonlinear_window " \
+    assert command_for(REPRODUCTIONS["nonlinear_window"].file("lecture")) == "python -m softmax_as_linear reproduce nonlinear_window " \
                                                            "--preset lecture"
 
 
 def test_reproduce_writes_every_stage_per_seed_and_resumes_without_a_step(tmp_path, monkeypatch):
     written = reproduce("nonlinear_window", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)
-    assert written == [tmp_path / nonlinear_window_file("smoke")]
+    assert written == [tmp_path / REPRODUCTIONS["nonlinear_window"].file("smoke")]
     data = load_json(written[0])
     settings, dependence = nw.window_settings("smoke"), nw.dependence_settings("smoke")
     per, T = data["per_seed"], len(data["steps"])
@@ -40,7 +41,7 @@ def test_reproduce_writes_every_stage_per_seed_and_resumes_without_a_step(tmp_pa
     assert data["dependence"]["settings"] == [[s.frequency, s.noise_var] for s in dependence]
     prov = data["provenance"]
     assert {"device", "torch", "commit", "wall_seconds", "settings", "seeds", "engine_path", "date", "seed_rule",
-            "dependence_settings"} <= set(prov) and prov["engine_path"] == "window"
+            "stages"} <= set(prov) and len(prov["stages"]) == 1 + len(dependence) and prov["engine_path"] == "window"
     _check_final_risks(data, settings)
     steps = _count_steps(monkeypatch)
     again = reproduce("nonlinear_window", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0]

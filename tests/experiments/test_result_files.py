@@ -142,8 +142,8 @@ def _partial_depth(folder: pathlib.Path, last_step: int = 1_100) -> pathlib.Path
     """The committed ``depth_lecture.json`` as a run stopped at ``last_step`` writes it: its sweep partial, no warm
     stage."""
     data = json.loads((ROOT / "results" / "depth_lecture.json").read_text())
-    data.update(complete=False, main_complete=False, steps=[s for s in data["steps"] if s <= last_step])
-    data.pop("warm")
+    data = {"experiment": "depth", "complete": False, "stages_complete": [], "stopped_in": "the sweep",
+            "stopped_at": [last_step, 4_000], "provenance": data["provenance"]}
     folder.mkdir(parents=True, exist_ok=True)
     return artifacts.save_json(folder / "depth_lecture.json", data)
 
@@ -158,9 +158,10 @@ def test_a_partial_file_is_refused_where_a_claim_reads_it_naming_its_step_and_th
     assert result_files.saved_depth("lecture", tmp_path)["complete"] is False  # returned as it is, unless required
     # the sweep finished, its warm stage stopped: said as such
     data = json.loads(path.read_text())
-    artifacts.save_json(path, {**data, "main_complete": True, "warm": {"complete": False, "steps": [0, 500],
-                                                                       "settings": {"steps": 2_000}}})
-    with pytest.raises(result_files.PartialResultError, match=r"the sweep complete, its warm stage at step 500 of 2,000"):
+    artifacts.save_json(path, {**data, "stages_complete": ["the sweep"], "stopped_in": "its warm stage",
+                               "stopped_at": [500, 2_000]})
+    with pytest.raises(result_files.PartialResultError,
+                       match=r"the sweep complete, stopped in its warm stage at step 500 of 2,000"):
         result_files.saved_depth("lecture", tmp_path, required=True)
 
 
@@ -244,25 +245,30 @@ def test_a_result_file_without_a_field_a_chapter_reads_names_the_file_and_the_fi
 
 def test_chapter_8_optima_presets_are_those_of_the_experiment():
     from softmax_as_linear.experiments import nonlinear_optima
+    from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
 
-    assert result_files.OPTIMA_PRESETS == tuple(nonlinear_optima.PRESETS)
+    assert REPRODUCTIONS["nonlinear_optima"].presets == tuple(nonlinear_optima.PRESETS)
 
 
 def test_chapter_8_optima_file_names_its_command_and_is_read(tmp_path):
     command = "python -m softmax_as_linear reproduce nonlinear_optima --preset lecture"
     assert result_files.command_for("nonlinear_optima_lecture.json") == command
-    assert result_files.nonlinear_optima_file("smoke") == "nonlinear_optima_smoke.json"
+    from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
+
+    assert REPRODUCTIONS["nonlinear_optima"].file("smoke") == "nonlinear_optima_smoke.json"
     with pytest.raises(ValueError, match="preset"):
-        result_files.nonlinear_optima_file("huge")
+        REPRODUCTIONS["nonlinear_optima"].file("huge")
     with pytest.raises(FileNotFoundError, match="nonlinear_optima --preset smoke"):
         result_files.saved_nonlinear_optima("smoke", folder=tmp_path, required=True)
     (tmp_path / "nonlinear_optima_smoke.json").write_text('{"lengths": [10, 100]}')
     assert result_files.saved_nonlinear_optima("smoke", folder=tmp_path)["lengths"] == [10, 100]
 
 
-def test_one_longest_prefix_rule_whatever_the_order():
-    table = {"nonlinear_": 1, "nonlinear_window_": 2}
-    assert result_files.by_prefix(table, "nonlinear_window_lecture.json") == 2
-    assert result_files.by_prefix(dict(reversed(table.items())), "nonlinear_window_lecture.json") == 2
-    assert result_files.by_prefix(table, "nonlinear_lecture.json") == 1 and result_files.by_prefix(table, "fig2") is None
+def test_every_file_names_the_command_of_its_own_reproduction():
+    """No prefix rule: each reproduction says which file names are its own."""
+    assert result_files.command_for("nonlinear_lecture.json").endswith("reproduce nonlinear --preset lecture")
+    assert result_files.command_for("nonlinear_depth_paper.json").endswith("nonlinear_depth --preset paper")
+    assert result_files.command_for("depth_lecture_7seeds.json").endswith("depth --preset lecture --seeds 7")
+    with pytest.raises(ValueError, match="filename"):
+        result_files.command_for("nonlinear_huge.json")
     assert result_files.command_for("nonlinear_window_lecture.json").endswith("nonlinear_window --preset lecture")

@@ -38,8 +38,8 @@ from ..theory.limit_model import gap_constant, infinite_prompt_prediction
 from ..theory.regression import RegressionTask
 from ..theory.risks import bayes_risk, optimal_linear_risk
 from ..theory.stability import regression_gaps
+from .file_names import beyond_command, beyond_file, saved_beyond
 from .presets import BEYOND_FINAL_PROMPTS, BEYOND_LIMIT_SAMPLES, beyond_config
-from .result_files import beyond_command, beyond_file, saved_beyond
 
 
 def _index(result: TrainResult, model: str) -> int:

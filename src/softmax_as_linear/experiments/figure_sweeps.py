@@ -1,5 +1,6 @@
 """The sweeps of the paper's figures and of Chapter 6, trained or reused, read and written: what the reproductions
-:class:`~softmax_as_linear.experiments.chapters.Figure` and :class:`~softmax_as_linear.experiments.chapters.Beyond` run.
+:class:`~softmax_as_linear.experiments.reproductions.figures.Figure` and
+:class:`~softmax_as_linear.experiments.reproductions.beyond.Beyond` run.
 
 Figures 2-4 share one isotropic sweep and Figures 6-8 one anisotropic sweep: the sweep is trained
 once (with a progress bar, checkpointed so that an interrupted run resumes where it stopped) and
@@ -35,6 +36,7 @@ from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, 
 from ..engine.train import resolved, train
 from ..registry import CONCENTRATION_FIGURES, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
+from .file_names import beyond_stem, figure_file, overrides_of, run_name, sweep_stem
 from .paper_figures import figure_data, sweep_provenance
 from .presets import (
     BEYOND_FINAL_PROMPTS,
@@ -45,7 +47,6 @@ from .presets import (
     sweep_config,
     sweep_seeds,
 )
-from .result_files import beyond_stem, figure_file, overrides_of, run_name, sweep_stem
 from .stages import damaged, read_result, train_stage
 
 #: The covariate laws of Chapter 6's reproduction when none is named.

@@ -1,9 +1,11 @@
-"""Joining the shards of a reproduction: each shard's file read, and one rule for the joined file's provenance.
+"""Joining the shards of a reproduction: a shard's file read (a missing, unfinished or foreign shard named with the
+command that completes it, :class:`ShardError`), and the one join of the sweeps that the paper's figures and Chapter 6
+share, along the seed axis (:func:`join_sweep`).
 
-A missing, unfinished or foreign shard is named with the command that completes it (:class:`ShardError`); the
-provenance of a joined file is :func:`common_origin`'s. The merges of every reproduction are here (the figures' and
-Chapter 6's shared sweeps joined along the seed axis, :func:`join_sweep`; Chapters 7 and 8's files);
-:func:`~softmax_as_linear.experiments.shards.merge` writes them.
+The files of a staged reproduction are joined by
+:func:`~softmax_as_linear.experiments.pipeline.merge_shards`; the provenance of every joined file is
+:func:`common_origin`'s; :func:`~softmax_as_linear.experiments.shards.merge`
+writes them.
 """
 from __future__ import annotations
 
@@ -16,13 +18,13 @@ import numpy as np
 from ..core.artifacts import DamagedFileError, load_json, load_npz, save_npz
 from ..core.devices import resolve_device
 from ..core.provenance import provenance, utc_now
-from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
+from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
 from ..registry import CONCENTRATION_FIGURES, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .figure_sweeps import BEYOND_COVARIATES, all_seeds, beyond_overrides, beyond_run, final_key, sweep_of
+from .file_names import beyond_stem, figure_file, overrides_of, shard_folder, sweep_stem
 from .paper_figures import figure_data
 from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, shard_seeds, sweep_config
-from .result_files import beyond_stem, figure_file, overrides_of, shard_folder, sweep_stem
 
 
 class ShardError(RuntimeError):
@@ -48,207 +50,26 @@ def shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
     return data
 
 
-#: The one rule of every merge: the keys of where the shards ran that the merged file's provenance takes at its top,
-#: each either the same on every shard or marked "several (see shards)" (every shard's own is kept in ``shards``).
-ORIGIN_KEYS = ("device", "device_name", "gpu", "torch", "python", "commit", "uncommitted_changes", "engine_path",
-               "machine")
+#: What the merged provenance marks for a key on which the shards differ (each shard's own value is kept in
+#: ``provenance["shards"]``).
+SEVERAL = "several (see shards)"
 
 
-def common_origin(origins: list[dict]) -> dict:
-    """Each of :data:`ORIGIN_KEYS` that a shard's provenance records: its value where every shard records the same,
-    else "several (see shards)" (a key one shard lacks and another records differs too)."""
+def common_origin(origins: list[dict], own: tuple[str, ...] = ()) -> dict:
+    """The one provenance rule of every merge: each key of the shards' provenance but ``own`` (what the merge
+    records itself) with its value where every shard records the same, else :data:`SEVERAL` (a key one shard lacks
+    and another records differs too)."""
+    keys = dict.fromkeys(key for origin in origins for key in origin if key not in own)
     top = {}
-    for key in ORIGIN_KEYS:
-        values = [o.get(key) for o in origins]
-        if any(key in o for o in origins):
-            top[key] = values[0] if all(v == values[0] for v in values) else "several (see shards)"
+    for key in keys:
+        values = [origin.get(key, SEVERAL) for origin in origins]
+        top[key] = values[0] if all(v == values[0] for v in values) and all(key in o for o in origins) else SEVERAL
     return top
 
 
-def merge_per_seed(parts: list[dict]) -> dict:
-    """The ``per_seed`` blocks of shards (consecutive seeds), joined along the seed axis (every reproduction whose
-    readings are per seed)."""
-    def join(values):
-        if isinstance(values[0], dict):
-            return {k: join([v[k] for v in values]) for k in values[0]}
-        if isinstance(values[0], list):
-            return [row for v in values for row in v]
-        return values[0]  # a count shared by the shards (prompts per seed)
-    return join(parts)
-
-
-def merged_depth(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
-    """Chapter 7's regression result joined from its ``n`` shards' ``depth_<run>.json`` (per-seed arrays concatenated
-    along the seed axis; the references, which have no seed, from the first shard), with the merged provenance; a
-    :class:`ShardError` names a missing, unfinished or foreign shard."""
-    from .depth_regression import warm_settings
-    from .depth_reproduction import dataclass_dict, depth_shard_settings
-    from .result_files import depth_file, depth_run
-
-    run, warm = depth_run(preset, seeds), dataclass_dict(warm_settings(preset))
-    parts, origins = [], []
-    for k in range(1, n + 1):
-        path = shard_folder(out, k, n) / depth_file(run)
-        data = shard_json(path, k, n, command)
-        expected = depth_shard_settings(preset, seeds, (k, n)).as_dict()
-        if config_fields(data.get("provenance", {}).get("settings") or {}) != expected:
-            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} ({path}) has other settings (seeds {data.get('per_seed', {}).get('seeds')}, "
-                             f"this merge: {expected['seeds']}). Run merge with the shards' --preset and --seeds, or "
-                             "train the shards again with these settings and --restart")
-        for stage in ("warm", "control"):  # every stage's settings, not only the sweep's
-            if (data.get(stage) or {}).get("settings") != warm:
-                raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                                 f"{k}/{n} ({path}) has other settings of its {stage} stage. Run merge with the "
-                                 "shards' --preset, or train the shards again with this library and --restart")
-        parts.append(data)
-        origin = dict(data["provenance"])
-        origin.pop("settings", None)
-        origins.append({**origin, "shard": f"{k}/{n}", "seeds": data["per_seed"]["seeds"]})
-    merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
-    merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
-    seeded = ("risk", "risk_se", "minus", "minus_se", "fall", "fall_se", "trajectory")
-    for stage in ("warm", "control"):  # the second stages' per-seed arrays, joined (their settings checked above)
-        if all(stage in p for p in parts):
-            merged[stage] = {**parts[0][stage], **merge_per_seed([{k: p[stage][k] for k in seeded} for p in parts]),
-                             "shards": [p[stage].get("provenance") for p in parts]}
-    top = common_origin(origins)
-    merged["provenance"] = {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "run": run,
-                            "overrides": overrides_of(seeds),
-                            "settings": depth_shard_settings(preset, seeds).as_dict(),
-                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
-                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", time.monotonic() - start)}
-    return merged
-
-
-def merged_nonlinear(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
-    """Chapter 8's result joined from its ``n`` shards' ``nonlinear_<preset>.json``: the per-seed rows
-    (:data:`~softmax_as_linear.experiments.nonlinear.PER_SEED`, and the dependence's) joined in seed order, then what
-    needs every seed or none (the window exponent, the references) computed as one process computes it
-    (:func:`~softmax_as_linear.experiments.nonlinear.finish`), with the merged provenance; a :class:`ShardError`
-    names a missing, unfinished or foreign shard."""
-    from ..core.artifacts import jsonable
-    from .nonlinear import DEPENDENCE_PER_SEED, PER_SEED, finish, nonlinear_config
-    from .presets import (
-        NONLINEAR_DEPENDENCE,
-        NONLINEAR_DEPENDENCE_LENGTH,
-        NONLINEAR_FINAL_PROMPTS,
-        NONLINEAR_REFERENCE_PROMPTS,
-    )
-    from .result_files import nonlinear_command, nonlinear_file
-
-    whole = nonlinear_config(preset)
-    parts, origins = [], []
-    for k in range(1, n + 1):
-        path = shard_folder(out, k, n) / nonlinear_file(preset)
-        data = shard_json(path, k, n, command)
-        expected = jsonable(whole.replace(seeds=shard_seeds(whole.seeds, k, n)).as_dict())
-        dependence = data.get("dependence") or {}
-        if [dependence.get("length"), dependence.get("settings")] != \
-                [NONLINEAR_DEPENDENCE_LENGTH[preset], [list(x) for x in NONLINEAR_DEPENDENCE]]:
-            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} ({path}) has other settings of the window's dependence (its length and "
-                             "(frequency, noise) pairs). Run merge with the shards' --preset, or train the shards "
-                             "again with this library and --restart")
-        if data.get("config") != expected:
-            differ = [key for key in expected if (data.get("config") or {}).get(key) != expected[key]]
-            raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                             f"{k}/{n} ({path}) has other {', '.join(differ)}. Run merge with the shards' --preset, or "
-                             "train the shards again with this library and --restart")
-        parts.append(data)
-        origins.append({**data["provenance"], "shard": f"{k}/{n}"})
-    first = parts[0]
-    merged = {"preset": preset, "complete": True, "steps_reached": first["steps_reached"],
-              "config": jsonable(whole.as_dict()), "models": first["models"]}
-    for section, names in PER_SEED.items():
-        merged[section] = {**first[section],
-                           **{name: [row for p in parts for row in p[section][name]] for name in names}}
-    dependence = first["dependence"]
-    merged["dependence"] = {**dependence, "complete": True, **{
-        name: [[value for p in parts for value in p["dependence"][name][i]] for i in range(len(dependence["settings"]))]
-        for name in DEPENDENCE_PER_SEED}}
-    import torch
-
-    threads = torch.get_num_threads()
-    try:  # the shards' number of threads: a CPU's sums, and so the references' last digits, depend on it
-        torch.set_num_threads(int(origins[0].get("torch_threads") or threads))
-        finish(merged, preset, progress=True)
-    finally:
-        torch.set_num_threads(threads)
-    top = common_origin(origins)
-    wall = time.monotonic() - start
-    merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
-                            "preset": preset, "run": preset, "seeds": list(whole.seeds),
-                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
-                            "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
-                            "final_prompts": NONLINEAR_FINAL_PROMPTS[preset],
-                            "reference_prompts": NONLINEAR_REFERENCE_PROMPTS[preset],
-                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
-    return merged
-
-
-def merged_nonlinear_depth(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
-    """Chapter 8's one- and two-layer result joined from its ``n`` shards' ``nonlinear_depth_<preset>.json`` (the
-    per-seed readings concatenated along the seed axis), with the merged provenance; a :class:`ShardError` names a
-    missing, unfinished or foreign shard."""
-    from .nonlinear_depth import nonlinear_depth_settings
-    from .result_files import nonlinear_depth_command, nonlinear_depth_file
-
-    return merged_per_seed_shards(lambda **kw: {"settings": nonlinear_depth_settings(preset, **kw).as_dict()},
-                                  nonlinear_depth_file(preset), nonlinear_depth_command(preset), preset, n, out,
-                                  command, dirty, start)
-
-
-def merged_nonlinear_window(preset: str, n: int, out: pathlib.Path, command, dirty: bool, start: float) -> dict:
-    """Chapter 8's log-window runs joined from their ``n`` shards' ``nonlinear_window_<preset>.json``, as
-    :func:`merged_nonlinear_depth`, every stage's settings checked (the sweep's and each of the dependence's)."""
-    from .nonlinear_window import dependence_settings, window_settings
-    from .result_files import nonlinear_window_command, nonlinear_window_file
-
-    def stages(seeds=None):
-        return {"settings": window_settings(preset, **({} if seeds is None else {"seeds": seeds})).as_dict(),
-                "dependence_settings": [s.as_dict() for s in dependence_settings(preset, seeds)]}
-
-    return merged_per_seed_shards(stages, nonlinear_window_file(preset), nonlinear_window_command(preset), preset, n,
-                                  out, command, dirty, start)
-
-
-def merged_per_seed_shards(stages, file: str, command_text: str, preset: str, n: int, out: pathlib.Path, command,
-                           dirty: bool, start: float) -> dict:
-    """A result file whose readings are all per seed (``"per_seed"``, seed axis first) joined from its ``n`` shards'
-    ``file``: ``stages(seeds=...)`` gives what the provenance of a file of those seeds records of every stage's
-    settings (``{"settings": ..., <a later stage's key>: ...}``), and each shard's must be it, for every stage; the
-    per-seed readings are concatenated, the rest taken from the first shard, and the provenance is
-    :func:`common_origin`'s with every shard's own kept; a :class:`ShardError` names a missing, unfinished or foreign
-    shard (and the stage whose settings differ)."""
-    whole = stages()
-    all_seeds = tuple(whole["settings"]["seeds"])
-    parts, origins = [], []
-    for k in range(1, n + 1):
-        path = shard_folder(out, k, n) / file
-        data = shard_json(path, k, n, command)
-        found = data.get("provenance") or {}
-        for stage, expected in stages(seeds=shard_seeds(all_seeds, k, n)).items():
-            if found.get(stage) != expected:
-                differ = [key for key in expected if (found.get(stage) or {}).get(key) != expected[key]] \
-                    if isinstance(expected, dict) else ["settings"]
-                raise ShardError("the settings of this merge differ from those the shards were trained with: shard "
-                                 f"{k}/{n} ({path}) has other {', '.join(differ)}"
-                                 + ("" if stage == "settings" else f" (its {stage})") + ". Run merge with the shards' "
-                                 "--preset, or train the shards again with this library and --restart")
-        parts.append(data)
-        origin = {key: value for key, value in data["provenance"].items() if key not in whole}
-        origins.append({**origin, "shard": f"{k}/{n}"})
-    merged = {key: value for key, value in parts[0].items() if key not in ("per_seed", "provenance")}
-    merged["per_seed"] = merge_per_seed([p["per_seed"] for p in parts])
-    top = common_origin(origins)
-    wall = time.monotonic() - start
-    merged["provenance"] = {**top, "wall_seconds": round(sum(o.get("wall_seconds", 0.0) for o in origins) + wall, 1),
-                            "preset": preset, "run": preset, **whole, "seeds": list(all_seeds),
-                            "training_seconds": round(sum(o.get("training_seconds", 0.0) for o in origins), 1),
-                            "command": command_text, "allow_dirty": bool(dirty),
-                            "date": utc_now(), "shards": origins, "merged": provenance("cpu", wall)}
-    return merged
+#: What a merge records itself rather than taking from the shards.
+MERGE_OWN = ("shard", "seeds", "stages", "settings", "overrides", "wall_seconds", "training_seconds", "date",
+             "allow_dirty", "shards", "merged")
 
 
 # The paper's figures and Chapter 6: their shared sweeps joined ----------------------------------------
@@ -414,7 +235,7 @@ def _merged_provenance(result: TrainResult, preset: str, origins: list[dict], se
     every shard in ``shards``), the preset, its overrides and the settings of the whole reproduction, the summed
     training time, and the merge."""
     first = origins[0]
-    top = {**common_origin(origins), **({"allow_dirty": True} if first.get("allow_dirty") else {})}
+    top = {**common_origin(origins, MERGE_OWN), **({"allow_dirty": True} if first.get("allow_dirty") else {})}
     merged = provenance("cpu", seconds)
     return {**top, **({"allow_dirty": True} if dirty else {}), "preset": preset, "overrides": overrides,
             "settings": result.config.as_dict(), "training_seconds": round(float(result.seconds), 1),

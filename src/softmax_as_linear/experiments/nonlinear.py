@@ -4,7 +4,8 @@ and the learned window (what ``python -m softmax_as_linear reproduce nonlinear``
 One sweep (:class:`~softmax_as_linear.engine.sweep.TrainConfig` with ``labels="cosine"``: random-cosine-feature
 functions of inputs on the circle or sphere, :class:`~softmax_as_linear.theory.cosine_task.CosineTask`) trains both
 activations at every prompt length, paired (same initialisation and batches per seed), checkpointed so that an
-interrupted run resumes where it stopped. The result file ``nonlinear_<preset>.json`` holds:
+interrupted run resumes where it stopped (its stages are declared in
+:mod:`~softmax_as_linear.experiments.reproductions.nonlinear`). The result file ``nonlinear_<preset>.json`` holds:
 
 - ``trajectories``: steps, held-out risk and its per-prompt standard deviation ``(S, nL, nA, T)``, and the window
   :math:`w = \operatorname{tr}(U_{xx})/d` of every run at every record;
@@ -21,29 +22,20 @@ interrupted run resumes where it stopped. The result file ``nonlinear_<preset>.j
   :math:`f` (:meth:`~softmax_as_linear.theory.cosine_task.CosineTask.best_affine_risk`), the noise floor and the risk
   of predicting zero;
 - ``dependence``: the window of softmax attention trained at one length for other frequency scales and noise levels
-  (:func:`window_dependence`), with the best Nadaraya-Watson window of each task;
+  (:func:`dependence_readings`, :func:`dependence_references`), with the best Nadaraya-Watson window of each task;
 - ``provenance``: device, torch, commit, wall time, the preset and every setting, the seeds, the training path.
 """
 from __future__ import annotations
-
-import pathlib
-import time
 
 import numpy as np
 import torch
 
 from ..core import checks, seeding, stats
-from ..core.artifacts import results_folder, save_json
-from ..core.devices import resolve_device
-from ..core.provenance import provenance
 from ..engine.sweep import TrainConfig
-from ..engine.train import resolved, train
 from ..registry import PRESETS
 from ..theory.kernel_smoother import best_bandwidth
 from ..theory.models import predict_unchecked
 from . import presets
-from .result_files import nonlinear_command, nonlinear_file
-from .stages import discard, train_stage, up_to_date
 
 
 def nonlinear_config(preset: str = "lecture", **overrides) -> TrainConfig:
@@ -154,136 +146,50 @@ def references(task, lengths, n_prompts: int, progress: bool = False) -> dict:
             "noise_floor": task.noise_floor(), "zero": task.zero_risk(), "n_prompts": n_prompts}
 
 
-def window_dependence(preset: str, device, out: pathlib.Path, deadline: float | None = None,
-                      restart: bool = False, seeds: tuple[int, ...] | None = None) -> dict | None:
-    r"""Softmax attention trained at one length
-    (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`) for each (frequency scale
-    :math:`\gamma`, noise :math:`s^2`) of :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE`, from
-    the preset's seeds (or ``seeds``), each a stage of its own
-    (:func:`~softmax_as_linear.experiments.stages.train_stage`): its final window :math:`w` and anisotropy per seed,
-    its final held-out risk, and the best Nadaraya-Watson window :math:`w^*` of that task. Returns ``{"length",
-    "settings": [[gamma, s2], ...], "w", "anisotropy", "risk" (each (settings, S)), "best_w", "complete"}``, or None
-    when ``deadline`` stopped a stage (nothing is measured then)."""
-    L = presets.NONLINEAR_DEPENDENCE_LENGTH[preset]
-    out_w, out_a, out_r, best = [], [], [], []
-    for k, (frequency, noise_var) in enumerate(presets.NONLINEAR_DEPENDENCE):
-        config = nonlinear_config(preset, frequency=frequency, noise_var=noise_var, lengths=(L,), models=("softmax",),
-                                  **({} if seeds is None else {"seeds": tuple(seeds)}))
-        what = (f"the window's dependence at L={L}, gamma={frequency:g}, s^2={noise_var:g} ({preset} preset, seeds "
-                f"{', '.join(map(str, config.seeds))})")
-        result = train_stage(what, out / "checkpoints" / f"nonlinear_{preset}_dependence{k}.pt",
-                             resolved(config, device), config.steps,
-                             lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
-        if not result.complete:
-            return None
-        U, V = result.uv()
-        readings = window_readings(np.asarray(U), np.asarray(V), config.d)
-        out_w.append(readings["w"][:, 0, 0, -1]), out_a.append(readings["anisotropy"][:, 0, 0, -1])
-        out_r.append(result.eval_risk[:, 0, 0, -1])
-    for frequency, noise_var in presets.NONLINEAR_DEPENDENCE:
-        task = nonlinear_config(preset, frequency=frequency, noise_var=noise_var).task()
-        best.append(best_bandwidth(task, L, n_prompts=presets.NONLINEAR_REFERENCE_PROMPTS[preset],
-                                   seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))["w"])
-    for (frequency, noise_var), w, w_star in zip(presets.NONLINEAR_DEPENDENCE, out_w, best):
-        print(f"window at L={L}, gamma={frequency:g}, s^2={noise_var:g}: trained w = {np.round(w, 1).tolist()},"
-              f" best Nadaraya-Watson w* = {w_star:.3g}", flush=True)
-    return {"length": L, "settings": [list(x) for x in presets.NONLINEAR_DEPENDENCE], "w": out_w, "anisotropy": out_a,
-            "risk": out_r,
-            "best_w": best, "complete": True}
-
-
-#: The arrays of the result file with a seed axis first, by section: a shard holds its seeds' rows, and
-#: :func:`~softmax_as_linear.experiments.shards.merge` joins them in seed order.
-PER_SEED = {"trajectories": ("eval_risk", "eval_sd", "w"), "final": ("risk", "risk_se", "difference", "difference_se"),
-            "windows": ("w", "anisotropy", "label_score", "v_y", "v_x_norm")}
-#: The arrays of ``dependence`` with a seed axis second (settings, seeds).
-DEPENDENCE_PER_SEED = ("w", "anisotropy", "risk")
-
-
-def reproduce_nonlinear(preset: str = "lecture", device="auto", out=None, deadline: float | None = None,
-                        restart: bool = False, dirty: bool = False,
-                        shard: tuple[int, int] | None = None, seeds: tuple[int, ...] | None = None) -> pathlib.Path:
-    """Train (or resume) the sweep of ``preset`` and the window's dependence, measure them and the references, and
-    write ``nonlinear_<preset>.json`` atomically into ``out`` (default: the results folder). ``deadline`` (a
-    ``time.monotonic()`` reading) stops training: the file then says ``"complete": false`` with the steps reached, and
-    nothing is measured (the same call resumes). A complete file of the same settings is left as it is ("up to
-    date"). ``restart`` trains afresh. ``dirty``: the library had uncommitted changes (recorded).
-
-    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds` of the
-    preset's): train those seeds only, main sweep and dependence, into ``out`` (the caller's shard folder); the file
-    then holds those seeds' rows of :data:`PER_SEED` and
-    :data:`DEPENDENCE_PER_SEED`, and leaves what needs every seed or none (the window exponent, the references) to
-    the merge (:func:`~softmax_as_linear.experiments.shards.merge`), which writes the file one process writes. Every
-    run draws from its own seed's streams, so on a CPU the numbers are the same either way."""
-    if (shard is None) != (seeds is None):
-        raise ValueError("shard and seeds go together: a shard names its seeds")
-    start = time.monotonic()
-    device = resolve_device(device)
-    out = results_folder() if out is None else pathlib.Path(out)
-    seeds = nonlinear_config(preset).seeds if seeds is None else tuple(seeds)
-    config = nonlinear_config(preset, seeds=seeds)
-    path = out / nonlinear_file(preset)
-    if not restart and up_to_date(path, _same_run(config, shard)):
-        print(f"{path}: up to date")
-        return path
-    if restart:  # every stage's checkpoint, so that a restart stopped early leaves none of a later stage
-        discard(out / "checkpoints" / f"nonlinear_{preset}{part}.pt"
-                for part in ["", *(f"_dependence{k}" for k in range(len(presets.NONLINEAR_DEPENDENCE)))])
-    what = f"Chapter 8's sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
-    result = train_stage(what, out / "checkpoints" / f"nonlinear_{preset}.pt", resolved(config, device), config.steps,
-                         lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
-    dependence = window_dependence(preset, device, out, deadline, restart, seeds) if result.complete else None
-    origin = {"preset": preset, "seeds": list(config.seeds), "training_seconds": result.seconds,
-              "engine_path": result.engine_path, "command": nonlinear_command(preset), "allow_dirty": bool(dirty),
-              "final_prompts": presets.NONLINEAR_FINAL_PROMPTS[preset],
-              "reference_prompts": presets.NONLINEAR_REFERENCE_PROMPTS[preset],
-              **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
-    if dependence is None:  # stopped at the deadline: nothing measured, nothing printed as final
-        stopped = "the sweep" if not result.complete else "the window's dependence"
-        data = {"preset": preset, "complete": False, "steps_reached": int(result.steps[-1]),
-                "steps": [int(s) for s in result.steps], "stopped_in": stopped, "config": config.as_dict(),
-                "models": list(config.models)}
-        print(f"{what}: stopped at the time limit in {stopped} (step {int(result.steps[-1]):,} of the sweep's "
-              f"{config.steps:,}); the file is partial, and the same command"
-              f"{' without --restart' if restart else ''} resumes it", flush=True)
-    else:
-        print(f"trained: {result.seconds:.0f} s, {int(result.diverged.sum())} diverged runs; measuring", flush=True)
-        U, V = result.uv()
-        readings = window_readings(np.asarray(U), np.asarray(V), config.d)
-        data = {
-            "preset": preset, "complete": True, "steps_reached": int(result.steps[-1]),
-            "config": config.as_dict(), "models": list(config.models),
+def sweep_readings(result, preset: str) -> dict:
+    """What the file holds of the trained sweep ``result``: ``steps_reached``, ``trajectories``, ``final`` and
+    ``windows`` (per seed, seed axis first; the exponent and the references, which need every seed or none, are
+    :func:`finish`'s)."""
+    print(f"trained: {result.seconds:.0f} s, {int(result.diverged.sum())} diverged runs; measuring", flush=True)
+    U, V = result.uv()
+    readings = window_readings(np.asarray(U), np.asarray(V), result.config.d)
+    return {"steps_reached": int(result.steps[-1]),
             "trajectories": {"steps": result.steps, "eval_risk": result.eval_risk, "eval_sd": result.eval_sd,
                              "w": readings["w"]},
             "final": nonlinear_final_risks(result, presets.NONLINEAR_FINAL_PROMPTS[preset]),
-            "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY},
-            "dependence": dependence,
-        }
-        if shard is None:
-            finish(data, preset, progress=True)
-        else:
-            data["windows"]["exponent"], data["references"], data["shard"] = None, None, f"{shard[0]}/{shard[1]}"
-    data["provenance"] = {**provenance(device, time.monotonic() - start), **origin}
-    save_json(path, data)
-    print(f"wrote {path}", flush=True)
-    return path
+            "windows": {**{k: v[..., -1] for k, v in readings.items()}, "kernel_anisotropy": KERNEL_ANISOTROPY,
+                        "exponent": None},
+            "references": None}
 
 
-def _same_run(config: TrainConfig, shard):
-    """``same`` for :func:`~softmax_as_linear.experiments.stages.up_to_date`: a file of ``config`` and of the same
-    shard."""
-    from ..core.artifacts import jsonable
+def dependence_readings(result) -> dict:
+    """One setting of the window's dependence (softmax attention at one length): its final window :math:`w`,
+    anisotropy and held-out risk per seed ``(S,)``."""
+    U, V = result.uv()
+    readings = window_readings(np.asarray(U), np.asarray(V), result.config.d)
+    return {"w": readings["w"][:, 0, 0, -1], "anisotropy": readings["anisotropy"][:, 0, 0, -1],
+            "risk": result.eval_risk[:, 0, 0, -1]}
 
-    expected, part = jsonable(config.as_dict()), None if shard is None else f"{shard[0]}/{shard[1]}"
-    dependence = [list(x) for x in presets.NONLINEAR_DEPENDENCE]  # the later stages' settings too
-    return lambda data: data.get("shard") == part and data.get("config") == expected and \
-        (data.get("dependence") or {}).get("settings") == dependence
+
+def dependence_references(preset: str) -> dict:
+    r"""The window's dependence (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE` at
+    :data:`~softmax_as_linear.experiments.presets.NONLINEAR_DEPENDENCE_LENGTH`) without its trained runs: its length,
+    its (frequency scale :math:`\gamma`, noise :math:`s^2`) settings and the best Nadaraya-Watson window
+    :math:`w^*` of each task."""
+    L = presets.NONLINEAR_DEPENDENCE_LENGTH[preset]
+    best = [best_bandwidth(nonlinear_config(preset, frequency=gamma, noise_var=s2).task(), L,
+                           n_prompts=presets.NONLINEAR_REFERENCE_PROMPTS[preset],
+                           seed=seeding.stream_seed(seeding.REFERENCE_SEED, "prompts", L))["w"]
+            for gamma, s2 in presets.NONLINEAR_DEPENDENCE]
+    return {"length": L, "settings": [list(x) for x in presets.NONLINEAR_DEPENDENCE], "best_w": best,
+            "complete": True}
 
 
 def finish(data: dict, preset: str, progress: bool = False) -> dict:
-    """Complete ``data`` (every seed's rows of :data:`PER_SEED`, arrays or lists) with what needs every seed or none:
-    ``windows["exponent"]`` of the softmax runs that read as kernel smoothers (:func:`window_exponent`, None for a
-    single length) and ``references`` (:func:`references`); returns ``data``."""
+    """Complete ``data`` (every seed's rows of
+    :data:`~softmax_as_linear.experiments.reproductions.nonlinear.PER_SEED`, arrays or lists) with what needs every
+    seed or none: ``windows["exponent"]`` of the softmax runs that read as kernel smoothers (:func:`window_exponent`,
+    None for a single length) and ``references`` (:func:`references`); returns ``data``."""
     config = data["config"]
     soft = list(data["models"]).index("softmax")
     final_w = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]

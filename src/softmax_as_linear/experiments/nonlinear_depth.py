@@ -24,15 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pathlib
-import time
 
 import numpy as np
 
 from ..core import checks
-from ..core.artifacts import jsonable, results_folder, save_json
-from ..core.devices import resolve_device
-from ..core.provenance import device_name, provenance, utc_now
+from ..core.artifacts import jsonable
 from ..engine.deep_schedule import DECAY_AT, DECAY_FACTOR, DecayedDeepStepper, DeepSweepSettings
 from ..engine.train import run
 from ..registry import PRESETS
@@ -40,8 +36,6 @@ from ..theory.cosine_task import CosineTask
 from . import presets
 from .depth_regression import FALL_FRACTIONS, MODEL_NAMES, deep_final_evaluation, final_weights
 from .presets import NONLINEAR_TASK
-from .result_files import nonlinear_depth_command, nonlinear_depth_file
-from .stages import same_settings, train_stage, up_to_date
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,50 +110,6 @@ def nonlinear_depth_readings(stepper, records, settings: NonlinearDepthSettings)
             "lengths": list(settings.lengths), "steps": [int(s) for s in kept["steps"]],
             "decay_step": settings.decay_step, "final_prompts": evaluation["n_prompts"],
             "fall_fractions": list(FALL_FRACTIONS), "per_seed": jsonable(per_seed)}
-
-
-def reproduce_nonlinear_depth(preset: str = "lecture", device="auto", out=None, deadline: float | None = None,
-                              restart: bool = False, dirty: bool = False, shard: tuple[int, int] | None = None,
-                              seeds: tuple[int, ...] | None = None) -> pathlib.Path:
-    """Train (or resume) the sweep of ``preset``, read it and write ``nonlinear_depth_<preset>.json`` atomically into
-    ``out`` (default: the results folder). ``deadline`` (a ``time.monotonic()`` reading) stops training: the file then
-    says ``"complete": false`` with the steps reached and nothing is measured (the same call resumes from the
-    checkpoint). A complete file of the same settings is left as it is ("up to date"). ``restart`` trains afresh.
-    ``dirty``: the library had uncommitted changes (recorded).
-
-    ``shard=(k, n)`` with its ``seeds`` (:func:`~softmax_as_linear.experiments.presets.shard_seeds` of the
-    preset's): train those seeds only, into ``out`` (the caller's shard folder); the merge
-    (:func:`~softmax_as_linear.experiments.shards.merge`) joins the shards' per-seed readings into the file one
-    process writes (every run draws from its own seed's streams)."""
-    if (shard is None) != (seeds is None):
-        raise ValueError("shard and seeds go together: a shard names its seeds")
-    start = time.monotonic()
-    device = resolve_device(device)
-    out = results_folder() if out is None else pathlib.Path(out)
-    settings = nonlinear_depth_settings(preset, **({} if seeds is None else {"seeds": tuple(seeds)}))
-    path = out / nonlinear_depth_file(preset)
-    if not restart and up_to_date(path, same_settings(settings)):
-        print(f"{path}: up to date")
-        return path
-    what = f"Chapter 8's one- and two-layer sweep ({preset} preset, seeds {', '.join(map(str, settings.seeds))})"
-    stepper, records = train_stage(what, out / "checkpoints" / f"nonlinear_depth_{preset}.pt", settings,
-                                   settings.steps, lambda **kw: train_nonlinear_depth(settings, device, progress=True,
-                                                                                     **kw), device, deadline, restart)
-    if records.complete:
-        data = nonlinear_depth_readings(stepper, records, settings)
-    else:  # stopped at the deadline: nothing measured
-        data = {"experiment": "nonlinear_depth", "complete": False, "models": list(MODEL_NAMES),
-                "lengths": list(settings.lengths), "steps": [int(s) for s in records.up_to(records.last_step)["steps"]]}
-        print(f"{what}: stopped at step {records.last_step:,} of {settings.steps:,} (partial); the same command"
-              f"{' without --restart' if restart else ''} resumes it", flush=True)
-    data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
-                          "preset": preset, "settings": settings.as_dict(), "seeds": list(settings.seeds),
-                          "engine_path": records.engine_path, "training_seconds": round(float(records.seconds), 1),
-                          "command": nonlinear_depth_command(preset), "allow_dirty": bool(dirty), "date": utc_now(),
-                          **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
-    save_json(path, data)
-    print(f"wrote {path}", flush=True)
-    return path
 
 
 def second_layer_effect(data: dict, model: str = "softmax") -> dict:

@@ -26,23 +26,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import pathlib
-import time
 
 import numpy as np
 import torch
 
 from ..core import checks, seeding, stats
-from ..core.artifacts import jsonable, results_folder, save_json
-from ..core.devices import resolve_device
-from ..core.provenance import device_name, provenance, utc_now
 from ..engine.deep_schedule import DecaySchedule
 from ..engine.train import run
 from ..engine.window_step import WindowStepper, check_settings
 from ..registry import PRESETS
 from . import presets
-from .result_files import nonlinear_window_command, nonlinear_window_file
-from .stages import discard, same_settings, train_stage, up_to_date
 
 #: Prompts per chunk of the final evaluation.
 _EVAL_CHUNK = 256
@@ -151,72 +144,6 @@ def stage_readings(stepper: WindowStepper, records, settings: WindowSettings) ->
             "diverged_at": diverged_at}
 
 
-def reproduce_nonlinear_window(preset: str = "lecture", device="auto", out=None, deadline: float | None = None,
-                               restart: bool = False, dirty: bool = False, shard: tuple[int, int] | None = None,
-                               seeds: tuple[int, ...] | None = None) -> pathlib.Path:
-    """Train (or resume) both stages of ``preset``, read them and write ``nonlinear_window_<preset>.json`` atomically
-    into ``out`` (default: the results folder). ``deadline`` (a ``time.monotonic()`` reading) stops training: the
-    file then says ``"complete": false`` with the stage it stopped in, and nothing is measured (the same call
-    resumes). A complete file of the same settings is left as it is ("up to date"); ``restart`` trains afresh;
-    ``dirty``: the library had uncommitted changes (recorded). ``shard=(k, n)`` with its ``seeds``: train those seeds
-    only, into ``out`` (the caller's shard folder); the merge joins the per-seed readings."""
-    if (shard is None) != (seeds is None):
-        raise ValueError("shard and seeds go together: a shard names its seeds")
-    start = time.monotonic()
-    device = resolve_device(device)
-    out = results_folder() if out is None else pathlib.Path(out)
-    main, dependence = window_settings(preset, **({} if seeds is None else {"seeds": tuple(seeds)})), \
-        dependence_settings(preset, seeds)
-    stages = [("sweep", main, f"nonlinear_window_{preset}.pt")] + [
-        (f"dependence {k}", s, f"nonlinear_window_{preset}_dependence{k}.pt") for k, s in enumerate(dependence)]
-    path = out / nonlinear_window_file(preset)
-    if not restart and up_to_date(path, same_settings(main, dependence_settings=[s.as_dict() for s in dependence])):
-        print(f"{path}: up to date")
-        return path
-    if restart:
-        discard(out / "checkpoints" / checkpoint for _, _, checkpoint in stages)
-    label = f"({preset} preset, seeds {', '.join(map(str, main.seeds))})"
-    readings, seconds, paths = [], 0.0, []
-    for name, settings, checkpoint in stages:
-        gamma_s2 = "" if name == "sweep" else f" at gamma={settings.frequency:g}, s^2={settings.noise_var:g}"
-        what = f"Chapter 8's log-window {name}{gamma_s2} {label}"
-        stepper, records = train_stage(what, out / "checkpoints" / checkpoint, settings, settings.steps,
-                                       lambda **kw: train_windows(settings, device, progress=True, **kw), device,
-                                       deadline, restart)
-        seconds += float(records.seconds)
-        paths.append(records.engine_path)
-        if not records.complete:
-            break
-        readings.append(stage_readings(stepper, records, settings))
-    complete = len(readings) == len(stages)
-    data = {"experiment": "nonlinear_window", "complete": complete, "lengths": list(main.lengths),
-            "steps": readings[0]["steps"] if readings else [], "decay_step": main.decay_step}
-    if complete:
-        first, rest, dep = readings[0], readings[1:], dependence
-        data["per_seed"] = jsonable({"seeds": list(main.seeds), **{k: v for k, v in first.items() if k != "steps"},
-                                     "dependence": {k: np.stack([r[k][:, 0] for r in rest], 1)
-                                                    for k in first if k != "steps"}})
-        data["dependence"] = {"length": dep[0].lengths[0], "settings": [[s.frequency, s.noise_var] for s in dep],
-                              "steps": rest[0]["steps"], "decay_step": dep[0].decay_step}
-    else:
-        data["stopped_in"] = stages[len(readings)][0]
-        data["stopped_at"] = [int(records.last_step), settings.steps]  # the step that stage reached, of its steps
-        print(f"Chapter 8's log-window runs {label}: stopped at the time limit in the {data['stopped_in']} (partial); "
-              f"the same command{' without --restart' if restart else ''} resumes it", flush=True)
-    data["provenance"] = {**provenance(device, time.monotonic() - start), "device_name": device_name(device),
-                          "preset": preset, "settings": main.as_dict(), "seeds": list(main.seeds),
-                          "dependence_settings": [s.as_dict() for s in dependence],
-                          "engine_path": paths[0], "training_seconds": round(seconds, 1),
-                          "command": nonlinear_window_command(preset), "allow_dirty": bool(dirty), "date": utc_now(),
-                          "seed_rule": "seed s: batches from stream 'train', held-out prompts from 'held_out', final "
-                                       "prompts from 'evaluation' (at the longest length); every run starts at w = 1, "
-                                       "B = 0, u_y = 0, v = 0",
-                          **({} if shard is None else {"shard": f"{shard[0]}/{shard[1]}"})}
-    save_json(path, data)
-    print(f"wrote {path}", flush=True)
-    return path
-
-
 # Readings ----------------------------------------------------------------------------------------------------------
 
 def window_levels(w: np.ndarray, steps, total: int) -> dict:
@@ -290,4 +217,4 @@ def dependence_directions(data: dict) -> dict:
 
 
 __all__ = ["WindowSettings", "against_optima", "dependence_directions", "dependence_settings",
-           "reproduce_nonlinear_window", "stage_readings", "train_windows", "window_levels", "window_settings"]
+           "stage_readings", "train_windows", "window_levels", "window_settings"]

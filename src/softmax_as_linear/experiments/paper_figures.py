@@ -17,9 +17,9 @@ from ..core.provenance import device_name, provenance, utc_now
 from ..engine.sweep import TrainResult
 from ..registry import TRAINING_FIGURES
 from ..theory.risks import bayes_risk, optimal_linear_risk
-from .result_files import figure_command as reproduce_command  # noqa: F401  (the chapters' names)
-from .result_files import figure_file as result_name  # noqa: F401
-from .result_files import saved_figure  # noqa: F401
+from .file_names import figure_command as reproduce_command  # noqa: F401  (the chapters' names)
+from .file_names import figure_file as result_name  # noqa: F401
+from .file_names import saved_figure  # noqa: F401
 from .uncertainty import trajectory_changes
 
 

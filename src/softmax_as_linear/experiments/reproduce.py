@@ -1,13 +1,12 @@
 """What ``python -m softmax_as_linear reproduce`` runs: its options checked, then every reproduction named, in the
-order of the registry :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS`.
+order of the registry :data:`~softmax_as_linear.experiments.reproductions.REPRODUCTIONS`.
 
-Each reproduction trains or resumes its stages through :func:`~softmax_as_linear.experiments.stages.train_stage`
-(the paper's figures and Chapter 6 in :mod:`~softmax_as_linear.experiments.figure_sweeps`, Chapter 7 in
-:mod:`~softmax_as_linear.experiments.depth_reproduction`, Chapter 8 in
-:mod:`~softmax_as_linear.experiments.nonlinear`, :mod:`~softmax_as_linear.experiments.nonlinear_depth`,
-:mod:`~softmax_as_linear.experiments.nonlinear_window` and :mod:`~softmax_as_linear.experiments.nonlinear_optima`).
-With a deadline, training stops after about that long and the result files are written marked ``"complete": false``;
-the same call later resumes from the checkpoints (with ``restart``, the same call without it).
+Each reproduction is declared in a module of its own (:mod:`~softmax_as_linear.experiments.reproductions`) and run
+by :mod:`~softmax_as_linear.experiments.pipeline` (its stages trained or resumed, the "up to date" short-cut,
+completeness, restart, the partial file; the paper's figures and Chapter 6, whose sweeps several files share, through
+:mod:`~softmax_as_linear.experiments.figure_sweeps`). With a deadline, training stops after about that long and the
+result files are written marked ``"complete": false``; the same call later resumes from the checkpoints (with
+``restart``, the same call without it).
 
 Every file records its preset and every override (``provenance["overrides"]``: seeds, lengths, sampler, random
 stream, shard). A library with uncommitted changes writes nothing unless ``allow_dirty`` is given
@@ -31,8 +30,8 @@ from ..core.artifacts import results_folder
 from ..core.devices import resolve_device
 from ..core.provenance import library_changes
 from ..registry import PRESETS, RNGS, SAMPLERS
-from .chapters import REPRODUCTIONS
 from .figure_sweeps import all_seeds
+from .reproductions import REPRODUCTIONS
 from .result_files import shard_folder
 
 
@@ -104,9 +103,9 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
               restart: bool = False, shard: tuple[int, int] | None = None, rng: str = "auto",
               covariates=None, lengths=None, allow_dirty: bool = False) -> list[pathlib.Path]:
     """Compute and save the artifacts of ``figure`` (a name of
-    :data:`~softmax_as_linear.experiments.chapters.REPRODUCTIONS`, ``"all"``, or a list of them); returns the files
-    written. Each reproduction named runs in the registry's order
-    (:meth:`~softmax_as_linear.experiments.chapters.Reproduction.reproduce`).
+    :data:`~softmax_as_linear.experiments.reproductions.REPRODUCTIONS`, ``"all"``, or a list of them); returns the
+    files written. Each reproduction named runs in the registry's order
+    (:meth:`~softmax_as_linear.experiments.pipeline.Reproduction.reproduce`).
 
     ``out`` defaults to the results folder, where the chapters read. ``max_minutes`` bounds the
     training time of this call (artifacts are then marked ``"complete": false``). ``seeds``: number of
@@ -115,8 +114,8 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     ``rng``: the random stream of the training prompts (:class:`~softmax_as_linear.engine.sweep.TrainConfig`),
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
     (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's
-    reproductions (``"nonlinear"``, :func:`~softmax_as_linear.experiments.nonlinear.reproduce_nonlinear`,
-    ``"nonlinear_depth"``, both of which shard, and ``"nonlinear_optima"``, which does not) take their seeds and
+    reproductions (``"nonlinear"``, ``"nonlinear_depth"`` and ``"nonlinear_window"``, which shard, and
+    ``"nonlinear_optima"``, which does not) take their seeds and
     stream from their preset. ``covariates`` (default
     :data:`~softmax_as_linear.experiments.figure_sweeps.BEYOND_COVARIATES`) and ``lengths`` (default the preset's):
     Chapter 6's covariate laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted,

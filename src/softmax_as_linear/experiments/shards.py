@@ -29,9 +29,9 @@ from ..core import checks
 from ..core.artifacts import load_json, results_folder, save_json
 from ..core.devices import resolve_device
 from ..registry import LAUNCHERS
-from .chapters import REPRODUCTIONS
 from .merging import ShardError, ShardsPartial
 from .reproduce import check_clean, check_options, figures_of, reproduce
+from .reproductions import REPRODUCTIONS
 
 
 def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: str, k: int, n: int,
@@ -53,7 +53,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
     Chapter 6, and per chapter's reproduction), as one :func:`~softmax_as_linear.experiments.reproduce.reproduce` of
     every seed writes them (Figures 1 and 5, which have no seeds, are computed here). Every reproduction named checks
     that its shards are there, then reads and joins them
-    (:meth:`~softmax_as_linear.experiments.chapters.Reproduction.merged_files`); only then is anything written. A
+    (:meth:`~softmax_as_linear.experiments.pipeline.Reproduction.merged_files`); only then is anything written. A
     :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing or unfinished shard and the command
     that completes it, or says that the merge's settings differ from the shards'; nothing is written then."""
     names = figures_of(figure)

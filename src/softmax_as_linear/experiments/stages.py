@@ -120,21 +120,5 @@ def read_result(path: pathlib.Path, source: str = "its checkpoints") -> dict | N
         return None
 
 
-def up_to_date(path: pathlib.Path, same: Callable[[dict], bool]) -> bool:
-    """The "up to date" short-cut: whether ``path`` holds a complete result file for which ``same(data)`` says it was
-    written with this call's settings (a damaged file is not: :func:`read_result`)."""
-    data = read_result(path)
-    return data is not None and bool(data.get("complete")) and same(data)
-
-
-def same_settings(settings, **stages) -> Callable[[dict], bool]:
-    """``same`` for :func:`up_to_date` of a file whose provenance records ``settings.as_dict()`` (under
-    ``"settings"``) and, under each key of ``stages``, what it records of its other stages (their ``as_dict()``):
-    every stage's settings are compared, so a file whose later stage was trained with other settings is not up to
-    date."""
-    expected = {"settings": settings.as_dict(), **stages}
-    return lambda data: all((data.get("provenance") or {}).get(key) == value for key, value in expected.items())
-
-
 __all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "discard", "passed",
-           "read_result", "resume_point", "same_settings", "settings_text", "stop_at", "train_stage", "up_to_date"]
+           "read_result", "resume_point", "settings_text", "stop_at", "train_stage"]
