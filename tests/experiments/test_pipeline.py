@@ -142,3 +142,12 @@ def test_one_up_to_date_rule_compares_every_stage_and_the_shard():
     assert not pipeline.same_stages({"complete": True, "provenance": {"settings": {"steps": 4}}}, recorded)
     assert json.dumps(file_names.progress({"stopped_in": "second", "stopped_at": [4, 8], "stages_complete": []})) \
         == '"step 4 of 8"'
+
+
+@pytest.mark.parametrize("name", ["depth", "nonlinear", "nonlinear_depth", "nonlinear_window"])
+def test_the_committed_file_of_every_staged_reproduction_is_up_to_date(name):
+    """What the repository ships is what its command would write: a rerun of the lecture preset says "up to date"."""
+    reproduction = REPRODUCTIONS[name]
+    data = reproduction.read("lecture", required=True)
+    stages_ = reproduction.stages("lecture", reproduction.seeds("lecture"), "cpu")
+    assert data["complete"] and pipeline.same_stages(data, {s.name: s.recorded() for s in stages_})
