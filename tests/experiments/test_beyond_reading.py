@@ -15,10 +15,10 @@ def sweep(descending_softmax: bool) -> dict:
     t = np.arange(len(STEPS))
     jitter = 1e-4 * np.random.default_rng(0).standard_normal(t.size)
     flat = np.where(t < 5, 0.3 - 0.04 * t, 0.1) + jitter
-    risks = {m: [[flat.tolist(), flat.tolist()]] for m in beyond_reading.MODELS}
+    risks = {m: [[flat.tolist(), flat.tolist()]] for m in beyond_reading.BEYOND_MODELS}
     if descending_softmax:
         risks["softmax"] = [[flat.tolist(), (0.2 - 0.002 * t + jitter).tolist()]]
-    final_risk = {m: [[row[-1] for row in risks[m][0]]] for m in beyond_reading.MODELS}
+    final_risk = {m: [[row[-1] for row in risks[m][0]]] for m in beyond_reading.BEYOND_MODELS}
     return {"steps": STEPS, "eval_risk": risks,
             "final": {"seeds": [327], "lengths": [10, 100], "final_prompts": 4096,
                       "risk": final_risk, "risk_se": {m: [[0.001 * r for r in final_risk[m][0]]] for m in final_risk}},
@@ -33,7 +33,7 @@ def test_standard_errors_are_inferred_from_the_final_evaluation():
 
 def test_a_settled_sweep_and_a_run_still_descending():
     reading = beyond_reading.read_sweep(sweep(False))
-    assert reading.activations == list(beyond_reading.MODELS)
+    assert reading.activations == list(beyond_reading.BEYOND_MODELS)
     assert not reading.moving.any() and np.all(reading.settled_at <= 500)
     reading = beyond_reading.read_sweep(sweep(True))
     i = reading.index(327, 100, "softmax")
@@ -43,7 +43,7 @@ def test_a_settled_sweep_and_a_run_still_descending():
 
 def test_measured_standard_errors_are_used_when_the_sweep_stores_them():
     run = sweep(False)
-    run["eval_se"] = {m: (np.asarray(run["eval_risk"][m]) * 0.5).tolist() for m in beyond_reading.MODELS}
+    run["eval_se"] = {m: (np.asarray(run["eval_risk"][m]) * 0.5).tolist() for m in beyond_reading.BEYOND_MODELS}
     _, se, how = beyond_reading.record_risks(run)
     assert how.startswith("measured") and np.allclose(se[0, 0, 0, -1], 0.5 * run["eval_risk"]["softmax"][0][0][-1])
 

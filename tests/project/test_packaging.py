@@ -238,7 +238,7 @@ def test_results_folder_rule(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match=r"fig2_lecture\.json.*\n.*reproduce fig2 fig3 fig4 --preset lecture"):
         result_files.load_result("fig2_lecture.json")
     artifacts.save_json(tmp_path / "fig2_paper.json", {"complete": True})
-    assert artifacts.load_result("fig2_paper.json") == {"complete": True}
+    assert artifacts.load_from_search_path("fig2_paper.json") == {"complete": True}
     monkeypatch.setattr(artifacts, "SHIPPED", ROOT / "results")  # as in an installed package
     monkeypatch.delenv(artifacts.ENV_VAR)
     monkeypatch.setattr(artifacts, "_from_checkout", lambda: False)

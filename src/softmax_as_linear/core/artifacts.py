@@ -107,11 +107,11 @@ def find_result(name: str, folder=None) -> pathlib.Path | None:
     return None
 
 
-def load_result(name: str, folder=None, command: str | None = None) -> dict:
+def load_from_search_path(name: str, folder=None, command: str | None = None) -> dict:
     """The JSON result file ``name`` found along :func:`search_path`.
 
     Raises ``FileNotFoundError`` naming the file, the folders searched (absolute paths) and ``command``, the command
-    that writes it (the caller knows it: :func:`softmax_as_linear.experiments.result_files.load_result` passes it).
+    that writes it (the caller knows it: :func:`softmax_as_linear.experiments.file_names.read_file` passes it).
     """
     path = find_result(name, folder)
     rebuild = command or "the reproduction command (python -m softmax_as_linear reproduce --help)"

@@ -2,7 +2,7 @@ r"""Chapter 6's sweeps read run by run: when each (seed, ``L``, model) stopped m
 at the end of training; and a paper-scale sweep read as a whole for the chapter's claims (:func:`paper_reading`).
 
 A sweep of :func:`~softmax_as_linear.experiments.beyond_gaussian.beyond_experiment` (run in the chapter or read from
-its saved file) records, for every seed, length ``L`` and model of :data:`MODELS` (softmax and linear attention at
+its saved file) records, for every seed, length ``L`` and model of :data:`~softmax_as_linear.experiments.presets.BEYOND_MODELS` (softmax and linear attention at
 ``L``, and the two infinite-prompt models, the same run at every ``L``), the held-out risk :math:`R_t` at every
 record. Where the sweep does not store the records' standard errors (``"eval_se"``), they are inferred from the
 relative spread of the per-prompt losses that the sweep's final evaluation measured for the same run,
@@ -26,28 +26,28 @@ import numpy as np
 
 from ..core import checks, stats
 from .false_alarms import false_alarms
+from .presets import BEYOND_MODELS
 from .trajectory import TrajectoryReading, read_risks
 
 #: The models of a Chapter 6 sweep, in the order of the reading's last axis.
-MODELS = ("softmax", "linear", "softmax_limit", "linear_limit")
 
 
 def record_risks(run: dict) -> tuple[np.ndarray, np.ndarray, str]:
-    """Held-out risks ``(S, nL, 4, T)`` of a sweep's records (models in the order of :data:`MODELS`), their standard
+    """Held-out risks ``(S, nL, 4, T)`` of a sweep's records (models in the order of :data:`~softmax_as_linear.experiments.presets.BEYOND_MODELS`), their standard
     errors, and how those were had."""
     for key in ("eval_risk", "final", "steps", "provenance"):
         if key not in run:
             raise ValueError(f"run: not a Chapter 6 sweep (no {key!r})")
-    risk = np.stack([np.asarray(run["eval_risk"][m], dtype=float) for m in MODELS], 2)
+    risk = np.stack([np.asarray(run["eval_risk"][m], dtype=float) for m in BEYOND_MODELS], 2)
     if "eval_se" in run:
-        se = np.stack([np.asarray(run["eval_se"][m], dtype=float) for m in MODELS], 2)
+        se = np.stack([np.asarray(run["eval_se"][m], dtype=float) for m in BEYOND_MODELS], 2)
         return risk, se, "measured on the held-out prompts"
     final = run["final"]
     n_eval = checks.positive_int("eval_prompts", run["provenance"]["settings"]["eval_prompts"])
     n_final = checks.positive_int("final_prompts", final["final_prompts"])
     with np.errstate(divide="ignore", invalid="ignore"):
         rel = np.stack([np.asarray(final["risk_se"][m], dtype=float) / np.asarray(final["risk"][m], dtype=float)
-                        for m in MODELS], 2)
+                        for m in BEYOND_MODELS], 2)
     se = risk * (rel * math.sqrt(n_final / n_eval))[..., None]
     return risk, se, "inferred: the relative spread of the per-prompt losses measured by the final evaluation"
 
@@ -59,13 +59,13 @@ FRACTION = 0.5
 def read_sweep(run: dict, level: float = 0.01, fraction: float = FRACTION) -> TrajectoryReading:
     """Every (seed, ``L``, model) run of a Chapter 6 sweep read as a whole
     (:func:`~softmax_as_linear.experiments.trajectory.read_risks`): arrays ``(S, nL, 4)``, models in the order of
-    :data:`MODELS` (``activations`` of the reading)."""
+    :data:`~softmax_as_linear.experiments.presets.BEYOND_MODELS` (``activations`` of the reading)."""
     risk, se, how = record_risks(run)
     return read_risks(run["steps"], risk, se, level, fraction, method=how, seeds=list(run["final"]["seeds"]),
-                      lengths=list(run["final"]["lengths"]), activations=list(MODELS))
+                      lengths=list(run["final"]["lengths"]), activations=list(BEYOND_MODELS))
 
 
-__all__ = ["FRACTION", "MODELS", "PaperReading", "paper_reading", "read_sweep", "record_risks"]
+__all__ = ["BEYOND_MODELS", "FRACTION", "PaperReading", "paper_reading", "read_sweep", "record_risks"]
 
 
 @dataclass(frozen=True)

@@ -58,7 +58,7 @@ MODEL_NAMES = ("softmax_1", "linear_1", "softmax_2", "linear_2")
 #: Paired differences read from the final evaluation: name -> (model, minus model).
 DIFFERENCES = {"second_layer_softmax": ("softmax_2", "softmax_1"), "second_layer_linear": ("linear_2", "linear_1"),
                "softmax_minus_linear_1": ("softmax_1", "linear_1"), "softmax_minus_linear_2": ("softmax_2", "linear_2")}
-_EVAL_CHUNK = 1024
+_PROMPTS_PER_CHUNK = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,7 +153,7 @@ def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     losses = {key: [] for key in weights}
     remaining = settings.final_prompts
     while remaining > 0:
-        n = min(_EVAL_CHUNK, remaining)
+        n = min(_PROMPTS_PER_CHUNK, remaining)
         batch = stepper._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
         for key, (U, v) in weights.items():
             losses[key].append(_losses_with(stepper, U, v, batch))
@@ -205,7 +205,7 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     remaining = n_prompts
     with torch.no_grad():
         while remaining > 0:
-            n = min(_EVAL_CHUNK, remaining)
+            n = min(_PROMPTS_PER_CHUNK, remaining)
             tokens, query, target = stepper._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
             for K in (1, 2):
                 a = index[f"linear_{K}"]
@@ -465,7 +465,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     parts["main"] = []
     remaining = settings.final_prompts
     while remaining > 0:
-        n = min(_EVAL_CHUNK, remaining)
+        n = min(_PROMPTS_PER_CHUNK, remaining)
         batch = main._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
         parts["main"].append(_losses_with(main, torch.as_tensor(np.asarray(U)), torch.as_tensor(np.asarray(v)), batch))
         for key, (U_k, v_k) in weights.items():

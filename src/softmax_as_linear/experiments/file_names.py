@@ -17,7 +17,7 @@ import subprocess
 
 from ..core import checks
 from ..core.artifacts import ENV_VAR, DamagedFileError, find_result, load_json, results_folder
-from ..core.artifacts import load_result as _load_result
+from ..core.artifacts import load_from_search_path
 from ..registry import CONCENTRATION_FIGURES, COVARIATES, PRESETS, REPRODUCE_COMMAND, SAMPLERS, TRAINING_FIGURES
 
 COMMAND = REPRODUCE_COMMAND
@@ -103,7 +103,7 @@ def read_file(filename: str, folder, command: str, required: bool, fields: tuple
     reads)."""
     path = find_result(filename, folder)
     if path is None:
-        return _load_result(filename, folder, command=command) if required else None  # the former raises
+        return load_from_search_path(filename, folder, command=command) if required else None  # the former raises
     try:
         data = load_json(path)
     except DamagedFileError as error:

@@ -21,7 +21,7 @@ from ..registry import COVARIATE_NAMES
 from . import style
 from .paper import _RISK_AXIS_TICKS, _inside_legend, _room_for_slider, _seed_traces, _values, provenance_note
 
-MODEL_NAMES = {"softmax": "softmax attention", "linear": "linear attention"}
+ACTIVATION_LABELS = {"softmax": "softmax attention", "linear": "linear attention"}
 
 
 def tilted_entry_figure(b, means: dict, title: str = "Tilted mean of one input entry") -> go.Figure:
@@ -90,7 +90,7 @@ def tracking_figure(tracking: dict, title: str | None = None) -> go.Figure:
     fig = style.new_figure(title, "prompt length L", "sup over t of the squared distance", logx=True, logy=True)
     for activation in ("softmax", "linear"):
         for trace in _seed_traces(lengths, tracking["sup"][activation], seeds, style.COLORS[activation],
-                                  f"{MODEL_NAMES[activation]} – its limit", markers=True):
+                                  f"{ACTIVATION_LABELS[activation]} – its limit", markers=True):
             fig.add_trace(trace)
     paired = np.asarray(tracking["paired"])[..., np.asarray(tracking["times"]) <= tracking["horizon"] + 1e-12].max(-1)
     for trace in _seed_traces(lengths, paired, seeds, style.COLORS["optimal_linear"],
@@ -114,7 +114,7 @@ def tracking_time_figure(tracking: dict, seed_index: int = 0, title: str | None 
     panels = []
     for l, L in enumerate(tracking["lengths"]):
         traces = [go.Scatter(x=times[keep], y=_values(np.asarray(tracking["distance"][a])[seed_index, l][keep]),
-                             mode="lines", name=f"{MODEL_NAMES[a]} at L = {L} – its limit",
+                             mode="lines", name=f"{ACTIVATION_LABELS[a]} at L = {L} – its limit",
                              line=dict(color=style.COLORS[a], width=2)) for a in ("softmax", "linear")]
         traces.append(go.Scatter(x=times[keep], y=_values(np.asarray(tracking["paired"])[seed_index, l][keep]),
                                  mode="lines", name=f"softmax – linear at L = {L}",
