@@ -12,8 +12,8 @@ with :math:`m` features :math:`\omega_j \sim N(0, \gamma^2 I_d)`, :math:`b_j \si
 with kernel :math:`k(x, x') = \tau^2 \varphi(x)^\top \varphi(x')`, which tends to the Gaussian kernel
 :math:`\tau^2 e^{-\gamma^2 \|x - x'\|^2 / 2}` as :math:`m \to \infty` (Rahimi & Recht's random features); the
 frequency scale :math:`\gamma` plays the role of the Lipschitz constant (:math:`\mathbb{E}\|\nabla f\|^2 = \tau^2
-\gamma^2 d` for the limiting kernel). Inputs are uniform on the unit sphere :math:`S^{d-1}` (Collins et al.'s setting,
-``inputs="sphere"``) or :math:`N(0, I_d)` (``inputs="gaussian"``, the measure view's). Tokens are
+\gamma^2 d` for the limiting kernel). Inputs are uniform on the unit sphere :math:`S^{d-1}`
+(``inputs="sphere"``) or :math:`N(0, I_d)` (``inputs="gaussian"``, the measure view's). Tokens are
 :math:`z_i = (x_i, f_a(x_i) + \varepsilon_i)`, :math:`\varepsilon_i \sim N(0, s^2)`; the query token is
 :math:`(x_q, 0)` and the target :math:`f_a(x_q) + \varepsilon_q`.
 
