@@ -291,19 +291,19 @@ def _jsonable_overrides(overrides: dict) -> dict:
 
 
 def result_name(covariates: str, preset: str = "paper") -> str:
-    """File name of a Chapter 6 result (:func:`~softmax_as_linear.experiments.result_files.beyond_file`)."""
+    """File name of a Chapter 6 result (:func:`~softmax_as_linear.experiments.file_names.beyond_file`)."""
     return beyond_file(covariates, preset)
 
 
 def reproduce_command(covariates: str, preset: str = "paper") -> str:
     """The command that writes a Chapter 6 result
-    (:func:`~softmax_as_linear.experiments.result_files.beyond_command`)."""
+    (:func:`~softmax_as_linear.experiments.file_names.beyond_command`)."""
     return beyond_command(covariates, preset)
 
 
 def saved_result(covariates: str, preset: str = "paper", folder=None) -> dict | None:
     """The saved Chapter 6 result of the covariate law ``covariates`` at ``preset`` scale, or the largest reduced run of
-    that preset, or ``None`` (:func:`~softmax_as_linear.experiments.result_files.saved_beyond`)."""
+    that preset, or ``None`` (:func:`~softmax_as_linear.experiments.file_names.saved_beyond`)."""
     return saved_beyond(covariates, preset, folder)
 
 

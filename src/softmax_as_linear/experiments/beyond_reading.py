@@ -2,7 +2,8 @@ r"""Chapter 6's sweeps read run by run: when each (seed, ``L``, model) stopped m
 at the end of training; and a paper-scale sweep read as a whole for the chapter's claims (:func:`paper_reading`).
 
 A sweep of :func:`~softmax_as_linear.experiments.beyond_gaussian.beyond_experiment` (run in the chapter or read from
-its saved file) records, for every seed, length ``L`` and model of :data:`~softmax_as_linear.experiments.presets.BEYOND_MODELS` (softmax and linear attention at
+its saved file) records, for every seed, length ``L`` and model of
+:data:`~softmax_as_linear.experiments.presets.BEYOND_MODELS` (softmax and linear attention at
 ``L``, and the two infinite-prompt models, the same run at every ``L``), the held-out risk :math:`R_t` at every
 record. Where the sweep does not store the records' standard errors (``"eval_se"``), they are inferred from the
 relative spread of the per-prompt losses that the sweep's final evaluation measured for the same run,
@@ -33,7 +34,8 @@ from .trajectory import TrajectoryReading, read_risks
 
 
 def record_risks(run: dict) -> tuple[np.ndarray, np.ndarray, str]:
-    """Held-out risks ``(S, nL, 4, T)`` of a sweep's records (models in the order of :data:`~softmax_as_linear.experiments.presets.BEYOND_MODELS`), their standard
+    """Held-out risks ``(S, nL, 4, T)`` of a sweep's records (models in the order of
+    :data:`~softmax_as_linear.experiments.presets.BEYOND_MODELS`), their standard
     errors, and how those were had."""
     for key in ("eval_risk", "final", "steps", "provenance"):
         if key not in run:
@@ -94,7 +96,7 @@ class PaperReading:
 
 
 def paper_reading(data: dict, covariate: str) -> PaperReading:
-    """A paper-scale Chapter 6 sweep (its saved file, :func:`~softmax_as_linear.experiments.result_files.saved_beyond`)
+    """A paper-scale Chapter 6 sweep (its saved file, :func:`~softmax_as_linear.experiments.file_names.saved_beyond`)
     read as a whole for the chapter: the tracking exponents, every run read by :func:`read_sweep` (a trend over the
     last half of training against the run's own jitter; null hypothesis: a stationary run), the paired surplus of
     softmax over linear attention and its own trend, softmax minus the L-Bayes risk, and the distances to the two

@@ -8,7 +8,7 @@ saved as ``sweep_<covariance>_<preset>.npz``; each figure is then written as ``f
 (``sweep_kms_published_<preset>.npz`` and ``figN_<preset>_published.json`` for Figures 6-8 drawn with the
 published code's sampler). Chapter 6 (``"beyond"``) trains one sweep per covariate law and writes
 ``beyond_<covariates>_<run>.json``, where ``<run>`` is the preset, followed by what changed when seeds or lengths were
-overridden (:func:`~softmax_as_linear.experiments.result_files.run_name`). Every name is
+overridden (:func:`~softmax_as_linear.experiments.file_names.run_name`). Every name is
 :mod:`~softmax_as_linear.experiments.result_files`'s. Final risks are measured on fresh prompts
 (``_final.npz`` next to the sweep), and the trajectory figures (4 and 8) store how much each run's risk fell over the
 last half, quarter and tenth of training, both records scored on the same fresh prompts
@@ -140,7 +140,7 @@ def reproduce_figure(name: str, preset: str, device, out: pathlib.Path, deadline
                      restart: bool, shard: tuple[int, int] | None, dirty: bool, sampler: str = "paper",
                      rng: str = "auto", shared: dict | None = None) -> pathlib.Path:
     """Figure ``name`` written as ``<name>_<preset>.json``
-    (:func:`~softmax_as_linear.experiments.result_files.figure_file`): Figures 1 and 5 computed at the initialisation, a
+    (:func:`~softmax_as_linear.experiments.file_names.figure_file`): Figures 1 and 5 computed at the initialisation, a
     training figure read from its sweep (trained, resumed or reused by ``_sweep``, its final risks measured or read by
     ``_final``), which ``shared`` keeps for the other figures
     of the same call."""
@@ -188,7 +188,7 @@ def keep_other_seeds(path: pathlib.Path, seeds) -> None:
 
 
 def beyond_run(preset: str, seeds: int | None = None, lengths=None) -> str:
-    """The run name of a Chapter 6 reproduction (:func:`~softmax_as_linear.experiments.result_files.run_name`)."""
+    """The run name of a Chapter 6 reproduction (:func:`~softmax_as_linear.experiments.file_names.run_name`)."""
     return run_name(preset, None if seeds is None else sweep_seeds(seeds), None if lengths is None else tuple(lengths))
 
 

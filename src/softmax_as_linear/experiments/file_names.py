@@ -16,8 +16,7 @@ import re
 import subprocess
 
 from ..core import checks
-from ..core.artifacts import ENV_VAR, DamagedFileError, find_result, load_json, results_folder
-from ..core.artifacts import load_from_search_path
+from ..core.artifacts import ENV_VAR, DamagedFileError, find_result, load_from_search_path, load_json, results_folder
 from ..registry import CONCENTRATION_FIGURES, COVARIATES, PRESETS, REPRODUCE_COMMAND, SAMPLERS, TRAINING_FIGURES
 
 COMMAND = REPRODUCE_COMMAND

@@ -148,9 +148,9 @@ class Reproduction:
         """Its saved file for ``preset`` (``folder``, else the results folder, then the copy shipped with the
         package): ``None`` when it has not been written, or with ``required`` (what a claim reads) a
         ``FileNotFoundError`` naming the command that writes it, a
-        :class:`~softmax_as_linear.experiments.result_files.PartialResultError` for a partial file and a
+        :class:`~softmax_as_linear.experiments.file_names.PartialResultError` for a partial file and a
         :class:`~softmax_as_linear.core.artifacts.DamagedFileError` for one that cannot be read or lacks a field of
-        :attr:`fields`."""
+        :attr:`~softmax_as_linear.experiments.pipeline.Reproduction.fields`."""
         from .file_names import read_file
 
         return read_file(self.file(preset, seeds, **options), folder, self.command(preset, seeds, **options), required,
@@ -296,7 +296,8 @@ def merge_shards(reproduction: Staged, preset: str, seeds: int | None, n: int, o
     :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing, unfinished or damaged one and the
     command that completes it), every stage's settings checked against the shard's seeds' (the stage that differs
     named), the arrays of :attr:`Staged.per_seed` joined in seed order, :meth:`Staged.finish` computed with the
-    shards' number of torch threads, and the provenance of :func:`common_origin` with every shard's own kept."""
+    shards' number of torch threads, and the provenance of
+    :func:`~softmax_as_linear.experiments.merging.common_origin` with every shard's own kept."""
     import torch
 
     from ..core.provenance import provenance, utc_now

@@ -121,7 +121,7 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     Chapter 6's covariate laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted,
     their files rewritten). ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n``
     (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
-    :func:`~softmax_as_linear.experiments.result_files.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
+    :func:`~softmax_as_linear.experiments.file_names.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has
     uncommitted changes (:func:`check_clean`), saying so in every file.
     """

@@ -6,7 +6,8 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
   published code's sampler), written by ``python -m softmax_as_linear reproduce <figures> --preset <preset>``;
 - ``beyond_<covariates>_<run>.json`` for Chapter 6, written by ``python -m softmax_as_linear reproduce beyond``, where
   ``<run>`` is the preset's name when the run used the preset's settings, and otherwise the preset's name followed
-  by what changed (:func:`run_name`), so that a reduced run never takes the full preset's name;
+  by what changed (:func:`~softmax_as_linear.experiments.file_names.run_name`), so that a reduced run never takes the
+  full preset's name;
 - ``depth_<run>.json``, ``nonlinear_<preset>.json``, ``nonlinear_depth_<preset>.json``,
   ``nonlinear_window_<preset>.json`` and ``nonlinear_optima_<preset>.json`` for Chapters 7 and 8: each reproduction's
   own module of :mod:`~softmax_as_linear.experiments.reproductions` declares its file, its command and what its
@@ -17,7 +18,8 @@ Names (in the results folder, :func:`~softmax_as_linear.core.artifacts.results_f
 :func:`load_result` loads any of the JSON files by name and, when it is missing or damaged, names the command that
 writes it (:func:`command_for`); a damaged file that the repository holds is also named with the ``git checkout`` that
 restores it. A file written by a run stopped at its time limit (``"complete": false``) is refused by the loaders a
-claim reads (``required=True`` and :func:`load_result`) with a :class:`PartialResultError` that says how far it went
+claim reads (``required=True`` and :func:`load_result`) with a
+:class:`~softmax_as_linear.experiments.file_names.PartialResultError` that says how far it went
 and the command that finishes it; the others return it as it is, and the figures drawn from it say "partial".
 """
 from __future__ import annotations
@@ -52,8 +54,9 @@ from .file_names import (
 # Chapters 7 and 8 ------------------------------------------------------------------------------------------------
 
 def saved(name: str, preset: str = "lecture", folder=None, required: bool = False, **options) -> dict | None:
-    """The saved file of the reproduction ``name`` at ``preset`` (:meth:`~softmax_as_linear.experiments.pipeline.
-    Reproduction.read`: ``None`` when it has not been written, or with ``required`` an error naming the command that
+    """The saved file of the reproduction ``name`` at ``preset``
+    (:meth:`~softmax_as_linear.experiments.pipeline.Reproduction.read`: ``None`` when it has not been written, or with
+    ``required`` an error naming the command that
     writes it; a partial or damaged file refused)."""
     from .reproductions import REPRODUCTIONS
 
@@ -118,7 +121,8 @@ def command_for(filename: str) -> str:
 
 def load_result(filename: str, folder=None) -> dict:
     """The result file ``filename`` (results folder, then the shipped copy); a ``FileNotFoundError``,
-    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` or :class:`PartialResultError` names it and the
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` or
+    :class:`~softmax_as_linear.experiments.file_names.PartialResultError` names it and the
     command that writes (or finishes) it."""
     reproduction, command = owner(filename)
     return read_file(filename, folder, command, required=True, fields=reproduction.fields)

@@ -406,7 +406,7 @@ def missing_note(name: str, preset: str = "paper", sampler: str = "paper") -> st
 
 def show_saved(name: str, data: dict | None, preset: str = "paper", sampler: str = "paper") -> bool:
     """Show figure ``name`` from ``data``, its saved artifact at ``preset`` scale
-    (:func:`~softmax_as_linear.experiments.result_files.saved_figure`; ``sampler``: the KMS inputs of Figures
+    (:func:`~softmax_as_linear.experiments.file_names.saved_figure`; ``sampler``: the KMS inputs of Figures
     6-8), with a line saying where its data came from; or, when ``data`` is None (no artifact), a note with the
     command that generates it.
 
