@@ -114,9 +114,11 @@ WORKERS ?= auto
 XDIST   := $(if $(filter 0,$(WORKERS)),-p no:xdist,-n $(WORKERS))
 UNIT    := $(PY) -m pytest tests -q $(XDIST) --ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
 
-# The fast tier: lint, then the unit tests without those marked slow (`make slow` runs those).
+# The fast tier: lint, then the unit tests without those marked slow (`make slow` runs those). No test of it needs
+# nbval's plugin, whose import (nbformat, then jsonschema's format checkers) takes seconds before the workers start;
+# with xdist's worksteal an idle worker takes tests queued for the other, so the longest ones do not end the run alone.
 check: lint
-	$(UNIT) -m "not slow"
+	$(UNIT) -m "not slow" -p no:nbval $(if $(filter 0 1,$(WORKERS)),,--dist worksteal)
 
 # Python (ruff), the shell scripts (shellcheck), the GitHub workflows against GitHub's schema (check-jsonschema) and,
 # where it is installed, their expressions and shell steps (actionlint, with the same shellcheck).

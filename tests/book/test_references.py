@@ -26,6 +26,19 @@ import live_references  # noqa: E402
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
+@pytest.fixture(scope="module")
+def rewriter():
+    """One ``Rewriter`` for the module: building it reads the bibliography and scans every chapter (about 1.5 s), and
+    nothing the tests call changes it afterwards."""
+    return live_references.Rewriter()
+
+
+@pytest.fixture(scope="module")
+def targets():
+    """Every labelled target of the chapters, scanned once for the module (not once per chapter)."""
+    return live_links.all_targets(ROOT)
+
+
 def test_the_chapters_are_up_to_date_with_the_script():
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "live_references.py"), "--check"],
                           capture_output=True, text=True)
@@ -33,9 +46,8 @@ def test_the_chapters_are_up_to_date_with_the_script():
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
-def test_no_role_that_jupyterlab_cannot_resolve_is_left(notebook):
+def test_no_role_that_jupyterlab_cannot_resolve_is_left(notebook, targets):
     doc = f"notebooks/{notebook.stem}"
-    targets = live_links.all_targets(ROOT)
     left = []
     for source in live_links.markdown_cells(notebook):
         for role, content in live_links.ROLE.findall(source):
@@ -55,8 +67,7 @@ def test_every_chapter_tells_jupyterlab_its_numbering(notebook):
     assert not any(live_links.FRONT_MATTER.match("".join(c["source"])) for c in cells[1:])
 
 
-def test_links_read_back_as_the_roles_they_were_written_from():
-    rewriter = live_references.Rewriter()
+def test_links_read_back_as_the_roles_they_were_written_from(rewriter):
     base = rewriter.base
     doc = "notebooks/05_anisotropic_icl"
     roles = ("As {cite:t}`boyer2025softmax` show ({cite:p}`vuckovic2020mathematical,sander2022sinkformers`), "
@@ -74,8 +85,7 @@ def test_links_read_back_as_the_roles_they_were_written_from():
     assert back == roles.replace("{doc}`notation page <../book/notation>`", "{doc}`notation page <../book/notation>`")
 
 
-def test_link_texts_follow_the_numbers():
-    rewriter = live_references.Rewriter()
+def test_link_texts_follow_the_numbers(rewriter):
     stale = f"the model [(9.9)][ch4-eq-task].\n\n[ch4-eq-task]: {rewriter.base}notebooks/04_isotropic_icl.html#equation-ch4-eq-task"
     assert "[(4.1)][ch4-eq-task]" in rewriter.markdown(stale, "notebooks/05_anisotropic_icl")
 
@@ -90,8 +100,7 @@ def test_numbering_rule():
     assert {t.number for t in live_links.scan("book/notation", cells[:1])} == {"1", "2"}
 
 
-def test_a_reference_link_without_its_definition_is_repaired_or_reported():
-    rewriter = live_references.Rewriter()
+def test_a_reference_link_without_its_definition_is_repaired_or_reported(rewriter):
     doc = "notebooks/08_nonlinear_icl"
     repaired = rewriter.markdown("As [Boyer & Boursier (2025)][boyer2025softmax] prove.", doc)
     assert f"[boyer2025softmax]: {rewriter.base}book/bibliography.html#cite-boyer2025softmax" in repaired
@@ -110,7 +119,8 @@ def _chapter(tmp_path, cell: str) -> pathlib.Path:
     return path
 
 
-def test_check_fails_on_an_unresolved_reference_link(tmp_path, capsys):
+def test_check_fails_on_an_unresolved_reference_link(tmp_path, capsys, monkeypatch, rewriter):
+    monkeypatch.setattr(live_references, "Rewriter", lambda: rewriter)  # main() builds one per call: the same
     broken = _chapter(tmp_path, "As [a paper][no-such-label] shows.")
     assert live_references.main(["--check", str(broken)]) == 1
     assert live_references.main([str(broken)]) == 1, "a label the script cannot resolve is reported, not dropped"
@@ -121,10 +131,9 @@ def test_check_fails_on_an_unresolved_reference_link(tmp_path, capsys):
     assert live_references.main(["--check", str(citation)]) == 0
 
 
-def test_a_reference_to_an_exercise_of_the_chapter_becomes_a_link_into_the_book():
+def test_a_reference_to_an_exercise_of_the_chapter_becomes_a_link_into_the_book(rewriter):
     """jupyterlab-myst resolves an equation or a proof box of the notebook, not an exercise (it shows the raw label
     with a warning sign): those become links, and the book reads them back as the roles they were."""
-    rewriter = live_references.Rewriter()
     doc = "notebooks/04_isotropic_icl"
     roles = "the balance ({ref}`ch4-ex-balance`), the gap of {ref}`ch4-ex-linear-gap`, the model {eq}`ch4-eq-task`."
     links = rewriter.markdown(roles, doc)

@@ -29,16 +29,21 @@ def test_the_panels_build():
     assert set(panel.controls) == set(nonlinear.TRAINING_PANEL)
 
 
-def test_one_click_trains_and_draws():
+@pytest.fixture(scope="module")
+def one_click():
+    """What one click of the training panel trains (its configuration and result), trained once for the two tests
+    below: both draw the same result."""
     cfg = nonlinear.training_config(2.0, 0.05, 10, 4, 0)
-    result = train(cfg, device="cpu")
-    fig = nonlinear.training_figure(result)
+    return cfg, train(cfg, device="cpu")
+
+
+def test_one_click_trains_and_draws(one_click):
+    fig = nonlinear.training_figure(one_click[1])
     assert "window" in fig.layout.title.text
 
 
-def test_the_training_figure_draws_two_standard_errors_around_each_risk():
-    cfg = nonlinear.training_config(2.0, 0.05, 10, 4, 0)
-    result = train(cfg, device="cpu")
+def test_the_training_figure_draws_two_standard_errors_around_each_risk(one_click):
+    cfg, result = one_click
     fig = nonlinear.training_figure(result)
     bands = [t for t in fig.data if t.fill == "toself"]
     assert len(bands) == len(cfg.models) and "s.e." in fig.layout.yaxis.title.text

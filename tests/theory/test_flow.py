@@ -65,19 +65,23 @@ def test_the_finite_prompt_flow_tracks_the_infinite_prompt_flow_to_first_order_i
     np.testing.assert_allclose(scaled[800], scaled[200], rtol=0.02)
 
 
-def test_block_structure_is_preserved_by_the_flow():
+@pytest.fixture(scope="module")
+def kms_flow():
+    """The infinite-prompt flow of the KMS task (d = 3) from the block start, reported at t = 0, 2 and 20 with steps
+    of 0.05: integrated once for the two tests below (the block structure holds at any step)."""
     task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [2.0, 20.0], max_dt=0.1)
-    U, V = flow["U"], flow["V"]
+    return infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [0.0, 2.0, 20.0], max_dt=0.05)
+
+
+def test_block_structure_is_preserved_by_the_flow(kms_flow):
+    U, V = kms_flow["U"][1:], kms_flow["V"][1:]  # t = 2 and 20
     assert np.abs(U[:, 3, :]).max() == 0 and np.abs(U[:, :, 3]).max() == 0
     assert np.abs(V[:, :3, :]).max() == 0 and np.abs(V[:, 3, :3]).max() == 0
     assert np.abs(U[-1, :3, :3] - U[0, :3, :3]).max() > 0.1  # while the blocks themselves move
 
 
-def test_balance_is_conserved_by_the_infinite_prompt_flow():
-    task = regression.RegressionTask.kms(d=3, rho=0.5, task_var=1 / 3)
-    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, [0.0, 2.0, 20.0], max_dt=0.05)
-    b = balance(flow["U"], flow["V"])
+def test_balance_is_conserved_by_the_infinite_prompt_flow(kms_flow):
+    b = balance(kms_flow["U"], kms_flow["V"])
     assert b.shape == (3,)
     np.testing.assert_allclose(b, b[0], atol=1e-6)
     U, V = torch.eye(4), torch.zeros(4, 4)
