@@ -83,3 +83,34 @@ def test_training_moves_the_window_towards_the_tasks_scale():
     w = math.exp(float(stepper.weights()["theta"][0, 0, 0, 0]))
     assert w > math.e and float(stepper.held_out()[0]) < 0.5 * risk0
 
+
+
+def test_the_window_and_deep_steppers_share_one_scaffolding_and_readings_call_no_private_method():
+    """One copy of the data streams, step, readings and state (SeedStepper), the steppers defining only their model;
+    Chapter 8's readings sample their fresh prompts through the public ``prompts``, the prompts a stepper reads."""
+    import ast
+    import inspect
+
+    from softmax_as_linear.engine.deep import DeepConfig, DeepStepper
+    from softmax_as_linear.engine.stepper import SeedStepper
+    from softmax_as_linear.experiments import nonlinear_window
+    from softmax_as_linear.theory.regression import RegressionTask
+
+    shared = {"state", "load_state", "batch_risk", "weights", "close", "_stack", "_draw", "prompts", "current_lr",
+              "step"}
+    for cls in (WindowStepper, DeepStepper):
+        assert issubclass(cls, SeedStepper) and not shared & set(vars(cls)), cls.__name__
+    private = [node.attr for node in ast.walk(ast.parse(inspect.getsource(nonlinear_window)))
+               if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "stepper"
+               and node.attr.startswith("_")]
+    assert private == []
+    window = WindowStepper(CosineTask(), seeds=(3, 5), lengths=(4, 9), batch_size=8, held_out_prompts=8)
+    deep = DeepStepper(DeepConfig(task=RegressionTask.isotropic(2), seeds=(3, 5), lengths=(4, 7), batch_size=8,
+                                  held_out_prompts=8))
+    for stepper, task, L in ((window, window.task, 9), (deep, deep.cfg.task, 7)):
+        tokens, query, target = stepper.prompts(6, [seeding.generator(s, "evaluation", L) for s in (3, 5)])
+        for s, seed in enumerate((3, 5)):
+            again = task.sample(6, L, seeding.generator(seed, "evaluation", L))
+            assert torch.equal(tokens[s], again.tokens.float()) and torch.equal(target[s], again.target.float())
+        held = stepper.prompts(8, [seeding.generator(s, "held_out") for s in (3, 5)])
+        assert all(torch.equal(a, b) for a, b in zip(held, stepper._held_out))  # the held-out set is drawn so too

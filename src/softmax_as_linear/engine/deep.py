@@ -15,7 +15,6 @@ column of ``K`` layers costs :math:`O((K - 1) L^2 D)` per prompt, a linear one :
 """
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 
@@ -27,7 +26,7 @@ from ..registry import ACTIVATIONS, OPTIMIZERS
 from ..theory.depth import deep_forward_unchecked
 from ..theory.flow_limits import block_init
 from ..theory.regression import RegressionTask
-from .stepper import objective, stop_diverged
+from .stepper import SeedStepper
 
 
 @dataclass(frozen=True)
@@ -102,8 +101,12 @@ class DeepConfig:
         return max(K for _, K in self.models)
 
 
-class DeepStepper:
-    """One optimisation step of every run of a :class:`DeepConfig` at once; runs have shape ``(S, nL, nA)``."""
+class DeepStepper(SeedStepper):
+    """One optimisation step of every run of a :class:`DeepConfig` at once; runs have shape ``(S, nL, nA)``.
+
+    The data streams, the step (on the engine's objective, with its rule of divergence: a stopped run does not move),
+    the readings and the state are :class:`~softmax_as_linear.engine.stepper.SeedStepper`'s; what is the deep
+    network's own is its weights, its losses, and its absent layers (past a column's ``K``), which never move."""
 
     path = "deep"
 
@@ -118,29 +121,17 @@ class DeepStepper:
         self.U.requires_grad_(True)
         self.v.requires_grad_(True)
         params = [self.U, self.v]
+        self.lr = cfg.lr
         self.optimizer = (torch.optim.Adam(params, lr=cfg.lr) if cfg.optimizer == "adam"
                           else torch.optim.SGD(params, lr=cfg.lr))
-        self.alive = torch.ones(S, nL, nA, dtype=torch.bool, device=self.device)
-        self.diverged_at = torch.full((S, nL, nA), -1, dtype=torch.long, device=self.device)
-        self.step_count = 0
-        self.threshold = cfg.blowup * cfg.task.zero_risk()
-        self.generators = [seeding.generator(seed, "train") for seed in cfg.seeds]
-        held = [cfg.task.sample(cfg.held_out_prompts, max(cfg.lengths), seeding.generator(seed, "held_out"))
-                for seed in cfg.seeds]
-        self._held_out = self._stack(held)
-        self._last_batch = None
-
-    # --------------------------------------------------------------------------------------------- data
-    def _stack(self, batches) -> tuple[Tensor, Tensor, Tensor]:
-        """Per-seed batches -> tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, target ``(S, B)`` on the device."""
-        return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
-                     for name in ("tokens", "query", "target"))
-
-    def _draw(self, generators=None):
-        return self._stack([self.cfg.task.sample(self.cfg.batch_size, max(self.cfg.lengths), g)
-                            for g in generators or self.generators])
+        self._start(cfg.task, cfg.seeds, max(cfg.lengths), cfg.batch_size, cfg.held_out_prompts, (S, nL, nA),
+                    cfg.blowup * cfg.task.zero_risk())
 
     # --------------------------------------------------------------------------------------------- model
+    def parameters(self) -> dict[str, Tensor]:
+        """``U (S, nL, nA, K, D, D)`` and ``v (S, nL, nA, K, D)`` (the last rows of the :math:`V_\\ell`)."""
+        return {"U": self.U, "v": self.v}
+
     def _V(self, v: Tensor | None = None) -> Tensor:
         v = self.v if v is None else v
         zeros = torch.zeros(*v.shape[:-1], self.cfg.task.D - 1, self.cfg.task.D, dtype=v.dtype, device=v.device)
@@ -170,74 +161,14 @@ class DeepStepper:
         prediction = torch.stack(columns, dim=1)  # (S, nL, nA, B)
         return 0.5 * (prediction - target[:, None, None, :]) ** 2
 
-    def batch_losses(self, batch: tuple[Tensor, ...]) -> Tensor:
-        """:meth:`losses` of a batch as the stepper draws it (``tokens``, ``query``, ``target``), with its weights:
-        what a step, the batch risk and the held-out risk read."""
-        return self.losses(*batch)
+    def _clean_gradients(self) -> None:
+        """An absent layer gets no gradient."""
+        self.U.grad *= self.layer_mask[..., None, None]
+        self.v.grad *= self.layer_mask[..., None]
 
-    # --------------------------------------------------------------------------------------------- the interface
-    def step(self) -> None:
-        """One step of every live run on a fresh batch per seed, on the engine's objective (the batch's mean squared
-        error, ``MSE = 2R``: :func:`~softmax_as_linear.engine.stepper.objective`) with its rule of divergence
-        (:func:`~softmax_as_linear.engine.stepper.stop_diverged`): a live run whose batch risk is not finite or exceeds
-        ``blowup`` times the zero predictor's risk stops, and records this step in ``diverged_at``; a run already
-        stopped keeps the step it diverged at."""
-        batch = self._draw()
-        risk = self.batch_losses(batch).mean(-1)
-        stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
-        before = (self.U.detach().clone(), self.v.detach().clone())
-        self.optimizer.zero_grad(set_to_none=False)
-        objective(risk, self.alive).backward()  # the engine's objective, MSE = 2R
-        with torch.no_grad():
-            self.U.grad *= self.layer_mask[..., None, None]
-            self.v.grad *= self.layer_mask[..., None]
-        self.optimizer.step()
-        with torch.no_grad():  # dead runs and absent layers never move (Adam's momentum would move them)
-            keep_U = self.alive[..., None, None, None] & self.layer_mask.bool()[..., None, None]
-            keep_v = self.alive[..., None, None] & self.layer_mask.bool()[..., None]
-            self.U.copy_(torch.where(keep_U, self.U, before[0]))
-            self.v.copy_(torch.where(keep_v, self.v, before[1]))
-        self.step_count += 1
-        self._last_batch = batch
-
-    def batch_risk(self) -> Tensor:
-        """``(S, nL, nA)`` risk of the last step's batch with the parameters after that step; before the first step,
-        of the batch the first step will draw (read without taking it)."""
-        batch = self._last_batch
-        if batch is None:  # drawn from copies of the generators: a reading moves nothing
-            batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
-        with torch.no_grad():
-            return self.batch_losses(batch).mean(-1)
-
-    def held_out(self) -> tuple[Tensor, Tensor]:
-        """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt
-        losses."""
-        with torch.no_grad():
-            losses = self.batch_losses(self._held_out).double()  # the mean and sd in float64, as the engine's records
-        return losses.mean(-1), losses.std(-1)
-
-    def weights(self) -> dict[str, Tensor]:
-        """``U (S, nL, nA, K, D, D)`` and ``v (S, nL, nA, K, D)`` (the last rows of the :math:`V_\\ell`), detached."""
-        return {"U": self.U.detach().clone(), "v": self.v.detach().clone()}
-
-    def state(self) -> dict:
-        """Everything needed to resume: parameters, optimiser, data streams, step, alive, diverged_at."""
-        return {"U": self.U.detach().clone(), "v": self.v.detach().clone(),
-                "optimizer": copy.deepcopy(self.optimizer.state_dict()),
-                "generators": [g.get_state() for g in self.generators], "step": self.step_count,
-                "alive": self.alive.clone(), "diverged_at": self.diverged_at.clone()}
-
-    def load_state(self, state: dict) -> None:
-        with torch.no_grad():
-            self.U.copy_(state["U"])
-            self.v.copy_(state["v"])
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
-        for g, s in zip(self.generators, state["generators"]):
-            g.set_state(s)
-        self.step_count = int(state["step"])
-        self.alive = state["alive"].clone()
-        self.diverged_at = state["diverged_at"].clone()
-        self._last_batch = None
-
-    def close(self) -> None:
-        """Nothing to release (the batches are drawn in turn)."""
+    def _moves(self, name: str, p: Tensor) -> Tensor:
+        """Live runs' present layers move; dead runs and absent layers never do (Adam's momentum would move them)."""
+        layers = self.layer_mask.bool()
+        if name == "U":
+            return self.alive[..., None, None, None] & layers[..., None, None]
+        return self.alive[..., None, None] & layers[..., None]

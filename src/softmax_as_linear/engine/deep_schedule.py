@@ -2,7 +2,7 @@ r"""The deep stepper with a step decay of its learning rate: ``lr`` until ``deca
 
 A constant step leaves Adam's iterates moving in a band whose width grows with the step; dividing the step once,
 late in training, lets a run settle there, so that its final risk measures the model rather than the optimiser's
-noise. The decay is a function of the step count, which :meth:`~softmax_as_linear.engine.deep.DeepStepper.state`
+noise. The decay is a function of the step count, which :meth:`~softmax_as_linear.engine.stepper.SeedStepper.state`
 saves, so a resumed run decays at the same step as an uninterrupted one.
 """
 from __future__ import annotations
@@ -87,19 +87,11 @@ class DeepSweepSettings(DecaySchedule):
 
 class DecayedDeepStepper(DeepStepper):
     """:class:`~softmax_as_linear.engine.deep.DeepStepper` whose learning rate is multiplied by ``decay_factor`` from
-    step ``decay_step`` on (runs of shape ``(S, nL, nA)``, the engine's step interface, ``path = "deep"``)."""
+    step ``decay_step`` on (runs of shape ``(S, nL, nA)``, the engine's step interface, ``path = "deep"``): the decay
+    is :meth:`~softmax_as_linear.engine.stepper.SeedStepper.current_lr`'s, which every step applies."""
 
     def __init__(self, cfg: DeepConfig, decay_step: int, decay_factor: float = 0.1,
                  device: torch.device | str = "cpu", dtype=torch.float32):
         self.decay_step = checks.int_at_least("decay_step", decay_step, 0)
         self.decay_factor = checks.positive_float("decay_factor", decay_factor)
         super().__init__(cfg, device, dtype)
-
-    def current_lr(self) -> float:
-        """The learning rate of the next step."""
-        return self.cfg.lr * (self.decay_factor if self.step_count >= self.decay_step else 1.0)
-
-    def step(self) -> None:
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.current_lr()
-        super().step()

@@ -15,7 +15,10 @@ either one with ``"+graph"`` when its step is replayed as a CUDA graph. Each is 
 Every stepper (these two, and Chapter 7's :class:`~softmax_as_linear.engine.deep.DeepStepper`) minimises one
 objective, the mean squared error ``MSE = 2R`` of every live run (:func:`objective`), and applies one rule of
 divergence (:func:`stop_diverged`): a run whose batch risk is not finite or exceeds ``blowup`` times the risk of the
-zero predictor is *diverged* and stops updating.
+zero predictor is *diverged* and stops updating. The steppers that draw each seed's prompts from a task on the host
+(Chapter 7's :class:`~softmax_as_linear.engine.deep.DeepStepper`, Chapter 8's
+:class:`~softmax_as_linear.engine.window_step.WindowStepper`) share their data streams, step, readings and state
+(:class:`SeedStepper`).
 
 Hand-written gradients. Four pieces of the engine form gradients without autograd's graph, each checked against
 autograd or ``torch.autograd.gradcheck`` on its own:
@@ -37,6 +40,7 @@ Every path's weights are also checked step by step against the plain autograd lo
 """
 from __future__ import annotations
 
+import copy
 from typing import Protocol
 
 import torch
@@ -169,3 +173,142 @@ def load_optimiser_state(state: dict, sweep: SweepModel, optimizer: torch.optim.
     alive.copy_(state["alive"])
     diverged_at.copy_(state["diverged_at"])
     step_count.fill_(int(state["step"]))
+
+
+class SeedStepper:
+    """What the steppers that draw each seed's prompts from a task on the host share (Chapter 7's
+    :class:`~softmax_as_linear.engine.deep.DeepStepper`, Chapter 8's
+    :class:`~softmax_as_linear.engine.window_step.WindowStepper`): the data streams, the fixed held-out prompts, the
+    step on :func:`objective` with :func:`stop_diverged` in which a stopped run does not move, the learning rate's
+    decay, the batch risk, the state and its resumption. A subclass calls :meth:`_start` once its parameters exist,
+    and says what they are (:meth:`parameters`), what a batch's per-prompt losses are (:meth:`losses`) and, where it
+    has more of them, which gradients it cleans (:meth:`_clean_gradients`) and which entries never move
+    (:meth:`_moves`)."""
+
+    #: The step from which the learning rate is multiplied by :attr:`decay_factor` (None: never).
+    decay_step: int | None = None
+    decay_factor: float = 1.0
+
+    def _start(self, task, seeds, max_length: int, batch_size: int, held_out_prompts: int, runs: tuple[int, ...],
+               threshold: float) -> None:
+        """The bookkeeping of ``runs`` ``(S, nL, nA)`` runs, each seed's ``"train"`` stream of batches of
+        ``batch_size`` prompts of ``max_length`` tokens from ``task``, and its ``held_out_prompts`` fixed held-out
+        prompts (stream ``"held_out"``); ``threshold``: the risk beyond which a run is diverged."""
+        from ..core import seeding
+
+        self.task, self.max_length, self.batch_size = task, int(max_length), int(batch_size)
+        self.alive = torch.ones(*runs, dtype=torch.bool, device=self.device)
+        self.diverged_at = torch.full(runs, -1, dtype=torch.long, device=self.device)
+        self.step_count = 0
+        self.threshold = threshold
+        self.generators = [seeding.generator(seed, "train") for seed in seeds]
+        self._held_out = self.prompts(held_out_prompts, [seeding.generator(seed, "held_out") for seed in seeds])
+        self._last_batch = None
+
+    # --------------------------------------------------------------------------------------------- data
+    def _stack(self, batches) -> tuple[Tensor, ...]:
+        """Per-seed batches -> tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, target ``(S, B)`` on the device."""
+        return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
+                     for name in ("tokens", "query", "target"))
+
+    def prompts(self, n: int, generators) -> tuple[Tensor, ...]:
+        """``n`` prompts of the longest length from each of ``generators`` (one per seed), as the stepper reads a
+        batch (``tokens`` ``(S, n, L_max, D)``, ``query`` ``(S, n, D)``, ``target`` ``(S, n)`` on its device), for
+        :meth:`losses`: its batches, its held-out set, or a reading's fresh prompts. The generators move."""
+        return self._stack([self.task.sample(n, self.max_length, g) for g in generators])
+
+    def _draw(self, generators=None):
+        return self.prompts(self.batch_size, generators or self.generators)
+
+    # --------------------------------------------------------------------------------------------- model
+    def parameters(self) -> dict[str, Tensor]:
+        """The parameters by name (the stepper's own tensors, with their gradients)."""
+        raise NotImplementedError
+
+    def losses(self, tokens: Tensor, query: Tensor, target: Tensor) -> Tensor:
+        """Per-prompt losses of every run, ``(S, nL, nA, B)``."""
+        raise NotImplementedError
+
+    def batch_losses(self, batch: tuple[Tensor, ...]) -> Tensor:
+        """:meth:`losses` of a batch as the stepper draws it, with its weights: what a step, the batch risk and the
+        held-out risk read."""
+        return self.losses(*batch)
+
+    def _clean_gradients(self) -> None:
+        """Called before the optimiser's step, without autograd: what the gradients need (nothing by default)."""
+
+    def _moves(self, name: str, p: Tensor) -> Tensor:
+        """The entries of parameter ``name`` that the step may move, broadcast against it: those of the live runs."""
+        return _runs(self.alive, p)
+
+    def current_lr(self) -> float:
+        """The learning rate of the next step: ``lr``, times ``decay_factor`` from step ``decay_step`` on."""
+        decayed = self.decay_step is not None and self.step_count >= self.decay_step
+        return self.lr * (self.decay_factor if decayed else 1.0)
+
+    # --------------------------------------------------------------------------------------------- the interface
+    def step(self) -> None:
+        """One step of every live run on a fresh batch per seed at :meth:`current_lr`, on the engine's objective
+        (:func:`objective`, the batch's ``MSE = 2R``) with its rule of divergence (:func:`stop_diverged`): a live run
+        whose batch risk is not finite or exceeds the threshold stops and records this step in ``diverged_at``; a
+        stopped run keeps its step and does not move (under Adam, whose momentum would move it, its parameters are
+        put back after the optimiser's step)."""
+        for group in self.optimizer.param_groups:
+            group["lr"] = self.current_lr()
+        batch = self._draw()
+        risk = self.batch_losses(batch).mean(-1)
+        stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
+        params = self.parameters()
+        before = {name: p.detach().clone() for name, p in params.items()}
+        self.optimizer.zero_grad(set_to_none=False)
+        objective(risk, self.alive).backward()
+        with torch.no_grad():
+            self._clean_gradients()
+        self.optimizer.step()
+        with torch.no_grad():
+            for name, p in params.items():
+                p.copy_(torch.where(self._moves(name, p), p, before[name]))
+        self.step_count += 1
+        self._last_batch = batch
+
+    def batch_risk(self) -> Tensor:
+        """``(S, nL, nA)`` risk of the last step's batch with the parameters after that step; before the first step,
+        of the batch the first step will draw (drawn from copies of the generators: a reading moves nothing)."""
+        batch = self._last_batch
+        if batch is None:
+            batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
+        with torch.no_grad():
+            return self.batch_losses(batch).mean(-1)
+
+    def held_out(self) -> tuple[Tensor, Tensor]:
+        """``(S, nL, nA)`` risk on the fixed held-out prompts of each seed, and the sample sd of its per-prompt
+        losses."""
+        with torch.no_grad():
+            losses = self.batch_losses(self._held_out).double()  # the mean and sd in float64, as the engine's records
+        return losses.mean(-1), losses.std(-1)
+
+    def weights(self) -> dict[str, Tensor]:
+        """The parameters by name, detached copies."""
+        return {name: p.detach().clone() for name, p in self.parameters().items()}
+
+    def state(self) -> dict:
+        """Everything needed to resume: parameters (by name), optimiser, data streams, step, alive, diverged_at."""
+        return {**self.weights(), "optimizer": copy.deepcopy(self.optimizer.state_dict()),
+                "generators": [g.get_state() for g in self.generators], "step": self.step_count,
+                "alive": self.alive.clone(), "diverged_at": self.diverged_at.clone()}
+
+    def load_state(self, state: dict) -> None:
+        """Resume from :meth:`state` (or a checkpoint holding it)."""
+        with torch.no_grad():
+            for name, p in self.parameters().items():
+                p.copy_(state[name])
+        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
+        for g, s in zip(self.generators, state["generators"]):
+            g.set_state(s)
+        self.step_count = int(state["step"])
+        self.alive = state["alive"].clone()
+        self.diverged_at = state["diverged_at"].clone()
+        self._last_batch = None
+
+    def close(self) -> None:
+        """Nothing to release (the batches are drawn in turn)."""

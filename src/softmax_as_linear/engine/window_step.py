@@ -19,7 +19,6 @@ its held-out prompts from stream ``"held_out"``. The stepper implements the engi
 """
 from __future__ import annotations
 
-import copy
 import math
 
 import torch
@@ -27,7 +26,7 @@ from torch import Tensor
 
 from ..core import checks, seeding
 from ..theory.attention_optimum import parameter_count, softmax_prediction_unchecked
-from .stepper import objective, stop_diverged
+from .stepper import SeedStepper
 
 
 def check_settings(seeds, lengths, batch_size, lr, decay_factor, init_window, held_out_prompts,
@@ -49,8 +48,10 @@ def check_settings(seeds, lengths, batch_size, lr, decay_factor, init_window, he
     return seeds, lengths
 
 
-class WindowStepper:
-    """One Adam step of every run at once; runs ``(S, nL, 1)``, weights ``theta`` ``(S, nL, 1, p)``.
+class WindowStepper(SeedStepper):
+    """One Adam step of every run at once; runs ``(S, nL, 1)``, weights ``theta`` ``(S, nL, 1, p)``. The data
+    streams, the step (on the engine's objective, with its rule of divergence: a stopped run does not move), the decay,
+    the readings and the state are :class:`~softmax_as_linear.engine.stepper.SeedStepper`'s.
 
     Args:
         task: the prompts' law (a :class:`~softmax_as_linear.theory.cosine_task.CosineTask`, or any task with
@@ -71,32 +72,21 @@ class WindowStepper:
                  blowup: float = 1e3, device: torch.device | str = "cpu", dtype=torch.float32):
         self.seeds, self.lengths = check_settings(seeds, lengths, batch_size, lr, decay_factor, init_window,
                                                   held_out_prompts, blowup)
-        self.task, self.device, self.dtype = task, torch.device(device), dtype
-        self.batch_size, self.lr, self.decay_factor = int(batch_size), float(lr), float(decay_factor)
+        self.device, self.dtype = torch.device(device), dtype
+        self.lr, self.decay_factor = float(lr), float(decay_factor)
         self.decay_step = None if decay_step is None else checks.int_at_least("decay_step", decay_step, 0)
         S, nL, p = len(self.seeds), len(self.lengths), parameter_count("softmax", task.d)
         theta = torch.zeros(S, nL, 1, p, dtype=dtype, device=self.device)
         theta[..., 0] = math.log(init_window)
         self.theta = theta.requires_grad_(True)
         self.optimizer = torch.optim.Adam([self.theta], lr=self.lr)
-        self.alive = torch.ones(S, nL, 1, dtype=torch.bool, device=self.device)
-        self.diverged_at = torch.full((S, nL, 1), -1, dtype=torch.long, device=self.device)
-        self.step_count = 0
-        self.threshold = blowup * task.zero_risk()
-        self.generators = [seeding.generator(seed, "train") for seed in self.seeds]
-        self._held_out = self._stack([task.sample(held_out_prompts, self.lengths[-1], seeding.generator(s, "held_out"))
-                                      for s in self.seeds])
-        self._last_batch = None
+        self._start(task, self.seeds, self.lengths[-1], batch_size, held_out_prompts, (S, nL, 1),
+                    blowup * task.zero_risk())
 
-    # --------------------------------------------------------------------------------------------- data and model
-    def _stack(self, batches) -> tuple[Tensor, Tensor, Tensor]:
-        """Per-seed batches -> tokens ``(S, B, L_max, D)``, query ``(S, B, D)``, target ``(S, B)`` on the device."""
-        return tuple(torch.stack([getattr(b, name) for b in batches]).to(self.device, self.dtype)
-                     for name in ("tokens", "query", "target"))
-
-    def _draw(self, generators=None):
-        return self._stack([self.task.sample(self.batch_size, self.lengths[-1], g)
-                            for g in generators or self.generators])
+    # --------------------------------------------------------------------------------------------- model
+    def parameters(self) -> dict[str, Tensor]:
+        r"""``theta`` ``(S, nL, 1, p)`` (:math:`\log w, B, u_y, v`)."""
+        return {"theta": self.theta}
 
     def losses(self, tokens: Tensor, query: Tensor, target: Tensor, theta: Tensor | None = None) -> Tensor:
         r"""Per-prompt losses :math:`\tfrac12(\hat y - y_q)^2` of every run, ``(S, nL, 1, n)``, on prompts of the
@@ -109,40 +99,9 @@ class WindowStepper:
                            for s in range(theta.shape[0])]) for i, L in enumerate(self.lengths)]
         return (0.5 * (torch.stack(rows, 1) - target[:, None]) ** 2).unsqueeze(2)
 
-    def current_lr(self) -> float:
-        """The learning rate of the next step."""
-        decayed = self.decay_step is not None and self.step_count >= self.decay_step
-        return self.lr * (self.decay_factor if decayed else 1.0)
-
-    # --------------------------------------------------------------------------------------------- the interface
-    def step(self) -> None:
-        """One Adam step of every live run on a fresh batch per seed, on the engine's objective
-        (:func:`~softmax_as_linear.engine.stepper.objective`) with its rule of divergence
-        (:func:`~softmax_as_linear.engine.stepper.stop_diverged`); a stopped run does not move."""
-        for group in self.optimizer.param_groups:
-            group["lr"] = self.current_lr()
-        batch = self._draw()
-        risk = self.losses(*batch).mean(-1)
-        stop_diverged(risk, self.alive, self.diverged_at, self.step_count, self.threshold)
-        before = self.theta.detach().clone()
-        self.optimizer.zero_grad(set_to_none=False)
-        objective(risk, self.alive).backward()
-        with torch.no_grad():
-            self.theta.grad.nan_to_num_(0.0)
-        self.optimizer.step()
-        with torch.no_grad():  # Adam's momentum would move a stopped run
-            self.theta.copy_(torch.where(self.alive[..., None], self.theta, before))
-        self.step_count += 1
-        self._last_batch = batch
-
-    def batch_risk(self) -> Tensor:
-        """``(S, nL, 1)`` risk of the last step's batch with the weights after it; before the first step, of the batch
-        the first step will draw (read from copies of the generators)."""
-        batch = self._last_batch
-        if batch is None:
-            batch = self._draw([torch.Generator().set_state(g.get_state()) for g in self.generators])
-        with torch.no_grad():
-            return self.losses(*batch).mean(-1)
+    def _clean_gradients(self) -> None:
+        """A non-finite gradient entry (of a run that overflowed) is zero."""
+        self.theta.grad.nan_to_num_(0.0)
 
     def held_out(self) -> tuple[Tensor, Tensor]:
         """``(S, nL, 1)`` risk on each seed's fixed held-out prompts and the sample sd of its per-prompt losses."""
@@ -150,27 +109,3 @@ class WindowStepper:
             losses = self.losses(*self._held_out).double()
         # seed by seed: a reduction over a (S, ...) tensor may round differently for another S (shards)
         return (torch.stack([row.mean(-1) for row in losses]), torch.stack([row.std(-1) for row in losses]))
-
-    def weights(self) -> dict[str, Tensor]:
-        r"""``theta`` ``(S, nL, 1, p)`` (:math:`\log w, B, u_y, v`), detached."""
-        return {"theta": self.theta.detach().clone()}
-
-    def state(self) -> dict:
-        """Everything needed to resume: weights, optimiser, data streams, step, alive, diverged_at."""
-        return {"theta": self.theta.detach().clone(), "optimizer": copy.deepcopy(self.optimizer.state_dict()),
-                "generators": [g.get_state() for g in self.generators], "step": self.step_count,
-                "alive": self.alive.clone(), "diverged_at": self.diverged_at.clone()}
-
-    def load_state(self, state: dict) -> None:
-        with torch.no_grad():
-            self.theta.copy_(state["theta"])
-        self.optimizer.load_state_dict(copy.deepcopy(state["optimizer"]))
-        for g, s in zip(self.generators, state["generators"]):
-            g.set_state(s)
-        self.step_count = int(state["step"])
-        self.alive = state["alive"].clone()
-        self.diverged_at = state["diverged_at"].clone()
-        self._last_batch = None
-
-    def close(self) -> None:
-        """Nothing to release (the batches are drawn in turn)."""

@@ -130,7 +130,7 @@ def stage_readings(stepper: WindowStepper, records, settings: WindowSettings) ->
     with torch.no_grad():
         while remaining > 0:
             n = min(_EVAL_CHUNK, remaining)
-            batch = stepper._stack([stepper.task.sample(n, max(settings.lengths), g) for g in generators])
+            batch = stepper.prompts(n, generators)
             losses.append(stepper.losses(*batch).double()[:, :, 0])
             remaining -= n
     losses = torch.cat(losses, -1).cpu().numpy()  # (S, nL, n)
