@@ -486,3 +486,29 @@ def test_a_run_resumed_twice_remembers_the_path_of_every_leg(tmp_path):
     assert second.engine_path == "cpu, then tensor" and second.last_step == 4
     third = run(OnTensor(), 6, [0, 2, 4, 6], config=cfg, checkpoint=checkpoint)
     assert third.complete and third.engine_path == "cpu, then tensor"
+
+
+def test_a_resume_reads_its_checkpoint_once_and_a_handed_over_state_is_checked_like_a_file(tmp_path, monkeypatch):
+    """A path asked for is checked against the checkpoint's before training, from the state the run then resumes (one
+    read, not two); a state already read and handed over (loaded_checkpoint) is not read again, and one written for
+    other settings is refused as a file of them is."""
+    import pathlib
+
+    from softmax_as_linear.engine.sweep import load_checkpoint
+    from softmax_as_linear.engine.train import loaded_checkpoint
+
+    cfg, checkpoint = TrainConfig(lengths=(4,), seeds=(1,), steps=6, batch_size=8, eval_prompts=8,
+                                  record_every=2, rng="torch"), tmp_path / "c.pt"
+    assert not train(cfg, device="cpu", path="cpu", checkpoint=checkpoint, should_stop=lambda: True).complete
+    loads, real = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda file, *a, **kw: loads.append(pathlib.Path(file)) or real(file, *a, **kw))
+    resumed = train(cfg, device="cpu", path="cpu", checkpoint=checkpoint, should_stop=lambda: True)
+    assert not resumed.complete and loads == [checkpoint]
+    state = load_checkpoint(checkpoint, cfg, "cpu")
+    loads.clear()
+    with loaded_checkpoint(checkpoint, state):
+        with pytest.raises(ValueError, match="different configuration"):
+            train(cfg.replace(lr=cfg.lr / 2), device="cpu", checkpoint=checkpoint)
+        assert train(cfg, device="cpu", checkpoint=checkpoint).complete and loads == []
+    whole = train(cfg, device="cpu")
+    assert np.array_equal(resumed.eval_risk, whole.eval_risk[..., :resumed.eval_risk.shape[-1]])

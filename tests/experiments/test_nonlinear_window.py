@@ -47,8 +47,39 @@ def test_reproduce_writes_every_stage_per_seed_and_resumes_without_a_step(tmp_pa
     again = reproduce("nonlinear_window", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0]
     assert load_json(again) == data and steps == []  # up to date: the file is left as it is
     again.unlink()  # the finished checkpoints are there: measured again from them, no step taken
+    loads = _count_loads(monkeypatch)
     resumed = load_json(reproduce("nonlinear_window", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0])
     assert steps == [] and resumed["per_seed"] == per
+    checkpoints = sorted((tmp_path / "checkpoints").glob("*.pt"))
+    assert len(checkpoints) == 1 + len(dependence) and sorted(loads) == checkpoints  # each read once, no more
+
+
+def _count_loads(monkeypatch) -> list:
+    """Every file torch.load reads from now on, appended to the list returned."""
+    import pathlib
+
+    loads, real = [], torch.load
+    monkeypatch.setattr(torch, "load", lambda file, *args, **kw: loads.append(pathlib.Path(file)) or real(file, *args,
+                                                                                                        **kw))
+    return loads
+
+
+def test_a_stage_stopped_mid_run_resumes_from_its_checkpoint_read_once_to_the_uninterrupted_numbers(
+        tmp_path, monkeypatch, capsys):
+    from softmax_as_linear.experiments.stages import train_stage
+
+    settings = nw.window_settings("smoke", seeds=(0,), lengths=(5,), steps=8)
+    checkpoint = tmp_path / "stage.pt"
+    stopped = nw.train_windows(settings, checkpoint=checkpoint, should_stop=lambda: True)[1]
+    assert not stopped.complete and 0 < stopped.last_step < settings.steps
+    loads = _count_loads(monkeypatch)
+    stepper, records = train_stage("a window stage", checkpoint, settings, settings.steps,
+                                   lambda **kw: nw.train_windows(settings, **kw), "cpu")
+    assert f"resuming a window stage from step {stopped.last_step}" in capsys.readouterr().out
+    assert loads == [checkpoint]  # the step it resumes from and the state it resumes: one read
+    whole, whole_records = nw.train_windows(settings)
+    assert records.complete and torch.equal(stepper.theta, whole.theta)
+    assert np.array_equal(records.eval_risk, whole_records.eval_risk)
 
 
 def _count_steps(monkeypatch) -> list:

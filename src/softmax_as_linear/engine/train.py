@@ -29,6 +29,8 @@ A run whose risk becomes NaN, infinite or larger than ``blowup`` times the risk 
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 import pathlib
 import time
@@ -46,7 +48,7 @@ from .gpu import fused_softmax, prompt_kernel
 from .gpu.kernel_step import PromptKernelStepper
 from .records import Records
 from .stepper import Stepper, make_optimizer
-from .sweep import TrainConfig, TrainResult, load_checkpoint, save_checkpoint
+from .sweep import TrainConfig, TrainResult, config_fields, load_checkpoint, save_checkpoint
 from .tensor_step import TensorStepper
 
 
@@ -118,7 +120,7 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
     if file is not None and config is None:
         raise ValueError("config must be given with checkpoint (a checkpoint records what it was written for)")
     if file is not None and file.exists():
-        state = load_checkpoint(file, config, stepper.alive.device)
+        state = read_checkpoint(file, config, stepper.alive.device, take=True)
         stepper.load_state(state)
         records.load_state(state)
         step, seconds, earlier_path = state["step"], state["seconds"], state.get("engine_path")
@@ -174,6 +176,53 @@ def run(stepper: Stepper, steps: int, record_steps: list[int], *, config=None,
     records.last_step, records.seconds, records.complete = step, seconds, complete
     records.engine_path = joined_path(earlier_path, stepper.path)
     return records
+
+
+# A checkpoint already read, handed to the run that resumes from it (:func:`loaded_checkpoint`): (path, [state]).
+_LOADED: contextvars.ContextVar = contextvars.ContextVar("softmax_as_linear_loaded_checkpoint", default=None)
+
+
+@contextlib.contextmanager
+def loaded_checkpoint(path: str | os.PathLike, state: dict):
+    """Within it, :func:`run` (and :func:`train`) resuming from ``path`` take ``state``, the dictionary
+    :func:`~softmax_as_linear.engine.sweep.load_checkpoint` read from it (on any device), instead of reading the file
+    again: a caller that has read a checkpoint (to say the step it resumes from, say) hands it over, and the resume
+    reads the file once. The state is compared with the run's configuration as a read is (a ``ValueError`` when it was
+    written for another), and :func:`run` takes it once."""
+    token = _LOADED.set((os.path.abspath(path), [state]))
+    try:
+        yield
+    finally:
+        _LOADED.reset(token)
+
+
+def read_checkpoint(path: str | os.PathLike, config, device, take: bool = False) -> dict:
+    """The state of the checkpoint at ``path`` written for ``config``, its tensors on ``device``: the one handed over
+    by :func:`loaded_checkpoint` for ``path`` (taken, with ``take``: a later read reads the file; without it, a look
+    that leaves its tensors where they are), else :func:`~softmax_as_linear.engine.sweep.load_checkpoint`'s (with its
+    errors)."""
+    handed = _LOADED.get()
+    if handed is None or handed[0] != os.path.abspath(path) or not handed[1]:
+        return load_checkpoint(path, config, device)
+    state = handed[1][0]
+    if config_fields(state["config"]) != config.as_dict():  # as load_checkpoint compares a file's
+        raise ValueError(f"checkpoint {path} was written for a different configuration")
+    if not take:
+        return state
+    handed[1].clear()
+    return _on(state, torch.device(device))
+
+
+def _on(value, device: torch.device):
+    """``value`` with its tensors on ``device`` (as ``torch.load``'s ``map_location`` puts them; no copy where they
+    are there)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device)
+    if isinstance(value, dict):
+        return {k: _on(v, device) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_on(v, device) for v in value)
+    return value
 
 
 def joined_path(earlier: str | None, current: str) -> str:
@@ -248,16 +297,21 @@ def train(config: TrainConfig, *, init_weights: dict | None = None, device: str 
         cached = train_cache.load(cache, cache_key, cfg)
         if cached is not None:
             return cached
+    handed = contextlib.nullcontext()
     if path != "auto" and checkpoint is not None and pathlib.Path(checkpoint).exists():
-        written_on = str(load_checkpoint(checkpoint, cfg, device).get("engine_path", "unknown"))
+        state = read_checkpoint(checkpoint, cfg, device)
+        written_on = str(state.get("engine_path", "unknown"))
         if last_leg(written_on).split("+")[0] != path:
             raise ValueError(f"path {path!r} was asked for, but checkpoint {checkpoint} was written on path "
                              f"{written_on!r}: resume it with path='auto' (the result then names both paths), or "
                              "delete it to train again on the path asked for")
+        handed = loaded_checkpoint(checkpoint, state)  # the run resumes the state read here: one read
+        del state
     stepper = make_stepper(cfg, device, init_weights, path=path, cuda_graph=cuda_graph)
-    records = run(stepper, cfg.steps, cfg.record_steps(), config=cfg, checkpoint=checkpoint,
-                  checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
-                  should_stop=should_stop)
+    with handed:
+        records = run(stepper, cfg.steps, cfg.record_steps(), config=cfg, checkpoint=checkpoint,
+                      checkpoint_every=checkpoint_every, checkpoint_seconds=checkpoint_seconds, progress=progress,
+                      should_stop=should_stop)
     if path != "auto" and last_leg(records.engine_path).split("+")[0] != path:
         raise RuntimeError(f"path {path!r} was asked for, but {records.engine_path!r} ran (a fallback: see the "
                            "warnings above)")

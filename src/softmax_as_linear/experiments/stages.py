@@ -4,8 +4,10 @@ A *stage* is one training run of a reproduction (a figure's sweep, Chapter 7's s
 Chapter 8's sweep or one setting of its window's dependence) with a checkpoint of its own. :func:`train_stage` trains
 it, or resumes it from its checkpoint, with a progress bar and atomic checkpoints at one cadence
 (``CHECKPOINT_EVERY`` steps once ``CHECKPOINT_SECONDS`` have passed since the last save), stops it at a
-deadline, and says on stdout whether it starts at step 0 or resumes from step ``N``. A checkpoint it cannot use is
-one of two documented errors, the same for every chapter (the command line exits with 1 on either):
+deadline, and says on stdout whether it starts at step 0 or resumes from step ``N`` (the checkpoint read once: the
+state that says the step is the one the run resumes, :func:`~softmax_as_linear.engine.train.loaded_checkpoint`).
+A checkpoint it cannot use is one of two documented errors, the same for every chapter (the command line exits with
+1 on either):
 
 - written for other settings: a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` that says to run
   the command that started it again, or to pass ``--restart``;
@@ -14,12 +16,14 @@ one of two documented errors, the same for every chapter (the command line exits
 """
 from __future__ import annotations
 
+import contextlib
 import pathlib
 import time
 from typing import Callable
 
 from ..core.artifacts import DamagedFileError, SettingsMismatchError, load_json
 from ..engine.sweep import load_checkpoint
+from ..engine.train import loaded_checkpoint
 
 # A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed since
 # the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a fast GPU sweep
@@ -44,16 +48,16 @@ def damaged(error: DamagedFileError, what: str) -> DamagedFileError:
     return error.advise(f"{what}; {RESTART_ADVICE}")
 
 
-def resume_point(checkpoint: pathlib.Path, key, what: str) -> int | None:
-    """The step the checkpoint of stage ``what`` resumes from (None without one), ``key`` (with ``as_dict()``,
+def read_stage(checkpoint: pathlib.Path, key, what: str) -> dict | None:
+    """The state in the checkpoint of stage ``what`` (None without one), on the CPU, ``key`` (with ``as_dict()``,
     ``seeds`` and ``steps``) being what it must have been written for; a
     :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` when it was written for other settings
-    (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``),
-    a :class:`~softmax_as_linear.core.artifacts.DamagedFileError` when it cannot be read."""
+    (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``), a
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` when it cannot be read."""
     if not checkpoint.exists():
         return None
     try:
-        state = load_checkpoint(checkpoint, key, "cpu")
+        return load_checkpoint(checkpoint, key, "cpu")
     except DamagedFileError as error:
         raise damaged(error, f"delete it to train {what} from step 0") from None
     except ValueError:  # load_checkpoint's one ValueError: a configuration other than this one
@@ -61,7 +65,6 @@ def resume_point(checkpoint: pathlib.Path, key, what: str) -> int | None:
             checkpoint, f"checkpoint {checkpoint} was written for other settings of {what} than this command's "
                         f"({settings_text(key)}): run the command that started it again (the same options) to resume "
                         "it, " + RESTART_ADVICE) from None
-    return int(state["step"])
 
 
 def settings_text(key) -> str:
@@ -81,18 +84,23 @@ def train_stage(what: str, checkpoint: pathlib.Path, key, steps: int, train: Cal
     """Train stage ``what`` (a phrase: "the Chapter 7 regression sweep (smoke preset, seeds 327, 0)") or resume it
     from ``checkpoint``, until ``deadline``: ``train(checkpoint=..., should_stop=..., checkpoint_every=...,
     checkpoint_seconds=...)`` takes its ``steps`` steps (with a progress bar) and returns what the caller reads.
-    ``key``: what the checkpoint must have been written for (:func:`resume_point`). ``restart``: delete the
+    ``key``: what the checkpoint must have been written for (:func:`read_stage`). ``restart``: delete the
     checkpoint first. A damaged or foreign checkpoint is the documented error, before a step is taken."""
     checkpoint = pathlib.Path(checkpoint)
     if restart:
         checkpoint.unlink(missing_ok=True)
-    step = resume_point(checkpoint, key, what)
+    state = read_stage(checkpoint, key, what)
+    step = None if state is None else int(state["step"])
     start = (f"training {what}" if step is None else f"reusing the finished {what} (step {step:,} of {steps:,})"
              if step >= steps else f"resuming {what} from step {step:,} of {steps:,}")
     print(f"{start} on {device}; checkpoint {checkpoint}", flush=True)
+    # the state read here is the one the run resumes: the checkpoint is read once
+    handed = contextlib.nullcontext() if state is None else loaded_checkpoint(checkpoint, state)
+    del state
     try:
-        return train(checkpoint=checkpoint, should_stop=stop_at(deadline), checkpoint_every=CHECKPOINT_EVERY,
-                     checkpoint_seconds=CHECKPOINT_SECONDS)
+        with handed:
+            return train(checkpoint=checkpoint, should_stop=stop_at(deadline), checkpoint_every=CHECKPOINT_EVERY,
+                         checkpoint_seconds=CHECKPOINT_SECONDS)
     except DamagedFileError as error:
         raise damaged(error, f"delete it to train {what} from step 0") from None
 
@@ -121,4 +129,4 @@ def read_result(path: pathlib.Path, source: str = "its checkpoints") -> dict | N
 
 
 __all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "RESTART_ADVICE", "damaged", "discard", "passed",
-           "read_result", "resume_point", "settings_text", "stop_at", "train_stage"]
+           "read_result", "read_stage", "settings_text", "stop_at", "train_stage"]
