@@ -32,15 +32,54 @@ def test_reproduce_writes_a_paired_file_with_provenance_and_resumes(tmp_path, mo
     _check_pairing(data, nonlinear_depth.nonlinear_depth_settings("smoke"))
     assert np.asarray(per["windows"]["softmax_2"]).shape == (2, 2, 2)  # (seeds, lengths, layers)
     assert np.asarray(per["windows"]["softmax_1"])[..., 1].max() == 0  # a one-layer column's second layer stays 0
-    effect = nonlinear_depth.second_layer_effect(data)
-    assert effect["mean"].shape == effect["se"].shape == (2,)
-    assert np.allclose(effect["mean"], effect["two_layers"] - effect["one_layer"])
+    _check_second_layer_effect(data)
     steps = _count_steps(monkeypatch)
     again = reproduce("nonlinear_depth", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0]
     assert load_json(again) == data and steps == []  # up to date: the file is left as it is
     again.unlink()  # the finished checkpoint is still there: the file is measured again from it, no step taken
     resumed = load_json(reproduce("nonlinear_depth", preset="smoke", device="cpu", out=tmp_path, allow_dirty=True)[0])
     assert steps == [] and resumed["per_seed"]["risk"] == per["risk"]
+
+
+def _check_second_layer_effect(data):
+    """The second layer's effect against the per-seed risks, computed here: each seed's two-layer minus one-layer risk
+    (the two on the same prompts), their mean over seeds and its standard error, the sample sd over seeds (S - 1)
+    over sqrt(S), written out."""
+    per = data["per_seed"]
+    for model in ("softmax", "linear"):
+        effect = nonlinear_depth.second_layer_effect(data, model)
+        one, two = (np.asarray(per["risk"][f"{model}_{K}"], dtype=float) for K in (1, 2))  # (S, nL)
+        S, nL = one.shape
+        assert S > 1 and effect["mean"].shape == effect["se"].shape == (nL,)
+        assert np.allclose(effect["per_seed"], two - one, rtol=1e-4, atol=1e-9)  # paired on the same prompts
+        for i in range(nL):
+            d = [float(two[s, i] - one[s, i]) for s in range(S)]
+            mean = sum(d) / S
+            se = (sum((x - mean) ** 2 for x in d) / (S - 1)) ** 0.5 / S ** 0.5
+            assert effect["mean"][i] == pytest.approx(mean, rel=1e-4, abs=1e-9), (model, i)
+            assert effect["se"][i] == pytest.approx(se, rel=1e-3, abs=1e-9), (model, i)
+            assert effect["one_layer"][i] == pytest.approx(sum(one[:, i]) / S)
+            assert effect["two_layers"][i] == pytest.approx(sum(two[:, i]) / S)
+
+
+def test_the_second_layers_effect_on_known_numbers():
+    """Three seeds, two lengths, differences chosen so that the answer is known: means 2 and -4, standard errors
+    1/sqrt(3) and 4/sqrt(3) (sample sds 1 and 4 over sqrt(3)); one seed: no standard error."""
+    one = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0]])
+    difference = np.array([[1.0, -4.0], [3.0, -8.0], [2.0, 0.0]])
+    other = np.full_like(one, 7.0)  # the linear columns: no effect
+    data = {"lengths": [5, 10], "per_seed": {
+        "difference": {"second_layer_softmax": difference.tolist(), "second_layer_linear": (0 * other).tolist()},
+        "risk": {"softmax_1": one.tolist(), "softmax_2": (one + difference).tolist(), "linear_1": other.tolist(),
+                 "linear_2": other.tolist()}}}
+    effect = nonlinear_depth.second_layer_effect(data)
+    assert effect["mean"] == pytest.approx([2.0, -4.0]) and effect["se"] == pytest.approx([3 ** -0.5, 4 / 3 ** 0.5])
+    assert effect["one_layer"] == pytest.approx([2.0, 20.0]) and effect["two_layers"] == pytest.approx([4.0, 16.0])
+    linear = nonlinear_depth.second_layer_effect(data, "linear")
+    assert linear["mean"] == pytest.approx([0.0, 0.0]) and linear["one_layer"] == pytest.approx([7.0, 7.0])
+    _check_second_layer_effect(data)
+    single = {**data, "per_seed": {k: {n: v[:1] for n, v in table.items()} for k, table in data["per_seed"].items()}}
+    assert np.isnan(nonlinear_depth.second_layer_effect(single)["se"]).all()
 
 
 def _count_steps(monkeypatch) -> list:
