@@ -154,7 +154,7 @@ def deep_final_evaluation(stepper, records, settings: DepthSettings) -> dict:
     remaining = settings.final_prompts
     while remaining > 0:
         n = min(_PROMPTS_PER_CHUNK, remaining)
-        batch = stepper._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+        batch = stepper.prompts(n, generators)
         for key, (U, v) in weights.items():
             losses[key].append(_losses_with(stepper, U, v, batch))
         remaining -= n
@@ -206,7 +206,7 @@ def cross_evaluation(stepper, settings: DepthSettings, n_prompts: int | None = N
     with torch.no_grad():
         while remaining > 0:
             n = min(_PROMPTS_PER_CHUNK, remaining)
-            tokens, query, target = stepper._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+            tokens, query, target = stepper.prompts(n, generators)
             for K in (1, 2):
                 a = index[f"linear_{K}"]
                 rows = {"soft": [], "lin": [], "gap": []}
@@ -466,7 +466,7 @@ def warm_readings(stepper, records, settings: DepthSettings, warm: WarmSettings,
     remaining = settings.final_prompts
     while remaining > 0:
         n = min(_PROMPTS_PER_CHUNK, remaining)
-        batch = main._stack([cfg.task.sample(n, max(cfg.lengths), g) for g in generators])
+        batch = main.prompts(n, generators)
         parts["main"].append(_losses_with(main, torch.as_tensor(np.asarray(U)), torch.as_tensor(np.asarray(v)), batch))
         for key, (U_k, v_k) in weights.items():
             parts[key].append(_losses_with(stepper, U_k, v_k, batch))
