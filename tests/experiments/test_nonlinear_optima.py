@@ -224,3 +224,35 @@ def test_fit_at_window_at_the_optimum_s_window_returns_the_optimum():
         moved = ao.fit_at_window(prompts, float(best.theta[0]) + step, best.theta, gtol=1e-7, hessian=H)
         assert moved.gradient_norm < 1e-6 and moved.risk > best.risk
     assert math.isnan(best.curvature)  # newton=False computes no Newton step
+
+
+def test_lecture_bias_checks_and_draws_are_consistent(lecture):
+    # the refits converged; the checks' rows are the sweep's own lengths and standard errors; draw 0 of the draws is the
+    # sweep's first replicate, and every draw's constants are the quadrature's
+    precision = lecture["precision"]
+    assert precision["lengths"] == [L for L in lecture["lengths"] if L >= lecture["settings"]["large_from"]]
+    for row in precision["table"]:
+        i = lecture["lengths"].index(row["length"])
+        assert row["log_w_se"] == pytest.approx(lecture["summary"]["softmax"]["log_w_se"][i])
+        pooled, profile = row["pooled"], row["profile"]
+        assert np.max(pooled["gradient_norm"]) < 1e-5 and np.max(profile["gradient_norm"]) < 1e-5
+        assert pooled["shift"] == pytest.approx(np.mean(pooled["log_w_pooled"]) - np.mean(pooled["members_log_w"]))
+        assert len(profile["grid"]) == lecture["settings"]["profile"]["points"]
+        # the in-sample profile is lowest near each replicate's own optimum (the parabola's reading of it, within a
+        # grid step)
+        own = np.log(np.asarray(lecture["replicate"]["softmax"]["w"][i][:profile["replicates"]]))
+        inside = (own > profile["grid"][0]) & (own < profile["grid"][-1])
+        step = profile["grid"][1] - profile["grid"][0]
+        assert (np.abs(np.asarray(profile["per_replicate_in_sample"]) - own)[inside] < step).all()
+    draws = lecture["draws"]
+    assert draws["feature_seeds"][0] == 0 and len(draws["feature_seeds"]) >= 5
+    at = [lecture["lengths"].index(L) for L in draws["lengths"]]
+    K = draws["replicates"]
+    assert np.asarray(draws["w"]["softmax"])[0] == pytest.approx(
+        np.asarray(lecture["replicate"]["softmax"]["w"])[at, :K])
+    task = nonlinear.nonlinear_config("lecture").task()
+    expected = circle_quadrature.constants_over_draws(task, draws["feature_seeds"])
+    assert draws["limits"]["linear"] == pytest.approx(expected["linear"].tolist(), abs=1e-12)
+    gaps = draws["summary"]["gaps"]
+    total = np.asarray(gaps["intercept"]["per_draw"]) + np.asarray(gaps["locality"]["per_draw"])
+    assert total == pytest.approx(np.asarray(gaps["linear_minus_softmax"]["per_draw"]))

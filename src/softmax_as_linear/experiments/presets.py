@@ -201,7 +201,7 @@ NONLINEAR_WINDOW_SETTINGS = {
 #: around the optimum there), the lengths from which the exponent is read against the heuristic, and the dependence
 #: study's settings; from ``large_from`` on, the bias checks of the best window (``pool``: replicates per pooled refit;
 #: ``profile``: the held-out profile over log w), and ``draws``, the optima for other draws of the task's features.
-#: The lecture preset: about 55 minutes of one CPU core.
+#: The lecture preset: about 40 minutes of one CPU core.
 NONLINEAR_OPTIMA_SETTINGS = {
     "lecture": dict(lengths=(10, 32, 100, 316, 1000, 3162, 10000), replicates=8, tokens=1 << 20, max_prompts=1 << 14,
                     large_from=1000, large_tokens=1 << 22, dependence_length=NONLINEAR_DEPENDENCE_LENGTH["lecture"],
