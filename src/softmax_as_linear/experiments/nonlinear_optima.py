@@ -50,8 +50,8 @@ from ..theory.attention_optimum import (
     window_hessian,
 )
 from . import presets
-from .nonlinear import exponent_heuristic, nonlinear_config, window_exponent
 from .file_names import FIELDS_READ, nonlinear_optima_command, nonlinear_optima_file
+from .nonlinear import exponent_heuristic, nonlinear_config, window_exponent
 
 #: Replicate k draws from experiment seed OPTIMA_SEED + k (apart from the training sweeps' seeds 0-9).
 OPTIMA_SEED = 100
