@@ -153,6 +153,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     seed, the window's local exponent, the gap between linear and softmax attention split by reference.
   - :mod:`~softmax_as_linear.experiments.nonlinear_optima`: Chapter 8's optima, the layer's own best window against
     :math:`L` with replicates, and the gap to linear attention split into intercept and locality.
+  - :mod:`~softmax_as_linear.experiments.optima_precision`: the precision of Chapter 8's optima, the small-set bias
+    of the window checked on larger sets and the held-out risk profiled over the window.
   - :mod:`~softmax_as_linear.experiments.nonlinear_window`: Chapter 8's layer trained with its window on a log scale
     until the window settles, read against the layer's optimal windows.
   - :mod:`~softmax_as_linear.experiments.window_reach`: how far trained softmax windows are from the layer's optimal

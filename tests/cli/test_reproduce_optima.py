@@ -7,6 +7,10 @@ import shutil
 import pytest
 
 from softmax_as_linear.experiments import nonlinear_optima
+from softmax_as_linear.experiments.pipeline import up_to_date
+from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
+
+OPTIMA = REPRODUCTIONS["nonlinear_optima"]
 
 COMMITTED = pathlib.Path(__file__).parents[2] / "results" / "nonlinear_optima_lecture.json"
 
@@ -21,20 +25,25 @@ def test_the_committed_lecture_file_is_up_to_date_and_kept(tmp_path, run_cli, mo
     assert (tmp_path / COMMITTED.name).read_bytes() == before
 
 
-def test_a_file_of_other_settings_or_missing_fields_is_not_up_to_date(tmp_path):
+def test_a_file_of_other_settings_or_missing_fields_is_not_up_to_date(tmp_path, capsys):
+    """The rule of every reproduction (pipeline.up_to_date): complete, every field, the same recorded settings."""
     path = tmp_path / COMMITTED.name
     data = json.loads(COMMITTED.read_text())
-    assert nonlinear_optima.up_to_date(COMMITTED, "lecture")
-    assert not nonlinear_optima.up_to_date(tmp_path / "missing.json", "lecture")
-    path.write_text(json.dumps({**data, "settings": {**data["settings"], "replicates": 3}}))
-    assert not nonlinear_optima.up_to_date(path, "lecture")
-    path.write_text(json.dumps({**data, "task": {**data["task"], "noise_var": 0.25}}))
-    assert not nonlinear_optima.up_to_date(path, "lecture")
-    path.write_text(json.dumps({key: value for key, value in data.items() if key != "dependence"}))
-    assert not nonlinear_optima.up_to_date(path, "lecture")
-    path.write_text(json.dumps(data)[:100])
-    with pytest.raises(Exception, match="delete it"):
-        nonlinear_optima.up_to_date(path, "lecture")
+    recorded = OPTIMA.recorded("lecture")
+
+    def fresh(settings=None, task=None):
+        stage = {**recorded["optima"], **(settings or {}), "task": {**recorded["optima"]["task"], **(task or {})}}
+        return {"optima": stage}
+
+    assert up_to_date(COMMITTED, recorded, OPTIMA.fields)
+    assert not up_to_date(tmp_path / "missing.json", recorded, OPTIMA.fields)
+    assert not up_to_date(COMMITTED, fresh(settings={"replicates": 3}), OPTIMA.fields)
+    assert not up_to_date(COMMITTED, fresh(task={"noise_var": 0.25}), OPTIMA.fields)
+    path.write_text(json.dumps({key: value for key, value in data.items() if key != "precision"}))
+    assert not up_to_date(path, recorded, OPTIMA.fields)
+    path.write_text(json.dumps(data)[:100])  # damaged: written again, and said
+    assert not up_to_date(path, recorded, OPTIMA.fields)
+    assert "writing it again" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("options, message", [
@@ -60,6 +69,7 @@ def test_the_smoke_preset_writes_its_file_then_is_up_to_date(tmp_path, run_cli):
     data = json.loads(path.read_text())
     assert data["provenance"]["command"] == "python -m softmax_as_linear reproduce nonlinear_optima --preset smoke"
     assert data["settings"] == nonlinear_optima.optima_settings("smoke")
+    assert data["provenance"]["stages"] == OPTIMA.recorded("smoke")
     stamp = path.stat().st_mtime_ns
     code, out, err = run_cli("reproduce", "nonlinear_optima", "--preset", "smoke", "--out", str(tmp_path))
     assert code == 0 and f"{path}: up to date" in out and path.stat().st_mtime_ns == stamp

@@ -10,6 +10,7 @@ from softmax_as_linear.core import seeding
 from softmax_as_linear.core.artifacts import load_json
 from softmax_as_linear.experiments import nonlinear
 from softmax_as_linear.experiments import nonlinear_optima as optima
+from softmax_as_linear.experiments import optima_precision
 from softmax_as_linear.theory import attention_optimum as ao
 from softmax_as_linear.theory import circle_quadrature
 
@@ -56,7 +57,7 @@ def test_moves_and_exponents_read_synthetic_windows():
 def test_bad_preset_is_refused_and_the_module_has_no_entry_point_of_its_own():
     # only the reproduction command writes the file (it checks the library's uncommitted changes)
     with pytest.raises(ValueError, match="preset"):
-        optima.reproduce_nonlinear_optima("paper-sized")
+        optima.optima("paper-sized")
     assert not hasattr(optima, "main")
 
 
@@ -94,7 +95,7 @@ def test_held_out_standard_errors_match_their_spread_over_independent_prompt_set
     # the replicates' standard error (mean_se, what the summaries report) against the spread of independent means of K
     rng = np.random.default_rng(0)
     groups = rng.lognormal(0.0, 0.5, size=(1000, 8))
-    means, ses = zip(*(optima.mean_se(row) for row in groups))
+    means, ses = zip(*(optima.replicate_mean_se(row) for row in groups))
     ratio = np.var(means, ddof=1) / np.mean(np.square(ses))
     low, high = _chi2_band(999)
     assert low < ratio < high * 1.1  # s^2 / K is unbiased for the mean's variance; se^2 averaged, the band widened
@@ -102,7 +103,9 @@ def test_held_out_standard_errors_match_their_spread_over_independent_prompt_set
 
 @pytest.mark.slow
 def test_smoke_preset_writes_a_consistent_file(tmp_path):
-    path = optima.reproduce_nonlinear_optima("smoke", out=tmp_path, progress=False)
+    from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
+
+    [path] = REPRODUCTIONS["nonlinear_optima"].reproduce("smoke", "cpu", tmp_path, None, None, False, None, True)
     data = load_json(path)
     K, lengths = data["replicates"], data["lengths"]
     assert data["provenance"]["replicate_seeds"] == [optima.OPTIMA_SEED + k for k in range(K)]
@@ -190,7 +193,7 @@ def test_conditional_losses_are_the_noisy_losses_averaged_over_the_label_noise()
     # identity: the conditional loss is 1/2 (yhat - f)^2 + s^2/2 per query; and the noisy loss's mean over many fresh
     # label noises agrees with it within 4 standard errors
     task = nonlinear.nonlinear_config("lecture").task()
-    prompts, x, f = optima.scoring_set(task, 64, 20, 3, seeding.generator(5, "analysis", 20))
+    prompts, x, f = optima_precision.scoring_set(task, 64, 20, 3, seeding.generator(5, "analysis", 20))
     theta = ao.start("softmax", task.d, 20.0)
     cond = ao.conditional_losses("softmax", theta, prompts, x, f, task.noise_var)
     by_hand = []

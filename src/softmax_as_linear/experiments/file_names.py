@@ -276,21 +276,3 @@ def overrides_of(seeds: int | None = None, sampler: str = "paper", rng: str = "a
     if shard is not None:
         out["shard"] = f"{shard[0]}/{shard[1]}"
     return out
-
-
-# Chapter 8's optima module reads these until it takes them from its declaration.
-OPTIMA_PRESETS = ("lecture", "smoke")
-FIELDS_READ = {"nonlinear_optima_": ("lengths", "replicates", "prompts", "limits", "replicate", "summary", "moves",
-                                     "exponent", "dependence", "provenance")}
-
-
-def nonlinear_optima_file(preset: str = "lecture") -> str:
-    """File name of Chapter 8's optima: ``nonlinear_optima_<preset>.json``."""
-    checks.one_of("preset", preset, OPTIMA_PRESETS)
-    return f"nonlinear_optima_{preset}.json"
-
-
-def nonlinear_optima_command(preset: str = "lecture") -> str:
-    """The command that writes ``nonlinear_optima_<preset>.json``."""
-    checks.one_of("preset", preset, OPTIMA_PRESETS)
-    return f"{COMMAND} nonlinear_optima --preset {preset}"

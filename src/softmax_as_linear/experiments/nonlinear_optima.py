@@ -29,29 +29,23 @@ from __future__ import annotations
 
 import json
 import math
-import pathlib
 import time
 
 import numpy as np
 import torch
 
 from ..core import checks, seeding
-from ..core.artifacts import DamagedFileError, load_json, results_folder, save_json
-from ..core.provenance import provenance
 from ..theory import circle_quadrature
 from ..theory.attention_optimum import (
     CHUNK_TOKENS,
     Prompts,
-    conditional_losses,
     fit,
-    fit_at_window,
     losses,
     start,
-    window_hessian,
 )
 from . import presets
-from .file_names import FIELDS_READ, nonlinear_optima_command, nonlinear_optima_file
 from .nonlinear import exponent_heuristic, nonlinear_config, window_exponent
+from .optima_precision import held_out_profile, pooled_fits, precision, replicate_mean_se
 
 #: Replicate k draws from experiment seed OPTIMA_SEED + k (apart from the training sweeps' seeds 0-9).
 OPTIMA_SEED = 100
@@ -113,22 +107,17 @@ def optimism(records: list[dict], model: str) -> np.ndarray:
     return np.array(out)
 
 
-def mean_se(values) -> tuple[float, float]:
-    """Mean and standard error over replicates (NaN se for one)."""
-    x = np.asarray(values, dtype=float)
-    return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
-
-
 def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool = False, pool: int = 0,
                  profile: dict | None = None) -> dict:
     """Every replicate at every length: per model, arrays ``(nL, K)`` of ``w``, ``in_sample``, ``held_out``,
-    ``held_out_se``, ``gradient_norm``, ``newton``, ``newton_log_w``, ``curvature``, ``iterations``, ``optimism``,
-    and ``theta`` ``(nL, K, p)``; ``gaps`` ``{name: (nL, K)}`` of per-replicate paired means and ``gaps_se`` of their
+    ``held_out_se``, ``gradient_norm``, ``newton``, ``newton_log_w``, ``curvature``, ``iterations``, ``optimism``, and
+    ``theta`` ``(nL, K, p)``; ``gaps`` ``{name: (nL, K)}`` of per-replicate paired means and ``gaps_se`` of their
     standard errors over each replicate's prompts; ``seconds`` per length. With ``pool`` > 1, at every length from
-    ``settings["large_from"]`` on, ``pooled`` holds :func:`pooled_fits` of groups of ``pool`` replicates (``None`` at
-    the other lengths); with ``profile`` (``{"replicates", "points", "queries", "min_step", "max_step"}``), at the same
-    lengths, ``profiles`` holds :func:`held_out_profile` (``"gtol"`` its refits' tolerance) around the replicates'
-    mean :math:`\\log w^*`."""
+    ``settings["large_from"]`` on, ``pooled`` holds :func:`~softmax_as_linear.experiments.optima_precision.pooled_fits`
+    of groups of ``pool`` replicates (``None`` at the other lengths); with ``profile`` (``{"replicates", "points",
+    "queries", "min_step", "max_step"}``), at the same lengths, ``profiles`` holds
+    :func:`~softmax_as_linear.experiments.optima_precision.held_out_profile` (``"gtol"`` its refits' tolerance) around
+    the replicates' mean :math:`\\log w^*`."""
     keys = ("w", "in_sample", "held_out", "held_out_se", "gradient_norm", "newton", "newton_log_w", "curvature",
             "iterations")
     per_model = {m: {k: [] for k in (*keys, "theta", "optimism")} for m in MODELS}
@@ -141,7 +130,7 @@ def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool 
         if profile and large:
             logs = np.log([r["softmax"]["w"] for r in records])
             profiles.append(held_out_profile(task, records, L, profile, float(logs.mean()),
-                                             float(logs.std(ddof=1)) if logs.size > 1 else 0.0))
+                                             float(logs.std(ddof=1)) if logs.size > 1 else 0.0, OPTIMA_SEED))
         else:
             profiles.append(None)
         for m in MODELS:
@@ -156,10 +145,10 @@ def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool 
         prompts.append(n)
         if progress:
             soft, nw = per_model["softmax"], per_model["nadaraya_watson"]
-            print(f"L={L}: softmax w* = {mean_se(np.log(soft['w'][-1]))[0]:.3f} (log), "
-                  f"risk {mean_se(soft['held_out'][-1])[0]:.4f}; Nadaraya-Watson w* = "
-                  f"{math.exp(mean_se(np.log(nw['w'][-1]))[0]):.1f}; linear "
-                  f"{mean_se(per_model['linear']['held_out'][-1])[0]:.4f};"
+            print(f"L={L}: softmax w* = {replicate_mean_se(np.log(soft['w'][-1]))[0]:.3f} (log), "
+                  f"risk {replicate_mean_se(soft['held_out'][-1])[0]:.4f}; Nadaraya-Watson w* = "
+                  f"{math.exp(replicate_mean_se(np.log(nw['w'][-1]))[0]):.1f}; linear "
+                  f"{replicate_mean_se(per_model['linear']['held_out'][-1])[0]:.4f};"
                   f" {seconds[-1]:.0f} s for {replicates} x {n} prompts", flush=True)
             if pooled[-1] is not None:
                 print(f"  pooled x{pool}: softmax log w* {np.round(pooled[-1]['log_w'], 3).tolist()} against its "
@@ -176,36 +165,6 @@ def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool 
             "seconds": seconds, "prompts": prompts, "pooled": pooled, "profiles": profiles}
 
 
-def pooled_fits(records: list[dict], group: int) -> dict:
-    r"""The small-set bias of :math:`\log w^*`, checked on sets ``group`` times larger: the softmax layer refitted on
-    the union of the fitting prompts of each ``group`` consecutive replicates (the last incomplete group left out),
-    from the mean of their weights, without the Newton step. The minimiser of a finite set's mean loss is biased by
-    :math:`b/n + O(n^{-2})`, the same for every replicate, which the replicates' standard error does not contain; on
-    the pooled set it is :math:`b/(gn)`, so ``shift`` (pooled minus the mean of its members' :math:`\log w^*`) is
-    :math:`-b(g-1)/(gn)` up to the second-order noise left (paired: the same prompts). Returns ``group``, ``members``,
-    per group ``log_w``, ``members_log_w``, ``shift``, ``gradient_norm``, ``iterations``, and ``seconds``."""
-    begin = time.monotonic()
-    out = {"group": group, "members": [], "log_w": [], "members_log_w": [], "shift": [], "gradient_norm": [],
-           "iterations": []}
-    for first in range(0, len(records) - group + 1, group):
-        members = list(range(first, first + group))
-        sets = [records[k]["softmax"]["_fitting"] for k in members]
-        union = Prompts(torch.cat([p.tokens for p in sets]), torch.cat([p.query for p in sets]),
-                        torch.cat([p.target for p in sets]))
-        theta0 = np.mean([records[k]["softmax"]["theta"] for k in members], axis=0)
-        result = fit("softmax", union, theta0, newton=False)
-        del union
-        own = float(np.mean([math.log(records[k]["softmax"]["w"]) for k in members]))
-        out["members"].append(members)
-        out["log_w"].append(math.log(result.window))
-        out["members_log_w"].append(own)
-        out["shift"].append(math.log(result.window) - own)
-        out["gradient_norm"].append(result.gradient_norm)
-        out["iterations"].append(result.iterations)
-    out["seconds"] = time.monotonic() - begin
-    return out
-
-
 def summarise(sweep: dict) -> dict:
     """Means and standard errors over replicates, per length: per model ``risk`` (held out), ``in_sample``,
     ``optimism``, and for the windowed models ``w`` (the geometric mean :math:`e^{\\overline{\\log w}}`),
@@ -214,16 +173,17 @@ def summarise(sweep: dict) -> dict:
     for m, data in sweep["models"].items():
         entry = {}
         for key in ("held_out", "in_sample", "optimism"):
-            rows = [mean_se(row) for row in data[key]]
+            rows = [replicate_mean_se(row) for row in data[key]]
             entry[key], entry[key + "_se"] = [r[0] for r in rows], [r[1] for r in rows]
         if not np.isnan(data["w"]).all():
-            rows = [mean_se(np.log(row)) for row in data["w"]]
+            rows = [replicate_mean_se(np.log(row)) for row in data["w"]]
             entry["log_w"], entry["log_w_se"] = [r[0] for r in rows], [r[1] for r in rows]
             entry["w"] = [math.exp(r[0]) for r in rows]
             entry["w_se"] = [math.exp(r[0]) * r[1] for r in rows]  # delta method
             entry["w_median"] = [float(np.median(row)) for row in data["w"]]
         out[m] = entry
-    out["gaps"] = {name: {"mean": [mean_se(r)[0] for r in rows], "se": [mean_se(r)[1] for r in rows]}
+    out["gaps"] = {name: {"mean": [replicate_mean_se(r)[0] for r in rows],
+                          "se": [replicate_mean_se(r)[1] for r in rows]}
                    for name, rows in sweep["gaps"].items()}
     return out
 
@@ -270,8 +230,9 @@ def dependence(settings: dict, base_records: dict | None, progress: bool = False
         entry = {"setting": name, "value": value}
         for m in ("softmax", "nadaraya_watson"):
             logs = np.log(sweep["models"][m]["w"][0][:K])
-            entry[m] = {"w": sweep["models"][m]["w"][0][:K].tolist(), "log_w": mean_se(logs)[0],
-                        "log_w_se": mean_se(logs)[1], "risk": mean_se(sweep["models"][m]["held_out"][0][:K])}
+            entry[m] = {"w": sweep["models"][m]["w"][0][:K].tolist(), "log_w": replicate_mean_se(logs)[0],
+                        "log_w_se": replicate_mean_se(logs)[1],
+                        "risk": replicate_mean_se(sweep["models"][m]["held_out"][0][:K])}
         table.append(entry)
         if progress:
             print(f"dependence at L={L}, {name}={value:g}: softmax w* = {math.exp(entry['softmax']['log_w']):.1f}, "
@@ -287,120 +248,6 @@ def dependence(settings: dict, base_records: dict | None, progress: bool = False
                 directions.append({"setting": name, "model": m, "from": a["value"], "to": b["value"],
                                    "expected_sign": sign, "log_change": change, "se": se, "z": sign * change / se})
     return {"length": L, "replicates": K, "table": table, "directions": directions}
-
-
-def scoring_set(task, n: int, L: int, queries: int,
-                generator: torch.Generator) -> tuple[Prompts, torch.Tensor, torch.Tensor]:
-    """``n`` prompts of length ``L`` with ``queries`` query inputs each and their noise-free targets, for
-    :func:`~softmax_as_linear.theory.attention_optimum.conditional_losses`: the prompts (drawn as
-    :meth:`~softmax_as_linear.theory.attention_optimum.Prompts.draw` does, keeping each prompt's coefficients), then
-    the query inputs ``(n, q, d)`` from the same generator, and :math:`f_a` at them ``(n, q)``."""
-    chunk, parts = max(1, CHUNK_TOKENS // L), []
-    for first in range(0, n, chunk):
-        parts.append(task.sample(min(chunk, n - first), L, generator, dtype=torch.float64))
-    prompts = Prompts(torch.cat([b.tokens for b in parts]), torch.cat([b.query for b in parts]),
-                      torch.cat([b.target for b in parts]))
-    a = torch.cat([b.w for b in parts])
-    x = task.draw_inputs((n, queries), generator, torch.float64)
-    return prompts, x, task.function(a, x)
-
-
-def _quadratic_minimum(u: np.ndarray, values: np.ndarray) -> float:
-    """The minimiser of the least-squares parabola through ``(u, values)``; NaN where it opens downwards."""
-    b2, b1, _ = np.polyfit(u, values, 2)
-    return float(-b1 / (2 * b2)) if b2 > 0 else float("nan")
-
-
-def held_out_profile(task, records: list[dict], L: int, spec: dict, center: float, spread: float) -> dict:
-    r"""The held-out risk of the softmax layer profiled over :math:`\log w`, the other weights refitted at each window:
-    on a grid of ``spec["points"]`` values of :math:`\log w` around ``center`` (step ``spread``, the replicates'
-    standard deviation of :math:`\log w^*`, clipped to ``[min_step, max_step]``), for each of the first
-    ``spec["replicates"]`` replicates the other weights are fitted on its fitting prompts
-    (:func:`~softmax_as_linear.theory.attention_optimum.fit_at_window` to ``spec["gtol"]``, Newton steps with the
-    Hessian at the replicate's optimum, from that optimum at the middle point, outwards from each inner neighbour's
-    weights) and scored on as many fresh
-    prompts (stream ``"analysis"`` of its seed) with the conditional expectation of the loss over ``spec["queries"]``
-    queries per prompt (:func:`~softmax_as_linear.theory.attention_optimum.conditional_losses`). To first order the
-    fitting sets' noise moves the held-out profile's minimiser not at all (it enters the held-out risk at second
-    order), so the minimiser of the replicates' mean profile (the least-squares parabola's) carries neither the
-    fitting sets' first-order noise nor the in-sample minimum's bias. Returns the ``grid``; per replicate and grid
-    point ``held_out`` ``(K, G)``, its ``held_out_se`` over the prompts, ``in_sample`` (the fitting set's mean loss,
-    whose minimiser is the replicate's :math:`\log w^*`), ``gradient_norm`` and ``iterations``; ``log_w`` (the mean
-    profile's minimiser), ``log_w_se`` (jackknife over replicates), ``inside`` (within the grid), the per-replicate
-    minimisers of both profiles, and ``seconds``."""
-    begin = time.monotonic()
-    K, G, q = min(spec["replicates"], len(records)), spec["points"], spec["queries"]
-    step = min(max(spread, spec["min_step"]), spec["max_step"])
-    u = step * (np.arange(G) - (G - 1) / 2)
-    grid = center + u
-    out = {key: [] for key in ("held_out", "held_out_se", "in_sample", "gradient_norm", "iterations")}
-    for k in range(K):
-        fitting, theta = records[k]["softmax"]["_fitting"], np.asarray(records[k]["softmax"]["theta"])
-        scoring, x, f = scoring_set(task, fitting.n, L, q, seeding.generator(OPTIMA_SEED + k, "analysis", L))
-        rows = {key: [None] * G for key in out}
-        middle = (G - 1) // 2
-        starts = {middle: theta}
-        hessian = window_hessian(fitting, theta)
-        for j in sorted(range(G), key=lambda j: abs(j - middle)):  # outwards, each from its inner neighbour's weights
-            result = fit_at_window(fitting, float(grid[j]), starts[j], gtol=spec["gtol"], hessian=hessian)
-            starts[j - 1 if j <= middle else j + 1] = result.theta
-            if j == middle:
-                starts[j + 1] = result.theta
-            held = conditional_losses("softmax", result.theta, scoring, x, f, task.noise_var).numpy()
-            rows["held_out"][j] = float(held.mean())
-            rows["held_out_se"][j] = float(held.std(ddof=1) / math.sqrt(held.size))
-            rows["in_sample"][j] = result.risk
-            rows["gradient_norm"][j] = result.gradient_norm
-            rows["iterations"][j] = result.iterations
-        for key in out:
-            out[key].append(rows[key])
-    held = np.asarray(out["held_out"])
-    log_w = center + _quadratic_minimum(u, held.mean(0))
-    leave_one_out = np.array([_quadratic_minimum(u, np.delete(held, k, 0).mean(0)) for k in range(K)]) if K > 1 \
-        else np.array([np.nan])
-    jackknife = float(math.sqrt((K - 1) / K * ((leave_one_out - leave_one_out.mean()) ** 2).sum())) if K > 1 \
-        else float("nan")
-    return {"grid": grid.tolist(), "replicates": K, "queries": q, **out, "log_w": log_w, "log_w_se": jackknife,
-            "w": math.exp(log_w) if math.isfinite(log_w) else float("nan"),
-            "inside": bool(grid[0] <= log_w <= grid[-1]),
-            "per_replicate_held_out": [center + _quadratic_minimum(u, row) for row in held],
-            "per_replicate_in_sample": [center + _quadratic_minimum(u, np.asarray(row)) for row in out["in_sample"]],
-            "seconds": time.monotonic() - begin}
-
-
-def precision(sweep: dict, summary: dict, lengths) -> dict | None:
-    r"""The checks of the softmax layer's :math:`\log w^*` at the lengths that have them (from ``large_from`` on). Per
-    length: the replicates' ``log_w``, its standard error ``log_w_se`` (the file's) and ``w``; ``pooled``: the group
-    size ``group``, the pooled fits' ``log_w_pooled`` and ``shifts`` per group (:func:`pooled_fits`), ``shift`` (mean
-    over groups) and ``shift_se`` (over groups, NaN for one), ``z`` (``shift / log_w_se``: the move in units of the
-    file's standard error), ``w_pooled``, and the first-order extrapolation to infinite sets ``log_w_extrapolated``
-    = pooled :math:`\log w^*` + ``shift / (group - 1)``; ``profile``: :func:`held_out_profile`, with ``difference`` (its
-    minimiser minus the replicates' ``log_w``), ``z`` (that over ``log_w_se``) and ``se_ratio`` (``log_w_se`` over the
-    profile's). ``None`` if no length has either."""
-    rows = []
-    for i, L in enumerate(lengths):
-        p, prof = sweep["pooled"][i], sweep["profiles"][i]
-        if p is None and prof is None:
-            continue
-        se = summary["softmax"]["log_w_se"][i]
-        row = {"length": int(L), "log_w": summary["softmax"]["log_w"][i], "log_w_se": se,
-               "w": summary["softmax"]["w"][i], "pooled": None, "profile": None}
-        if p is not None and p["log_w"]:
-            shift = mean_se(p["shift"])
-            pooled_log_w = float(np.mean(p["log_w"]))
-            extrapolated = pooled_log_w + shift[0] / (p["group"] - 1)
-            row["pooled"] = {"group": p["group"], "members": p["members"], "log_w_pooled": p["log_w"],
-                             "members_log_w": p["members_log_w"], "shifts": p["shift"], "shift": shift[0],
-                             "shift_se": shift[1], "z": shift[0] / se, "w_pooled": math.exp(pooled_log_w),
-                             "log_w_extrapolated": extrapolated, "w_extrapolated": math.exp(extrapolated),
-                             "gradient_norm": p["gradient_norm"], "iterations": p["iterations"],
-                             "seconds": p["seconds"]}
-        if prof is not None:
-            difference = prof["log_w"] - row["log_w"]
-            row["profile"] = {**prof, "difference": difference, "z": difference / se,
-                              "se_ratio": se / prof["log_w_se"]}
-        rows.append(row)
-    return {"lengths": [r["length"] for r in rows], "table": rows} if rows else None
 
 
 def feature_draws(settings: dict, sweep: dict, lengths, progress: bool = False) -> dict:
@@ -481,50 +328,25 @@ def replicate_seeds(preset: str = "lecture") -> tuple[int, ...]:
 def optima_settings(preset: str = "lecture") -> dict:
     """The settings a ``nonlinear_optima_<preset>.json`` records (and is compared on): the preset's, the seed rule's
     first seed and the fits' chunk size, as JSON reads them back."""
-    from ..theory.attention_optimum import CHUNK_TOKENS
 
     settings = PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]
     return json.loads(json.dumps({**settings, "optima_seed": OPTIMA_SEED, "chunk_tokens": CHUNK_TOKENS}))
 
 
-def up_to_date(path: pathlib.Path, preset: str) -> bool:
-    """Whether ``path`` holds a complete optima file of ``preset``'s settings: every field its chapter reads, the same
-    :func:`optima_settings` and the same task (:data:`TASK_FIELDS`). A file that cannot be read is a
-    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` that says to delete it."""
-    if not path.exists():
-        return False
-    try:
-        data = load_json(path)
-    except DamagedFileError as error:
-        raise error.advise("delete it (the same command then computes the optima again), or run the same command "
-                           "with --restart") from None
-    task = json.loads(json.dumps(nonlinear_config("lecture").as_dict()))
-    return (all(field in data for field in FIELDS_READ["nonlinear_optima_"])
-            and data.get("settings") == optima_settings(preset)
-            and all((data.get("task") or {}).get(field) == task[field] for field in TASK_FIELDS))
-
-
-def reproduce_nonlinear_optima(preset: str = "lecture", out=None, progress: bool = True, restart: bool = False,
-                               dirty: bool = False) -> pathlib.Path:
-    """Compute the optima of ``preset`` (:data:`PRESETS`) on the CPU in float64 with one thread (the caller's thread
-    count restored after), and write ``nonlinear_optima_<preset>.json`` atomically into ``out`` (default: the results
-    folder); a file of the same settings that is already there is kept ("up to date", :func:`up_to_date`) unless
-    ``restart``. ``dirty``: the library has uncommitted changes, and the file says so."""
+def optima(preset: str = "lecture", progress: bool = True) -> dict:
+    """The content of ``nonlinear_optima_<preset>.json`` without its provenance: the optima of ``preset``
+    (:data:`PRESETS`) computed on the CPU in float64 with one thread (the caller's thread count restored after); what
+    :class:`~softmax_as_linear.experiments.reproductions.nonlinear_optima.NonlinearOptima` writes."""
     settings = PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]
-    out = results_folder() if out is None else pathlib.Path(out)
-    path = out / nonlinear_optima_file(preset)
-    if not restart and up_to_date(path, preset):
-        print(f"{path}: up to date", flush=True)
-        return path
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        return _compute(preset, settings, path, progress, dirty)
+        return _compute(preset, settings, progress)
     finally:
         torch.set_num_threads(threads)
 
 
-def _compute(preset: str, settings: dict, path: pathlib.Path, progress: bool, dirty: bool) -> pathlib.Path:
+def _compute(preset: str, settings: dict, progress: bool) -> dict:
     begin = time.monotonic()
     task = nonlinear_config("lecture").task()
     lengths, K = settings["lengths"], settings["replicates"]
@@ -554,19 +376,10 @@ def _compute(preset: str, settings: dict, path: pathlib.Path, progress: bool, di
                      "heuristic": exponent_heuristic(task.d)},
         "seconds_per_length": sweep["seconds"],
     }
-    from ..theory.attention_optimum import CHUNK_TOKENS
 
     data["settings"]["chunk_tokens"] = CHUNK_TOKENS
     data["dependence"] = dependence(settings, base_records, progress)
     data["precision"] = precision(sweep, summary, lengths)
     data["draws"] = feature_draws(settings, sweep, lengths, progress)
-    data["provenance"] = {**provenance("cpu", time.monotonic() - begin), "preset": preset,
-                          "command": nonlinear_optima_command(preset), **({"allow_dirty": True} if dirty else {}),
-                          "seed_rule": f"replicate k: seed {OPTIMA_SEED} + k, streams 'prompts' (fit) and "
-                                       f"'evaluation' (held out) at each L",
-                          "replicate_seeds": [OPTIMA_SEED + k for k in range(K)]}
-    path = save_json(path, data)
-    if progress:
-        print(f"wrote {path} in {time.monotonic() - begin:.0f} s", flush=True)
-    return path
-
+    data["seconds"] = round(time.monotonic() - begin, 1)
+    return data

@@ -228,7 +228,7 @@ class Staged(Reproduction):
         from ..core.artifacts import save_json
         from ..core.provenance import device_name, provenance, utc_now
         from .file_names import overrides_of
-        from .stages import discard, read_result, train_stage
+        from .stages import discard, train_stage
 
         start = time.monotonic()
         chosen = self.shard_seeds(preset, seeds, shard)
@@ -239,11 +239,9 @@ class Staged(Reproduction):
         checkpoints = pathlib.Path(out) / "checkpoints"
         if restart:  # every stage's, so that a restart stopped in an early stage leaves none of a later stage
             discard(checkpoints / stage.checkpoint for stage in stages)
-        else:
-            saved = read_result(path)
-            if saved is not None and saved.get("complete") and same_stages(saved, recorded, part):
-                print(f"{path}: up to date")
-                return [path]
+        elif up_to_date(path, recorded, self.fields, part):
+            print(f"{path}: up to date")
+            return [path]
         done, seconds, paths, stopped = {}, 0.0, [], None
         for stage in stages:
             trained = train_stage(stage.what, checkpoints / stage.checkpoint,
@@ -282,6 +280,17 @@ class Staged(Reproduction):
     def merged_files(self, preset, seeds, n, out, command, dirty, start, **options):
         data = merge_shards(self, preset, seeds, n, pathlib.Path(out), command, dirty, start)
         return [(self.file(preset, seeds), lambda: data)]
+
+
+def up_to_date(path: pathlib.Path, recorded: dict, fields: tuple[str, ...] = (), shard: str | None = None) -> bool:
+    """The one "up to date" rule: ``path`` holds a complete file, with every field of ``fields``, written with the
+    settings ``recorded`` of every stage (:func:`same_stages`), by the same shard. A damaged file is not up to date: it
+    is written again, which the call says on stdout (:func:`~softmax_as_linear.experiments.stages.read_result`)."""
+    from .stages import read_result
+
+    saved = read_result(path)
+    return (saved is not None and bool(saved.get("complete", True)) and same_stages(saved, recorded, shard)
+            and all(field in saved for field in fields))
 
 
 def same_stages(data: dict, recorded: dict, shard: str | None = None) -> bool:
@@ -371,4 +380,4 @@ def join_seeds(values: list, axis: int = 0):
 
 
 __all__ = ["COMMAND", "Reproduction", "Stage", "Staged", "merge_shards",
-           "join_seeds", "reached", "same_stages"]
+           "join_seeds", "reached", "same_stages", "up_to_date"]
