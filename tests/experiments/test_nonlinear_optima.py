@@ -8,9 +8,8 @@ import torch
 
 from softmax_as_linear.core import seeding
 from softmax_as_linear.core.artifacts import load_json
-from softmax_as_linear.experiments import nonlinear
+from softmax_as_linear.experiments import nonlinear, optima_precision
 from softmax_as_linear.experiments import nonlinear_optima as optima
-from softmax_as_linear.experiments import optima_precision
 from softmax_as_linear.theory import attention_optimum as ao
 from softmax_as_linear.theory import circle_quadrature
 
@@ -82,7 +81,7 @@ def test_held_out_standard_errors_match_their_spread_over_independent_prompt_set
     K, n, L = 30, 40, 10
     records = [optima.replicate(task, L, n, k) for k in range(K)]
     low, high = _chi2_band(K - 1)
-    for model in optima.MODELS:
+    for model in optima.FITTED_MODELS:
         held = np.array([r[model]["held_out"] for r in records])
         se = np.array([r[model]["held_out_se"] for r in records])
         ratio = held.var(ddof=1) / np.mean(se ** 2)
@@ -142,8 +141,8 @@ def test_lecture_file_says_where_it_came_from(lecture):
     prov = lecture["provenance"]
     assert prov["commit"] and prov["uncommitted_changes"] is False and prov["torch_threads"] == 1
     assert prov["replicate_seeds"] == [optima.OPTIMA_SEED + k for k in range(lecture["replicates"])]
-    assert lecture["settings"]["lengths"] == lecture["lengths"] == list(optima.PRESETS["lecture"]["lengths"])
-    assert lecture["prompts"] == [optima.prompt_count(optima.PRESETS["lecture"], L) for L in lecture["lengths"]]
+    assert lecture["settings"]["lengths"] == lecture["lengths"] == list(optima.SETTINGS["lecture"]["lengths"])
+    assert lecture["prompts"] == [optima.prompt_count(optima.SETTINGS["lecture"], L) for L in lecture["lengths"]]
 
 
 def test_lecture_fits_converged_and_summaries_are_their_replicates(lecture):
@@ -184,7 +183,7 @@ def test_lecture_first_replicate_reproduces():
     task = nonlinear.nonlinear_config("lecture").task()
     L = data["lengths"][0]
     record = optima.replicate(task, L, data["prompts"][0], 0)
-    for model in optima.MODELS:
+    for model in optima.FITTED_MODELS:
         assert record[model]["held_out"] == pytest.approx(data["replicate"][model]["held_out"][0][0], rel=1e-6)
     assert record["softmax"]["w"] == pytest.approx(data["replicate"]["softmax"]["w"][0][0], rel=1e-4)
 

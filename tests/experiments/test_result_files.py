@@ -247,7 +247,7 @@ def test_chapter_8_optima_presets_are_those_of_the_experiment():
     from softmax_as_linear.experiments import nonlinear_optima
     from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
 
-    assert REPRODUCTIONS["nonlinear_optima"].presets == tuple(nonlinear_optima.PRESETS)
+    assert REPRODUCTIONS["nonlinear_optima"].presets == tuple(nonlinear_optima.SETTINGS)
 
 
 def test_chapter_8_optima_file_names_its_command_and_is_read(tmp_path):

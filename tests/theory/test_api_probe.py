@@ -176,7 +176,7 @@ PROBES = [
           others={"model": "linear"}),
     Probe("attention_optimum.losses", ao.losses, lambda: dict(model="linear", theta=_rand(9), prompts=_prompts()),
           arrays=("theta",), others={"model": "relu", "prompts": 3}),
-    Probe("attention_optimum.objective", ao.objective,
+    Probe("attention_optimum.loss_and_gradient", ao.loss_and_gradient,
           lambda: dict(model="linear", theta=_rand(9), prompts=_prompts()), arrays=("theta",),
           others={"model": "relu", "prompts": 3}),
     Probe("attention_optimum.newton_step", ao.newton_step,

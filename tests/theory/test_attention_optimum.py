@@ -51,17 +51,17 @@ def test_affine_reference_is_linear_attention_plus_the_mean_token(prompts):
 @pytest.mark.parametrize("model", ao.OPTIMUM_MODELS)
 def test_gradient_and_chunks(prompts, model, monkeypatch):
     theta = _random_theta(model, prompts.d, 3)
-    value, grad = ao.objective(model, theta, prompts)
+    value, grad = ao.loss_and_gradient(model, theta, prompts)
     assert value == pytest.approx(float(ao.losses(model, theta, prompts).mean()), rel=1e-12)
     h = 1e-6
     for j in range(theta.size):
         e = np.zeros_like(theta)
         e[j] = h
-        numeric = (ao.objective(model, theta + e, prompts)[0] - ao.objective(model, theta - e, prompts)[0]) / (2 * h)
+        numeric = (ao.loss_and_gradient(model, theta + e, prompts)[0] - ao.loss_and_gradient(model, theta - e, prompts)[0]) / (2 * h)
         assert grad[j] == pytest.approx(numeric, rel=1e-5, abs=1e-8)
     monkeypatch.setattr(ao, "CHUNK_TOKENS", 7 * prompts.L)  # many chunks, one of them short
     fresh = ao.Prompts(prompts.tokens, prompts.query, prompts.target)
-    value_chunked, grad_chunked = ao.objective(model, theta, fresh)
+    value_chunked, grad_chunked = ao.loss_and_gradient(model, theta, fresh)
     assert value_chunked == pytest.approx(value, rel=1e-12) and np.allclose(grad_chunked, grad, rtol=1e-10, atol=1e-14)
 
 

@@ -50,10 +50,10 @@ from .optima_precision import held_out_profile, pooled_fits, precision, replicat
 #: Replicate k draws from experiment seed OPTIMA_SEED + k (apart from the training sweeps' seeds 0-9).
 OPTIMA_SEED = 100
 #: The models fitted, in this order.
-MODELS = ("nadaraya_watson", "softmax", "linear", "affine")
+FITTED_MODELS = ("nadaraya_watson", "softmax", "linear", "affine")
 #: Settings of each preset (:data:`~softmax_as_linear.experiments.presets.NONLINEAR_OPTIMA_SETTINGS`, with every
 #: chapter's presets).
-PRESETS = presets.NONLINEAR_OPTIMA_SETTINGS
+SETTINGS = presets.NONLINEAR_OPTIMA_SETTINGS
 
 
 def prompt_count(settings: dict, L: int) -> int:
@@ -73,7 +73,7 @@ def replicate(task, L: int, n_prompts: int, k: int) -> dict:
     fitting = Prompts.draw(task, n_prompts, L, seeding.generator(seed, "prompts", L))
     fresh = Prompts.draw(task, n_prompts, L, seeding.generator(seed, "evaluation", L))
     out, per_prompt = {}, {}
-    for model in MODELS:
+    for model in FITTED_MODELS:
         theta0 = start(model, task.d, out["nadaraya_watson"]["w"]) if model == "softmax" else None
         result = fit(model, fitting, theta0)
         held = losses(model, result.theta, fresh).numpy()
@@ -120,7 +120,7 @@ def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool 
     the replicates' mean :math:`\\log w^*`."""
     keys = ("w", "in_sample", "held_out", "held_out_se", "gradient_norm", "newton", "newton_log_w", "curvature",
             "iterations")
-    per_model = {m: {k: [] for k in (*keys, "theta", "optimism")} for m in MODELS}
+    per_model = {m: {k: [] for k in (*keys, "theta", "optimism")} for m in FITTED_MODELS}
     gaps, gaps_se, seconds, prompts, pooled, profiles = {}, {}, [], [], [], []
     for L in lengths:
         begin, n = time.monotonic(), prompt_count(settings, L)
@@ -133,7 +133,7 @@ def length_sweep(task, settings: dict, lengths, replicates: int, progress: bool 
                                              float(logs.std(ddof=1)) if logs.size > 1 else 0.0, OPTIMA_SEED))
         else:
             profiles.append(None)
-        for m in MODELS:
+        for m in FITTED_MODELS:
             for key in keys:
                 per_model[m][key].append([r[m][key] if r[m][key] is not None else float("nan") for r in records])
             per_model[m]["theta"].append([r[m]["theta"] for r in records])
@@ -270,7 +270,7 @@ def feature_draws(settings: dict, sweep: dict, lengths, progress: bool = False) 
     at = [list(lengths).index(L) for L in draw_lengths]
     windowed = ("softmax", "nadaraya_watson")
     w = {m: [np.asarray(sweep["models"][m]["w"])[at, :K]] for m in windowed}
-    held = {m: [np.asarray(sweep["models"][m]["held_out"])[at, :K]] for m in MODELS}
+    held = {m: [np.asarray(sweep["models"][m]["held_out"])[at, :K]] for m in FITTED_MODELS}
     gaps = {g: [np.asarray(v)[at, :K]] for g, v in sweep["gaps"].items()}
     gaps_se = {g: [np.asarray(v)[at, :K]] for g, v in sweep["gaps_se"].items()}
     limits = [circle_quadrature.limit_constants(base)]
@@ -281,7 +281,7 @@ def feature_draws(settings: dict, sweep: dict, lengths, progress: bool = False) 
         draw = length_sweep(task, settings, draw_lengths, K)
         for m in windowed:
             w[m].append(draw["models"][m]["w"])
-        for m in MODELS:
+        for m in FITTED_MODELS:
             held[m].append(draw["models"][m]["held_out"])
         for g in gaps:
             gaps[g].append(draw["gaps"][g])
@@ -322,22 +322,23 @@ TASK_FIELDS = ("d", "covariance", "rho", "sampler", "covariates", "task_var", "n
 
 def replicate_seeds(preset: str = "lecture") -> tuple[int, ...]:
     """The experiment seeds of the replicates of ``preset``: ``OPTIMA_SEED + k`` for ``k < K``."""
-    return tuple(OPTIMA_SEED + k for k in range(PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]["replicates"]))
+    replicates = SETTINGS[checks.one_of("preset", preset, tuple(SETTINGS))]["replicates"]
+    return tuple(OPTIMA_SEED + k for k in range(replicates))
 
 
 def optima_settings(preset: str = "lecture") -> dict:
     """The settings a ``nonlinear_optima_<preset>.json`` records (and is compared on): the preset's, the seed rule's
     first seed and the fits' chunk size, as JSON reads them back."""
 
-    settings = PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]
+    settings = SETTINGS[checks.one_of("preset", preset, tuple(SETTINGS))]
     return json.loads(json.dumps({**settings, "optima_seed": OPTIMA_SEED, "chunk_tokens": CHUNK_TOKENS}))
 
 
 def optima(preset: str = "lecture", progress: bool = True) -> dict:
     """The content of ``nonlinear_optima_<preset>.json`` without its provenance: the optima of ``preset``
-    (:data:`PRESETS`) computed on the CPU in float64 with one thread (the caller's thread count restored after); what
+    (:data:`SETTINGS`) computed on the CPU in float64 with one thread (the caller's thread count restored after); what
     :class:`~softmax_as_linear.experiments.reproductions.nonlinear_optima.NonlinearOptima` writes."""
-    settings = PRESETS[checks.one_of("preset", preset, tuple(PRESETS))]
+    settings = SETTINGS[checks.one_of("preset", preset, tuple(SETTINGS))]
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -361,7 +362,7 @@ def _compute(preset: str, settings: dict, progress: bool) -> dict:
     data = {
         "preset": preset, "settings": {**settings, "optima_seed": OPTIMA_SEED, "chunk_tokens": None},
         "task": nonlinear_config("lecture").as_dict(), "lengths": list(lengths), "replicates": K,
-        "prompts": sweep["prompts"], "models": list(MODELS),
+        "prompts": sweep["prompts"], "models": list(FITTED_MODELS),
         "limits": {"linear": circle_quadrature.linear_limit_risk(task),
                    "affine": circle_quadrature.affine_limit_risk(task),
                    "intercept_share": circle_quadrature.intercept_share(task),

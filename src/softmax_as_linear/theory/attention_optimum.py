@@ -232,7 +232,7 @@ def _array(theta):
 
 
 def _checked(model: str, theta, prompts) -> Tensor:
-    """``model``, ``prompts`` and ``theta`` (float64 ``(p,)``) checked for :func:`losses`, :func:`objective` and
+    """``model``, ``prompts`` and ``theta`` (float64 ``(p,)``) checked for :func:`losses`, :func:`loss_and_gradient` and
     :func:`newton_step`."""
     checks.one_of("model", model, OPTIMUM_MODELS)
     if not isinstance(prompts, Prompts):
@@ -265,7 +265,7 @@ def losses(model: str, theta, prompts: Prompts) -> Tensor:
                           for p in prompts.chunks()])
 
 
-def objective(model: str, theta, prompts: Prompts) -> tuple[float, np.ndarray]:
+def loss_and_gradient(model: str, theta, prompts: Prompts) -> tuple[float, np.ndarray]:
     """The mean loss on ``prompts`` and its gradient in :math:`\\theta`, accumulated chunk by chunk."""
     theta = _checked(model, theta, prompts).clone().requires_grad_(True)
     total = 0.0
@@ -283,12 +283,13 @@ def newton_step(model: str, theta, prompts: Prompts, h: float = 1e-4) -> tuple[n
     :math:`v` and :math:`W` in linear attention, contributes nothing) and the Hessian's eigenvalues."""
     theta = _checked(model, theta, prompts).numpy()
     h = checks.positive_float("h", h)
-    _, g = objective(model, theta, prompts)
+    _, g = loss_and_gradient(model, theta, prompts)
     columns = []
     for j in range(theta.size):
         e = np.zeros_like(theta)
         e[j] = h
-        columns.append((objective(model, theta + e, prompts)[1] - objective(model, theta - e, prompts)[1]) / (2 * h))
+        columns.append((loss_and_gradient(model, theta + e, prompts)[1]
+                        - loss_and_gradient(model, theta - e, prompts)[1]) / (2 * h))
     H = np.array(columns)
     H = 0.5 * (H + H.T)
     return -np.linalg.pinv(H, rcond=1e-10, hermitian=True) @ g, np.linalg.eigvalsh(H)
@@ -335,7 +336,7 @@ def fit(model: str, prompts: Prompts, theta0=None, gtol: float = 1e-9, max_itera
         else:
             theta0 = start(model, prompts.d)
     theta0 = checks.shaped("theta0", _array(theta0), f"({parameter_count(model, prompts.d)},)").numpy()
-    result = minimize(lambda t: objective(model, t, prompts), theta0, jac=True, method="L-BFGS-B",
+    result = minimize(lambda t: loss_and_gradient(model, t, prompts), theta0, jac=True, method="L-BFGS-B",
                       options={"gtol": gtol, "ftol": 1e-15, "maxiter": max_iterations, "maxcor": 20})
     if newton:
         step, eigenvalues = newton_step(model, result.x, prompts)
@@ -353,7 +354,8 @@ def window_hessian(prompts: Prompts, theta, h: float = 1e-4) -> np.ndarray:
     for j in range(1, theta.size):
         e = np.zeros_like(theta)
         e[j] = h
-        columns.append((objective("softmax", theta + e, prompts)[1] - objective("softmax", theta - e, prompts)[1])[1:]
+        columns.append((loss_and_gradient("softmax", theta + e, prompts)[1]
+                        - loss_and_gradient("softmax", theta - e, prompts)[1])[1:]
                        / (2 * h))
     H = np.array(columns)
     return 0.5 * (H + H.T)
@@ -376,7 +378,7 @@ def fit_at_window(prompts: Prompts, log_w: float, theta0, gtol: float = 1e-8, ma
     theta0 = checks.shaped("theta0", _array(theta0), f"({parameter_count('softmax', prompts.d)},)").numpy()
 
     def value(rest):
-        loss, grad = objective("softmax", np.concatenate(([log_w], rest)), prompts)
+        loss, grad = loss_and_gradient("softmax", np.concatenate(([log_w], rest)), prompts)
         return loss, grad[1:]
 
     rest, steps = theta0[1:].copy(), 0

@@ -10,14 +10,13 @@ import time
 
 from ..pipeline import Reproduction
 
-#: Its presets (the optima have no paper-scale preset: the lecture one is what the chapter reads).
-PRESETS = ("lecture", "smoke")
-
 
 class NonlinearOptima(Reproduction):
     """Chapter 8's optima (see the module docstring)."""
 
-    name, title, fixed_seeds, sharded, presets = "nonlinear_optima", "Chapter 8's optima", True, False, PRESETS
+    name, title, fixed_seeds, sharded = "nonlinear_optima", "Chapter 8's optima", True, False
+    #: No paper-scale preset: the lecture one is what the chapter reads.
+    presets = ("lecture", "smoke")
     summary = "the optima of one attention layer against L, written as nonlinear_optima_<preset>.json"
     example = "reproduce nonlinear_optima --preset lecture      # Chapter 8: one layer's optima (33 min)"
     fields = ("lengths", "replicates", "prompts", "limits", "replicate", "summary", "moves", "exponent", "dependence",
