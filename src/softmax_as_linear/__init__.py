@@ -113,11 +113,10 @@ Its folders are its layers; a module imports only from its own layer and the one
     scatter), the smallest fall it resolves, and since when the run has settled.
   - :mod:`~softmax_as_linear.experiments.false_alarms`: the chance of as many runs called moving at the trend
     test's simulated false-alarm rates for a reading's own design, with correlated records as well as independent.
-  - :mod:`~softmax_as_linear.experiments.stages`: one stage of a reproduction trained or resumed under a deadline,
-    the one loop behind every chapter's sweeps, with the documented errors for a foreign or damaged checkpoint.
   - :mod:`~softmax_as_linear.experiments.pipeline`: the one engine of the reproductions: a reproduction declares
-    its stages, file and fields; training, resuming, the "up to date" short-cut, completeness, restart, the partial
-    file, the shard merge and the reader are written there once.
+    its stages, file and fields; training or resuming a stage under a deadline (the one loop behind every chapter's
+    sweeps), the "up to date" short-cut, completeness, restart, the partial file, the shard merge and the reader are
+    written there once.
   - every reproduction declared in a module of its own, listed in the registry
     :data:`~softmax_as_linear.experiments.reproductions.REPRODUCTIONS` that the command, the merge, the option checks,
     the help and the readers iterate over: :mod:`~softmax_as_linear.experiments.reproductions.figures`,
@@ -131,6 +130,8 @@ Its folders are its layers; a module imports only from its own layer and the one
     or reused, read and written file by file.
   - :mod:`~softmax_as_linear.experiments.reproduce`: what the command runs, its options checked and every
     reproduction of the registry named in turn.
+  - :mod:`~softmax_as_linear.experiments.shard_files`: a shard's result file read, and the one provenance rule of
+    every merge.
   - :mod:`~softmax_as_linear.experiments.merging`: a shard's file read, and the join of the sweeps the paper's
     figures and Chapter 6 share.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through

@@ -124,7 +124,7 @@ def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
     runner = ("import sys\nfrom softmax_as_linear.experiments import figure_sweeps\nreal = figure_sweeps.sweep_config\n"
               "figure_sweeps.sweep_config = lambda p, c='isotropic', **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
               "record_every=10, eval_prompts=32, batch_size=16), **kw})\n"
-              "from softmax_as_linear.experiments import stages\nstages.CHECKPOINT_EVERY, stages.CHECKPOINT_SECONDS = 20, 0.0\n"
+              "from softmax_as_linear.experiments import pipeline\npipeline.CHECKPOINT_EVERY, pipeline.CHECKPOINT_SECONDS = 20, 0.0\n"
               "from softmax_as_linear import cli\nsys.exit(cli.main(sys.argv[1:]))")
     process = subprocess.Popen([sys.executable, "-c", runner, "reproduce", "fig2", "--device", "cpu",
                                 "--out", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

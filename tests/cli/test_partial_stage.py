@@ -3,17 +3,17 @@ dependence of Chapter 8, the control of Chapter 7) is not "step 12 of 12" of its
 import pytest
 
 import softmax_as_linear.cli as cli
-from softmax_as_linear.experiments import presets, result_files, stages
+from softmax_as_linear.experiments import pipeline, presets, result_files
 
 
 def test_a_log_window_file_stopped_in_its_dependence_names_it(tmp_path, run_cli, monkeypatch):
     monkeypatch.setattr(presets, "NONLINEAR_DEPENDENCE", presets.NONLINEAR_DEPENDENCE[:2])
-    real = stages.train_stage
+    real = pipeline.train_stage
 
     def stop_in_the_dependence(what, checkpoint, key, steps, train, device, deadline=None, restart=False):
         return real(what, checkpoint, key, steps, train, device, 0.0 if "dependence" in what else deadline, restart)
 
-    monkeypatch.setattr(stages, "train_stage", stop_in_the_dependence)
+    monkeypatch.setattr(pipeline, "train_stage", stop_in_the_dependence)
     code, out, err = run_cli("reproduce", "nonlinear_window", "--preset", "smoke", "--device", "cpu", "--out",
                              str(tmp_path), "--max-minutes", "10")
     assert code == cli.EXIT_PARTIAL, err

@@ -110,7 +110,7 @@ def test_shards_through_submitit_equal_one_process(tmp_path, run_cli):
 def test_the_merged_provenance_marks_every_key_on_which_shards_differ():
     """One rule for every key of where the shards ran: the same on every shard, it is kept; different (device, GPU,
     machine, Python as well as torch or commit), it is marked "several (see shards)", never shard 1's alone."""
-    from softmax_as_linear.experiments.merging import MERGE_OWN, common_origin
+    from softmax_as_linear.experiments.shard_files import MERGE_OWN, common_origin
 
     ORIGIN_KEYS = ("device", "device_name", "gpu", "torch", "python", "commit", "uncommitted_changes", "engine_path",
                    "machine", "torch_threads", "final_prompts", "seed_rule")  # any key, not a list of known ones

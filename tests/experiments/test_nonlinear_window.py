@@ -66,7 +66,7 @@ def _count_loads(monkeypatch) -> list:
 
 def test_a_stage_stopped_mid_run_resumes_from_its_checkpoint_read_once_to_the_uninterrupted_numbers(
         tmp_path, monkeypatch, capsys):
-    from softmax_as_linear.experiments.stages import train_stage
+    from softmax_as_linear.experiments.pipeline import train_stage
 
     settings = nw.window_settings("smoke", seeds=(0,), lengths=(5,), steps=8)
     checkpoint = tmp_path / "stage.pt"

@@ -8,10 +8,10 @@ import pytest
 
 from softmax_as_linear import cli, registry
 from softmax_as_linear.core.artifacts import load_json
-from softmax_as_linear.experiments import file_names, pipeline, result_files, shards, stages
-from softmax_as_linear.experiments.merging import ShardError
+from softmax_as_linear.experiments import file_names, pipeline, result_files, shards
 from softmax_as_linear.experiments.reproduce import check_options, figures_of, reproduce
 from softmax_as_linear.experiments.reproductions import REPRODUCTIONS
+from softmax_as_linear.experiments.shard_files import ShardError
 
 
 class Toy(pipeline.Staged):
@@ -94,19 +94,19 @@ def test_a_declared_reproduction_gets_its_command_short_cut_restart_and_reader(t
 
 
 def test_a_declared_reproduction_stopped_in_its_second_stage_is_partial_and_resumes(toy, tmp_path, monkeypatch):
-    real = stages.train_stage
+    real = pipeline.train_stage
 
     def stop_in_the_second(what, checkpoint, key, steps, train, device, deadline=None, restart=False):
         return real(what, checkpoint, key, steps, train, device, 0.0 if "second" in what else deadline, restart)
 
-    monkeypatch.setattr(stages, "train_stage", stop_in_the_second)
+    monkeypatch.setattr(pipeline, "train_stage", stop_in_the_second)
     [path] = reproduce("toy", "smoke", device="cpu", out=tmp_path, allow_dirty=True)
     data = load_json(path)
     assert not data["complete"] and data["stopped_in"] == "second" and data["stages_complete"] == ["first"]
     with pytest.raises(result_files.PartialResultError, match=r"first complete, stopped in second at step \d of 8"):
         toy.read("smoke", tmp_path, required=True)
     assert toy.read("smoke", tmp_path)["complete"] is False  # returned as it is, unless required
-    monkeypatch.setattr(stages, "train_stage", real)
+    monkeypatch.setattr(pipeline, "train_stage", real)
     reproduce("toy", "smoke", device="cpu", out=tmp_path, allow_dirty=True)
     assert toy.read("smoke", tmp_path, required=True)["complete"]
 

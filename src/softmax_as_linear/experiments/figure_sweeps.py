@@ -20,7 +20,7 @@ there, complete and of the same settings is reused ("up to date").
 A file that is there but cannot be read (truncated, say) stops the call with a
 :class:`~softmax_as_linear.core.artifacts.DamagedFileError` that names it and says what to do; a checkpoint
 written for other settings, with a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError`
-(:func:`~softmax_as_linear.experiments.stages.train_stage`).
+(:func:`~softmax_as_linear.experiments.pipeline.train_stage`).
 """
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ from ..registry import CONCENTRATION_FIGURES, TRAINING_FIGURES
 from .concentration_figures import concentration_figure
 from .file_names import beyond_stem, figure_file, overrides_of, run_name, sweep_stem
 from .paper_figures import figure_data, sweep_provenance
+from .pipeline import damaged, read_result, train_stage
 from .presets import (
     BEYOND_FINAL_PROMPTS,
     CHANGE_PROMPTS,
@@ -47,7 +48,6 @@ from .presets import (
     sweep_config,
     sweep_seeds,
 )
-from .stages import damaged, read_result, train_stage
 
 #: The covariate laws of Chapter 6's reproduction when none is named.
 BEYOND_COVARIATES = ("uniform", "rademacher")
@@ -71,7 +71,7 @@ def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tu
 def _sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
            restart: bool = False) -> TrainResult:
     """A figure's (or Chapter 6's) sweep: read from ``<stem>.npz`` when it is there, complete, of ``config``
-    ("up to date"); else trained or resumed (:func:`~softmax_as_linear.experiments.stages.train_stage`) and saved."""
+    ("up to date"); else trained or resumed (:func:`~softmax_as_linear.experiments.pipeline.train_stage`) and saved."""
     path = out / f"{stem}.npz"
     if not restart and path.exists():
         try:
@@ -178,7 +178,7 @@ def keep_other_seeds(path: pathlib.Path, seeds) -> None:
     run's ``seeds``: a figure file is named by its preset alone, so a three-seed run would otherwise overwrite the
     ten-seed file the chapters read. The :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` says how
     to keep both or replace it; a damaged file is written again from its sweep
-    (:func:`~softmax_as_linear.experiments.stages.read_result`)."""
+    (:func:`~softmax_as_linear.experiments.pipeline.read_result`)."""
     data = read_result(path, "its sweep")
     stored = None if data is None else data.get("seeds")
     if stored is not None and [int(s) for s in stored] != [int(s) for s in seeds]:

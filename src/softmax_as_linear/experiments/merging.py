@@ -25,52 +25,7 @@ from .figure_sweeps import BEYOND_COVARIATES, all_seeds, beyond_overrides, beyon
 from .file_names import beyond_stem, figure_file, overrides_of, shard_folder, sweep_stem
 from .paper_figures import figure_data
 from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, shard_seeds, sweep_config
-
-
-class ShardError(RuntimeError):
-    """A shard that is missing, incomplete or failed: the message names it and the command that completes it."""
-
-
-class ShardsPartial(ShardError):
-    """Shards that stopped at their time limit (``max_minutes``): the same call resumes them."""
-
-
-def shard_json(path: pathlib.Path, k: int, n: int, command) -> dict:
-    """Shard ``k`` of ``n``'s result file, or a :class:`ShardError` naming the command that writes it again (or
-    completes it, where the shard stopped before the end)."""
-    if not path.exists():
-        raise ShardError(f"shard {k}/{n} has not written {path}: run\n    {command(k)}")
-    try:
-        data = load_json(path)
-    except DamagedFileError as error:
-        raise ShardError(f"{error}; run the shard's command again\n    {command(k)}") from None
-    if not data.get("complete"):
-        raise ShardError(f"shard {k}/{n} stopped before the end: run the same command again to resume it\n"
-                         f"    {command(k)}")
-    return data
-
-
-#: What the merged provenance marks for a key on which the shards differ (each shard's own value is kept in
-#: ``provenance["shards"]``).
-SEVERAL = "several (see shards)"
-
-
-def common_origin(origins: list[dict], own: tuple[str, ...] = ()) -> dict:
-    """The one provenance rule of every merge: each key of the shards' provenance but ``own`` (what the merge
-    records itself) with its value where every shard records the same, else :data:`SEVERAL` (a key one shard lacks
-    and another records differs too)."""
-    keys = dict.fromkeys(key for origin in origins for key in origin if key not in own)
-    top = {}
-    for key in keys:
-        values = [origin.get(key, SEVERAL) for origin in origins]
-        top[key] = values[0] if all(v == values[0] for v in values) and all(key in o for o in origins) else SEVERAL
-    return top
-
-
-#: What a merge records itself rather than taking from the shards.
-MERGE_OWN = ("shard", "seeds", "stages", "settings", "overrides", "wall_seconds", "training_seconds", "date",
-             "allow_dirty", "shards", "merged")
-
+from .shard_files import MERGE_OWN, ShardError, common_origin
 
 # The paper's figures and Chapter 6: their shared sweeps joined ----------------------------------------
 
@@ -155,9 +110,9 @@ class JoinedSweep(NamedTuple):
 
 
 def check_sweep_shards(stem: str, out: pathlib.Path, n: int, command) -> None:
-    """A :class:`~softmax_as_linear.experiments.merging.ShardError` naming the first of the ``n`` shards that has not
-    written its sweep ``<stem>.npz`` (with the sweeps it holds instead, for Chapter 6's, whose names say their seeds
-    and lengths)."""
+    """A :class:`~softmax_as_linear.experiments.shard_files.ShardError` naming the first of the ``n`` shards that has
+    not written its sweep ``<stem>.npz`` (with the sweeps it holds instead, for Chapter 6's, whose names say their
+    seeds and lengths)."""
     for k in range(1, n + 1):
         folder = shard_folder(out, k, n)
         if not (folder / f"{stem}.npz").exists():

@@ -6,7 +6,7 @@ grows by about a step's worth per step: its windows stop where the budget stops 
 the weights of :mod:`~softmax_as_linear.theory.attention_optimum` (:math:`\log w`, :math:`B`, :math:`u_y`, :math:`v`:
 every weight that reaches the prediction) by :class:`~softmax_as_linear.engine.window_step.WindowStepper`, Adam at
 ``lr`` with a tenfold decay at three quarters of training, from :math:`w = 1` and the zero predictor. Two stages, each
-trained or resumed by :func:`~softmax_as_linear.experiments.stages.train_stage` with a checkpoint of its own:
+trained or resumed by :func:`~softmax_as_linear.experiments.pipeline.train_stage` with a checkpoint of its own:
 
 - the sweep over the preset's lengths (the runs of one seed read prefixes of the same prompts);
 - the window's dependence: one run per seed at

@@ -17,28 +17,143 @@ Then, for every such reproduction (:meth:`Staged.reproduce`, :meth:`Staged.merge
 
 - **up to date**: a complete file whose provenance records, for every stage, the settings this call would train
   (``provenance["stages"]``), of the same shard, is left as it is and the call says so; a damaged file is written
-  again from the checkpoints, said on stdout (:func:`~softmax_as_linear.experiments.stages.read_result`);
+  again from the checkpoints, said on stdout (:func:`read_result`);
 - **restart**: every stage's checkpoint is deleted before the first stage trains;
 - **training**: each stage is trained, resumed or reused by
-  :func:`~softmax_as_linear.experiments.stages.train_stage` (progress, checkpoints, deadline, the documented errors);
+  :func:`train_stage` (progress, checkpoints, deadline, the documented errors);
 - **completeness**: the file is complete when every stage is; otherwise it records the stages finished
   (``stages_complete``), the stage that stopped (``stopped_in``) and how far it went (``stopped_at``), nothing
   measured, and :func:`~softmax_as_linear.experiments.file_names.progress` names them when a reader refuses it;
 - **merge**: the shards' files are read, every stage's settings checked shard by shard, the per-seed arrays joined
   in seed order, :meth:`Staged.finish` computed as one process computes it, and the provenance is
-  :func:`~softmax_as_linear.experiments.merging.common_origin`'s (every key the same on every shard, or marked as
+  :func:`~softmax_as_linear.experiments.shard_files.common_origin`'s (every key the same on every shard, or marked as
   differing);
 - **reading**: :meth:`Reproduction.read` finds the file, names the command that writes it when it is missing,
   refuses a partial or damaged one (with ``required``), and checks the fields its chapter reads.
+One stage, the paper's figures' sweeps too, is trained, resumed or reused by :func:`train_stage`: progress, atomic
+checkpoints (``CHECKPOINT_EVERY`` steps once ``CHECKPOINT_SECONDS`` have passed), the deadline, the checkpoint read
+once; one written for other settings is a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError`, a damaged
+one a :class:`~softmax_as_linear.core.artifacts.DamagedFileError` (the command line exits with 1 on either).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import pathlib
 import time
 from typing import Any, Callable
 
 from ..registry import REPRODUCE_COMMAND as COMMAND
+
+# A checkpoint at the first multiple of CHECKPOINT_EVERY steps once CHECKPOINT_SECONDS of training have passed since
+# the last one (and on Ctrl-C / SIGTERM, and at the deadline): a minute of work at most is lost, and a fast GPU sweep
+# does not spend its time writing checkpoints (the test of the cadence is a clock reading every 100 steps).
+CHECKPOINT_EVERY, CHECKPOINT_SECONDS = 100, 60.0
+
+RESTART_ADVICE = "or run the same command again with --restart to train this sweep afresh"
+
+
+def stop_at(deadline: float | None) -> Callable[[], bool] | None:
+    """The ``should_stop`` of a stage trained until ``deadline`` (a ``time.monotonic()`` reading; None: no limit)."""
+    return None if deadline is None else (lambda: time.monotonic() > deadline)
+
+
+def passed(deadline: float | None) -> bool:
+    """Whether ``deadline`` has passed (never, without one)."""
+    return deadline is not None and time.monotonic() > deadline
+
+
+def damaged(error, what: str):
+    """``error`` with the advice ``what`` and the restart option."""
+    return error.advise(f"{what}; {RESTART_ADVICE}")
+
+
+def read_stage(checkpoint: pathlib.Path, key, what: str) -> dict | None:
+    """The state in the checkpoint of stage ``what`` (None without one), on the CPU, ``key`` (with ``as_dict()``,
+    ``seeds`` and ``steps``) being what it must have been written for; a
+    :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError` when it was written for other settings
+    (:func:`~softmax_as_linear.engine.sweep.load_checkpoint` says so by a ``ValueError``), a
+    :class:`~softmax_as_linear.core.artifacts.DamagedFileError` when it cannot be read."""
+    from ..core.artifacts import DamagedFileError, SettingsMismatchError
+    from ..engine.sweep import load_checkpoint
+
+    if not checkpoint.exists():
+        return None
+    try:
+        return load_checkpoint(checkpoint, key, "cpu")
+    except DamagedFileError as error:
+        raise damaged(error, f"delete it to train {what} from step 0") from None
+    except ValueError:  # load_checkpoint's one ValueError: a configuration other than this one
+        raise SettingsMismatchError(
+            checkpoint, f"checkpoint {checkpoint} was written for other settings of {what} than this command's "
+                        f"({settings_text(key)}): run the command that started it again (the same options) to resume "
+                        "it, " + RESTART_ADVICE) from None
+
+
+def settings_text(key) -> str:
+    """The settings a checkpoint is compared on, as the mismatch message lists them."""
+    seen = key.as_dict()
+    parts = [f"seeds {', '.join(map(str, seen['seeds']))}"]
+    if "lengths" in seen:
+        parts.append(f"lengths {', '.join(map(str, seen['lengths']))}")
+    parts.append(f"{seen.get('warm', {}).get('steps', seen.get('steps'))} steps")
+    if seen.get("rng") not in (None, "torch"):
+        parts.append(f"rng {seen['rng']}")
+    return ", ".join(parts)
+
+
+def train_stage(what: str, checkpoint: pathlib.Path, key, steps: int, train: Callable, device,
+                deadline: float | None = None, restart: bool = False):
+    """Train stage ``what`` (a phrase: "the Chapter 7 regression sweep (smoke preset, seeds 327, 0)") or resume it
+    from ``checkpoint``, until ``deadline``: ``train(checkpoint=..., should_stop=..., checkpoint_every=...,
+    checkpoint_seconds=...)`` takes its ``steps`` steps (with a progress bar) and returns what the caller reads.
+    ``key``: what the checkpoint must have been written for (:func:`read_stage`). ``restart``: delete the
+    checkpoint first. A damaged or foreign checkpoint is the documented error, before a step is taken."""
+    from ..core.artifacts import DamagedFileError
+    from ..engine.train import loaded_checkpoint
+
+    checkpoint = pathlib.Path(checkpoint)
+    if restart:
+        checkpoint.unlink(missing_ok=True)
+    state = read_stage(checkpoint, key, what)
+    step = None if state is None else int(state["step"])
+    start = (f"training {what}" if step is None else f"reusing the finished {what} (step {step:,} of {steps:,})"
+             if step >= steps else f"resuming {what} from step {step:,} of {steps:,}")
+    print(f"{start} on {device}; checkpoint {checkpoint}", flush=True)
+    # the state read here is the one the run resumes: the checkpoint is read once
+    handed = contextlib.nullcontext() if state is None else loaded_checkpoint(checkpoint, state)
+    del state
+    try:
+        with handed:
+            return train(checkpoint=checkpoint, should_stop=stop_at(deadline), checkpoint_every=CHECKPOINT_EVERY,
+                         checkpoint_seconds=CHECKPOINT_SECONDS)
+    except DamagedFileError as error:
+        raise damaged(error, f"delete it to train {what} from step 0") from None
+
+
+def discard(checkpoints) -> None:
+    """``restart``: delete the checkpoints of every stage of a reproduction before its first stage trains, so that a
+    restart stopped by the deadline in an early stage leaves no old checkpoint of a later stage, which the next run
+    would resume (as finished)."""
+    for checkpoint in checkpoints:
+        pathlib.Path(checkpoint).unlink(missing_ok=True)
+
+
+def read_result(path: pathlib.Path, source: str = "its checkpoints") -> dict | None:
+    """The one rule for a reproduction's result file that is there but cannot be read (truncated, say): it holds
+    nothing that its ``source`` (its stages' checkpoints, or the sweep it was read from) does not, so it is written
+    again from them, and the command says so on stdout. Returns the file's data, or None when it is missing or
+    damaged. (A damaged checkpoint, sweep or final evaluation, which training made, is an error: see the module.)"""
+    from ..core.artifacts import DamagedFileError, load_json
+
+    path = pathlib.Path(path)
+    if not path.exists():
+        return None
+    try:
+        return load_json(path)
+    except DamagedFileError as error:
+        print(f"{error}: writing it again from {source}", flush=True)
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -175,7 +290,7 @@ class Reproduction:
         raise NotImplementedError
 
     def check_shards(self, preset: str, seeds: int | None, n: int, out: pathlib.Path, command, **options) -> None:
-        """A :class:`~softmax_as_linear.experiments.merging.ShardError` when a shard has not written what the merge
+        """A :class:`~softmax_as_linear.experiments.shard_files.ShardError` when a shard has not written what the merge
         joins, checked for every reproduction of a merge before anything is read (a reproduction whose shards write
         one file each checks them as :meth:`merged_files` reads them, before anything is written)."""
 
@@ -228,8 +343,6 @@ class Staged(Reproduction):
         from ..core.artifacts import save_json
         from ..core.provenance import device_name, provenance, utc_now
         from .file_names import overrides_of
-        from .stages import discard, train_stage
-
         start = time.monotonic()
         chosen = self.shard_seeds(preset, seeds, shard)
         stages = self.stages(preset, chosen, device)
@@ -285,9 +398,7 @@ class Staged(Reproduction):
 def up_to_date(path: pathlib.Path, recorded: dict, fields: tuple[str, ...] = (), shard: str | None = None) -> bool:
     """The one "up to date" rule: ``path`` holds a complete file, with every field of ``fields``, written with the
     settings ``recorded`` of every stage (:func:`same_stages`), by the same shard. A damaged file is not up to date: it
-    is written again, which the call says on stdout (:func:`~softmax_as_linear.experiments.stages.read_result`)."""
-    from .stages import read_result
-
+    is written again, which the call says on stdout (:func:`read_result`)."""
     saved = read_result(path)
     return (saved is not None and bool(saved.get("complete", True)) and same_stages(saved, recorded, shard)
             and all(field in saved for field in fields))
@@ -302,17 +413,17 @@ def same_stages(data: dict, recorded: dict, shard: str | None = None) -> bool:
 def merge_shards(reproduction: Staged, preset: str, seeds: int | None, n: int, out: pathlib.Path, command,
                  dirty: bool, start: float) -> dict:
     """The file one process writes, joined from the ``n`` shards' files: each shard's read (a
-    :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing, unfinished or damaged one and the
+    :class:`~softmax_as_linear.experiments.shard_files.ShardError` names a missing, unfinished or damaged one and the
     command that completes it), every stage's settings checked against the shard's seeds' (the stage that differs
     named), the arrays of :attr:`Staged.per_seed` joined in seed order, :meth:`Staged.finish` computed with the
     shards' number of torch threads, and the provenance of
-    :func:`~softmax_as_linear.experiments.merging.common_origin` with every shard's own kept."""
+    :func:`~softmax_as_linear.experiments.shard_files.common_origin` with every shard's own kept."""
     import torch
 
     from ..core.provenance import provenance, utc_now
     from .file_names import overrides_of, shard_folder
-    from .merging import MERGE_OWN, ShardError, common_origin, shard_json
     from .presets import shard_seeds
+    from .shard_files import MERGE_OWN, ShardError, common_origin, shard_json
 
     everyone = reproduction.seeds(preset, seeds)
     whole = {stage.name: stage.recorded() for stage in reproduction.stages(preset, everyone, "cpu")}
@@ -379,5 +490,6 @@ def join_seeds(values: list, axis: int = 0):
     return [join_seeds([v[i] for v in values], axis - 1) for i in range(len(values[0]))]
 
 
-__all__ = ["COMMAND", "Reproduction", "Stage", "Staged", "merge_shards",
-           "join_seeds", "reached", "same_stages", "up_to_date"]
+__all__ = ["CHECKPOINT_EVERY", "CHECKPOINT_SECONDS", "COMMAND", "RESTART_ADVICE", "Reproduction", "Stage", "Staged",
+           "damaged", "discard", "join_seeds", "merge_shards", "passed", "reached", "read_result", "read_stage",
+           "same_stages", "settings_text", "stop_at", "train_stage", "up_to_date"]

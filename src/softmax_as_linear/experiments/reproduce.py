@@ -13,7 +13,7 @@ stream, shard). A library with uncommitted changes writes nothing unless ``allow
 (:class:`UncommittedChangesError`); the files then say so (``provenance["allow_dirty"]``).
 
 A damaged result file is written again from its sweep or its stages' checkpoints, which the call says on stdout
-(:func:`~softmax_as_linear.experiments.stages.read_result`); a damaged sweep, final evaluation or checkpoint stops
+(:func:`~softmax_as_linear.experiments.pipeline.read_result`); a damaged sweep, final evaluation or checkpoint stops
 the call with a :class:`~softmax_as_linear.core.artifacts.DamagedFileError` that names it and says what to do, a
 checkpoint written for other settings with a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError`;
 nothing else is touched. ``restart`` trains the requested reproductions afresh (every stage's checkpoint deleted).

@@ -29,9 +29,9 @@ from ..core import checks
 from ..core.artifacts import load_json, results_folder, save_json
 from ..core.devices import resolve_device
 from ..registry import LAUNCHERS
-from .merging import ShardError, ShardsPartial
 from .reproduce import check_clean, check_options, figures_of, reproduce
 from .reproductions import REPRODUCTIONS
+from .shard_files import ShardError, ShardsPartial
 
 
 def shard_command(figures: list[str], preset: str, seeds: int | None, sampler: str, k: int, n: int,
@@ -54,7 +54,7 @@ def merge(figure: str | list[str], shards: int, preset: str = "lecture", out=Non
     every seed writes them (Figures 1 and 5, which have no seeds, are computed here). Every reproduction named checks
     that its shards are there, then reads and joins them
     (:meth:`~softmax_as_linear.experiments.pipeline.Reproduction.merged_files`); only then is anything written. A
-    :class:`~softmax_as_linear.experiments.merging.ShardError` names a missing or unfinished shard and the command
+    :class:`~softmax_as_linear.experiments.shard_files.ShardError` names a missing or unfinished shard and the command
     that completes it, or says that the merge's settings differ from the shards'; nothing is written then."""
     names = figures_of(figure)
     check_options(preset, None, seeds, sampler, rng, (1, shards), names, covariates, lengths)
@@ -111,8 +111,8 @@ def launch(figure: str | list[str], shards: int, launcher: str = "local", preset
     ``"local"`` (the shards as processes of this machine; with CUDA, shard ``k`` gets GPU ``k - 1`` modulo
     the GPUs there). ``timeout_minutes`` bounds each job; ``gpus_per_shard`` defaults to 1 on CUDA, else 0.
     Job logs go to ``<out>/shards/logs/``. Returns the merged files; a
-    :class:`~softmax_as_linear.experiments.merging.ShardError` names failed or unfinished shards (rerun the same call to
-    resume them: finished shards are reused).
+    :class:`~softmax_as_linear.experiments.shard_files.ShardError` names failed or unfinished shards (rerun the same
+    call to resume them: finished shards are reused).
     """
     import submitit  # the optional extra cluster (the command line names it when it is missing)
 
