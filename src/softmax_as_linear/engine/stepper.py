@@ -180,12 +180,12 @@ class SeedStepper:
     :class:`~softmax_as_linear.engine.deep.DeepStepper`, Chapter 8's
     :class:`~softmax_as_linear.engine.window_step.WindowStepper`): the data streams, the fixed held-out prompts, the
     step on :func:`objective` with :func:`stop_diverged` in which a stopped run does not move, the learning rate's
-    decay, the batch risk, the state and its resumption. A subclass calls :meth:`_start` once its parameters exist,
+    decay, the batch risk, the state and its resumption. A subclass calls ``_start`` once its parameters exist,
     and says what they are (:meth:`parameters`), what a batch's per-prompt losses are (:meth:`losses`) and, where it
-    has more of them, which gradients it cleans (:meth:`_clean_gradients`) and which entries never move
-    (:meth:`_moves`)."""
+    has more of them, which gradients it cleans (``_clean_gradients``) and which entries never move
+    (``_moves``)."""
 
-    #: The step from which the learning rate is multiplied by :attr:`decay_factor` (None: never).
+    #: The step from which the learning rate is multiplied by ``decay_factor`` (None: never).
     decay_step: int | None = None
     decay_factor: float = 1.0
 

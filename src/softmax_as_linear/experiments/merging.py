@@ -1,11 +1,11 @@
-"""Joining the shards of a reproduction: a shard's file read (a missing, unfinished or foreign shard named with the
-command that completes it, :class:`ShardError`), and the one join of the sweeps that the paper's figures and Chapter 6
-share, along the seed axis (:func:`join_sweep`).
+"""Joining the shards of the sweeps that the paper's figures and Chapter 6 share, along the seed axis
+(:func:`join_sweep`), a missing, unfinished or foreign shard named with the command that completes it
+(:class:`~softmax_as_linear.experiments.shard_files.ShardError`).
 
 The files of a staged reproduction are joined by
 :func:`~softmax_as_linear.experiments.pipeline.merge_shards`; the provenance of every joined file is
-:func:`common_origin`'s; :func:`~softmax_as_linear.experiments.shards.merge`
-writes them.
+:func:`~softmax_as_linear.experiments.shard_files.common_origin`'s;
+:func:`~softmax_as_linear.experiments.shards.merge` writes them.
 """
 from __future__ import annotations
 

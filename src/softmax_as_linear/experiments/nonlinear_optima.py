@@ -14,15 +14,16 @@ prompts come from stream ``"prompts"`` and its held-out prompts from stream ``"e
 :math:`L`, and a task setting changed for the dependence study reuses the same random numbers.
 
 The result file ``nonlinear_optima_<preset>.json``, written by ``python -m softmax_as_linear reproduce nonlinear_optima
---preset <preset>`` (:func:`reproduce_nonlinear_optima`; the reproduction
+--preset <preset>`` (:func:`optima`; the reproduction
 :class:`~softmax_as_linear.experiments.reproductions.nonlinear_optima.NonlinearOptima`), holds, per model, the
 per-replicate windows, risks and convergence readings ``(nL, K)``; their means and standard errors over replicates;
 the optimism of the in-sample minimum; the paired gaps (linear - softmax = intercept + locality); the infinite-prompt
 references by quadrature (:mod:`~softmax_as_linear.theory.circle_quadrature`); the exponent of :math:`w^*` against
 :math:`L`; the window's dependence on the label noise and the frequency scale (Collins et al.'s directions) with
 z-scores; ``precision``, the checks of the bias of :math:`w^*` common to every replicate at the long prompts
-(:func:`precision`: refits on pooled sets four times larger, and the held-out risk profiled over :math:`\log w`,
-scored with the conditional expectation of the loss over several queries per prompt); ``draws``, the optima at a few
+(:func:`~softmax_as_linear.experiments.optima_precision.precision`: refits on pooled sets four times larger, and the
+held-out risk profiled over :math:`\log w`, scored with the conditional expectation of the loss over several queries
+per prompt); ``draws``, the optima at a few
 lengths for other draws of the task's features (:func:`feature_draws`); and the provenance.
 """
 from __future__ import annotations

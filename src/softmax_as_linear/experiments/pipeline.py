@@ -30,6 +30,7 @@ Then, for every such reproduction (:meth:`Staged.reproduce`, :meth:`Staged.merge
   differing);
 - **reading**: :meth:`Reproduction.read` finds the file, names the command that writes it when it is missing,
   refuses a partial or damaged one (with ``required``), and checks the fields its chapter reads.
+
 One stage, the paper's figures' sweeps too, is trained, resumed or reused by :func:`train_stage`: progress, atomic
 checkpoints (``CHECKPOINT_EVERY`` steps once ``CHECKPOINT_SECONDS`` have passed), the deadline, the checkpoint read
 once; one written for other settings is a :class:`~softmax_as_linear.core.artifacts.SettingsMismatchError`, a damaged
