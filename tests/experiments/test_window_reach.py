@@ -57,6 +57,30 @@ def test_last_phase_trend_finds_a_rising_window_and_passes_a_flat_one():
     assert exact["falling"][0] and exact["slope"][0] == pytest.approx(-0.1)
 
 
+def test_last_phase_trend_ar1_correction_widens_the_slope_error_of_correlated_records():
+    from softmax_as_linear.experiments.window_reach import last_phase_trend
+
+    rng = np.random.default_rng(1)
+    steps = np.arange(0, 4001, 50)
+    # a random walk on top of a weak trend: strongly correlated residuals
+    walk = np.cumsum(0.01 * rng.standard_normal(steps.size))
+    independent = 0.01 * rng.standard_normal(steps.size)
+    out = last_phase_trend(np.exp(np.stack([3.0 + 0.01 * steps / 1000 + walk, 3.0 + independent])), steps)
+    rho = out["lag1"]
+    assert 0 <= rho[1] < rho[0] <= 0.99
+    inflation = np.sqrt((1 + rho) / (1 - rho))
+    np.testing.assert_allclose(out["slope_se_ar1"], out["slope_se"] * inflation)
+    np.testing.assert_allclose(out["t_ar1"], out["slope"] / out["slope_se_ar1"])
+    assert (out["slope_se_ar1"] >= out["slope_se"]).all()
+    assert (out["dof_ar1"] >= 1).all() and (out["dof_ar1"] <= out["records"] - 2).all()
+    assert (out["threshold_ar1"] >= out["threshold"]).all()
+    # the corrected test finds a trend only where the uncorrected one does
+    assert not (out["rising_ar1"] & ~out["rising"]).any() and not (out["falling_ar1"] & ~out["falling"]).any()
+    # an exact line (residuals at rounding level) is still a trend of its sign
+    exact = last_phase_trend(np.exp(-0.1 * steps / 1000)[None], steps)
+    assert exact["falling_ar1"][0]
+
+
 @pytest.mark.parametrize("kwargs, match", [({"start": 1.0}, "start"), ({"level": 1.5}, "level")])
 def test_last_phase_trend_rejects_bad_arguments(kwargs, match):
     from softmax_as_linear.experiments.window_reach import last_phase_trend

@@ -68,6 +68,13 @@ def last_phase_trend(w, steps, start: float = 0.75, level: float = 0.95) -> dict
     and the test too ready to find a trend), ``t`` (their ratio), ``residual_sd``, ``flat`` (:math:`|t|` below the
     two-sided ``level`` quantile of Student's t with :math:`n - 2` degrees of freedom: no trend found), ``rising`` and
     ``falling`` (a trend found, of that sign); and ``records`` (:math:`n`), ``threshold`` (the quantile), ``from_step``.
+
+    The same test corrected for the records' correlation, as an AR(1) process: ``lag1`` (the residuals' lag-one
+    autocorrelation :math:`\rho`, floored at 0 so that the correction never shrinks the standard error),
+    ``slope_se_ar1`` (``slope_se`` times :math:`\sqrt{(1+\rho)/(1-\rho)}`, the variance inflation of a mean of an
+    AR(1) series), ``dof_ar1`` (the effective number of records :math:`n(1-\rho)/(1+\rho)` less 2, at least 1),
+    ``t_ar1``, ``threshold_ar1`` (Student's t quantile at ``dof_ar1``), ``flat_ar1``, ``rising_ar1`` and
+    ``falling_ar1``. The correction is approximate (:math:`\rho` is itself estimated from :math:`n` residuals).
     """
     steps, w = np.asarray(steps, dtype=float), np.asarray(w, dtype=float)
     if steps.ndim != 1 or w.shape[-1:] != steps.shape:
@@ -95,6 +102,19 @@ def last_phase_trend(w, steps, start: float = 0.75, level: float = 0.95) -> dict
 
     threshold = float(scipy_stats().t.ppf(0.5 + level / 2, n - 2))
     flat = np.abs(t) < threshold
-    return {"slope": slope, "slope_se": slope_se, "t": t, "residual_sd": residual_sd, "flat": flat,
+    denominator = (residual**2).sum(-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        lag1 = np.where(denominator > 0, (residual[..., 1:] * residual[..., :-1]).sum(-1) / denominator, 0.0)
+    lag1 = np.clip(lag1, 0.0, 0.99)
+    slope_se_ar1 = slope_se * np.sqrt((1 + lag1) / (1 - lag1))
+    dof_ar1 = np.maximum(n * (1 - lag1) / (1 + lag1) - 2, 1.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t_ar1 = np.where(slope_se_ar1 > 0, slope / slope_se_ar1, np.sign(slope) * math.inf)
+    threshold_ar1 = scipy_stats().t.ppf(0.5 + level / 2, dof_ar1)
+    flat_ar1 = np.abs(t_ar1) < threshold_ar1
+    ar1 = {"lag1": lag1, "slope_se_ar1": slope_se_ar1, "dof_ar1": dof_ar1, "t_ar1": t_ar1,
+           "threshold_ar1": threshold_ar1, "flat_ar1": flat_ar1, "rising_ar1": ~flat_ar1 & (slope > 0),
+           "falling_ar1": ~flat_ar1 & (slope < 0)}
+    return {**ar1, "slope": slope, "slope_se": slope_se, "t": t, "residual_sd": residual_sd, "flat": flat,
             "rising": ~flat & (slope > 0), "falling": ~flat & (slope < 0), "records": n, "threshold": threshold,
             "from_step": int(steps[keep][0])}
