@@ -18,7 +18,7 @@ class NonlinearOptima(Reproduction):
     #: No paper-scale preset: the lecture one is what the chapter reads.
     presets = ("lecture", "smoke")
     summary = "the optima of one attention layer against L, written as nonlinear_optima_<preset>.json"
-    example = "reproduce nonlinear_optima --preset lecture      # Chapter 8: one layer's optima (33 min)"
+    example = "reproduce nonlinear_optima --preset lecture      # Chapter 8: one layer's optima (40 min)"
     fields = ("lengths", "replicates", "prompts", "limits", "replicate", "summary", "moves", "exponent", "dependence",
               "precision", "draws", "provenance")
 
@@ -37,7 +37,7 @@ class NonlinearOptima(Reproduction):
                              "process, without shards")
         if max_minutes is not None:
             raise ValueError(f"max_minutes does not apply to {self.title} (reproduce {self.name}): its fits keep no "
-                             "checkpoint to resume from (the lecture preset takes about 33 minutes of one CPU core)")
+                             "checkpoint to resume from (the lecture preset takes about 40 minutes of one CPU core)")
 
     def recorded(self, preset: str) -> dict:
         """What its file is compared on, as its one stage: the preset's settings and the task's."""
