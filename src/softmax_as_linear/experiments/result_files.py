@@ -25,7 +25,6 @@ and the command that finishes it; the others return it as it is, and the figures
 from __future__ import annotations
 
 import pathlib
-import re
 
 from ..core import checks
 from ..registry import PRESETS
@@ -66,11 +65,12 @@ def saved(name: str, preset: str = "lecture", folder=None, required: bool = Fals
 
 def saved_depth(run: str = "lecture", folder=None, required: bool = False) -> dict | None:
     """Chapter 7's ``depth_<run>.json`` (``run``: the preset, or ``<preset>_<N>seeds``), as :func:`saved` reads."""
-    match = re.fullmatch(r"([a-z]+)(?:_(\d+)seeds)?", run)
-    if match is None or match.group(1) not in PRESETS:
+    from .reproductions import REPRODUCTIONS
+
+    parsed = REPRODUCTIONS["depth"].parse_run(run)
+    if parsed is None:
         raise ValueError(f"run must be a preset ({', '.join(PRESETS)}) optionally followed by _<N>seeds, got {run!r}")
-    seeds = None if match.group(2) is None else int(match.group(2))
-    return saved("depth", match.group(1), folder, required, seeds=seeds)
+    return saved("depth", parsed[0], folder, required, seeds=parsed[1])
 
 
 def saved_nonlinear(preset: str = "lecture", folder=None, required: bool = False) -> dict | None:

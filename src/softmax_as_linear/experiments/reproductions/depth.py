@@ -41,11 +41,17 @@ class Depth(Staged):
         run = self.run_name(preset, seeds)
         return f"{COMMAND} depth --preset {preset}" + ("" if run == preset else f" --seeds {seeds}")
 
-    def command_for(self, filename):
-        match = re.fullmatch(r"depth_([a-z]+)(?:_(\d+)seeds)?\.json", filename)
+    def parse_run(self, run: str) -> tuple[str, int | None] | None:
+        """``(preset, number of seeds or None)`` of a run name of :meth:`run_name`; None for another name."""
+        match = re.fullmatch(r"([a-z]+)(?:_(\d+)seeds)?", run)
         if match is None or match.group(1) not in self.presets:
             return None
-        return self.command(match.group(1), None if match.group(2) is None else int(match.group(2)))
+        return match.group(1), None if match.group(2) is None else int(match.group(2))
+
+    def command_for(self, filename):
+        parsed = self.parse_run(filename.removeprefix("depth_").removesuffix(".json")) \
+            if filename.startswith("depth_") and filename.endswith(".json") else None
+        return None if parsed is None else self.command(*parsed)
 
     def stages(self, preset, seeds, device):
         import numpy as np
@@ -64,7 +70,7 @@ class Depth(Staged):
 
         settings, warm = depth_settings(preset, seeds=tuple(seeds)), warm_settings(preset)
         run = f"({preset} preset, seeds {', '.join(map(str, seeds))})"
-        stem = f"depth_{preset}" + ("" if tuple(seeds) == self.seeds(preset) else f"_{len(seeds)}seeds")
+        stem = f"depth_{self.run_name(preset, len(seeds))}"
 
         def weights(done):
             per = done["sweep"]["per_seed"]
@@ -94,8 +100,7 @@ class Depth(Staged):
         return {**readings["sweep"], "main_complete": True, "warm": readings["warm"], "control": readings["control"]}
 
     def finish(self, data, preset):
-        seeds = tuple(data["per_seed"]["seeds"])
-        return {**data, "run": preset if seeds == self.seeds(preset) else f"{preset}_{len(seeds)}seeds"}
+        return {**data, "run": self.run_name(preset, len(data["per_seed"]["seeds"]))}
 
 
 REPRODUCTION = Depth()
