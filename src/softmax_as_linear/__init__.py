@@ -126,14 +126,12 @@ Its folders are its layers; a module imports only from its own layer and the one
     :mod:`~softmax_as_linear.experiments.reproductions.nonlinear_depth`,
     :mod:`~softmax_as_linear.experiments.reproductions.nonlinear_window` and
     :mod:`~softmax_as_linear.experiments.reproductions.nonlinear_optima`.
-  - :mod:`~softmax_as_linear.experiments.figure_sweeps`: the sweeps of the paper's figures and of Chapter 6, trained
-    or reused, read and written file by file.
+  - :mod:`~softmax_as_linear.experiments.sweep_stage`: the engine's shared sweep (the paper's figures', Chapter 6's),
+    read when up to date, else trained or resumed, its final risks measured once, and its shards joined.
   - :mod:`~softmax_as_linear.experiments.reproduce`: what the command runs, its options checked and every
     reproduction of the registry named in turn.
   - :mod:`~softmax_as_linear.experiments.shard_files`: a shard's result file read, and the one provenance rule of
     every merge.
-  - :mod:`~softmax_as_linear.experiments.merging`: a shard's file read, and the join of the sweeps the paper's
-    figures and Chapter 6 share.
   - :mod:`~softmax_as_linear.experiments.shards`: a reproduction split into shards of seeds (SLURM through
     submitit, one GPU per process, or by hand) and merged into the files of one run.
   - :mod:`~softmax_as_linear.experiments.beyond_gaussian`: Chapter 6's experiment, Theorem 4.3 where the

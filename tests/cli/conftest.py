@@ -19,7 +19,7 @@ def results_in_tmp(tmp_path, monkeypatch):
 @pytest.fixture
 def tiny_presets(monkeypatch) -> dict:
     """The lecture preset's sweeps shrunk to two lengths and 30 steps; returns the settings changed."""
-    monkeypatch.setattr("softmax_as_linear.experiments.figure_sweeps.sweep_config",
+    monkeypatch.setattr("softmax_as_linear.experiments.presets.sweep_config",
                         lambda preset, covariance="isotropic", **kw: sweep_config(preset, covariance, **{**TINY, **kw}))
     return TINY
 

@@ -5,7 +5,7 @@ import json
 import pytest
 
 import softmax_as_linear.cli as cli
-from softmax_as_linear.experiments import figure_sweeps, presets, reproduce
+from softmax_as_linear.experiments import presets, reproduce
 
 TINY = dict(lengths=(5, 20), seeds=(327, 0), steps=20, record_every=10, eval_prompts=32, batch_size=16)
 RUN = ["reproduce", "beyond", "--preset", "smoke", "--covariates", "uniform", "--device", "cpu"]
@@ -14,10 +14,11 @@ RUN = ["reproduce", "beyond", "--preset", "smoke", "--covariates", "uniform", "-
 @pytest.fixture
 def tiny_beyond(monkeypatch):
     """The smoke preset of Chapter 6 shrunk further (20 steps, lengths 5 and 20, two seeds)."""
+    real = presets.beyond_config
+
     def config(preset, covariates="uniform", **overrides):
-        return presets.beyond_config(preset, covariates, **{**TINY, **overrides})
-    monkeypatch.setattr(figure_sweeps, "beyond_config", config)
-    monkeypatch.setattr("softmax_as_linear.experiments.merging.beyond_config", config)
+        return real(preset, covariates, **{**TINY, **overrides})
+    monkeypatch.setattr(presets, "beyond_config", config)
     monkeypatch.setitem(presets.BEYOND_FINAL_PROMPTS, "smoke", 200)
     monkeypatch.setitem(presets.BEYOND_LIMIT_SAMPLES, "smoke", 1 << 10)
 

@@ -13,7 +13,7 @@ import torch
 
 import softmax_as_linear.cli as cli
 from softmax_as_linear.engine.sweep import load_sweep
-from softmax_as_linear.experiments import figure_sweeps, paper_figures, presets, reproduce
+from softmax_as_linear.experiments import paper_figures, presets, reproduce, sweep_stage
 from softmax_as_linear.experiments.presets import sweep_config
 from softmax_as_linear.figures import paper
 
@@ -34,7 +34,7 @@ def test_reproduce_reuses_a_finished_sweep(tmp_path, tiny_presets, monkeypatch, 
     def no_training(*args, **kwargs):
         raise AssertionError("the finished sweep should have been reused")
 
-    monkeypatch.setattr("softmax_as_linear.experiments.figure_sweeps.train", no_training)
+    monkeypatch.setattr("softmax_as_linear.experiments.sweep_stage.train", no_training)
     cli.main(["reproduce", "fig4", "--out", str(tmp_path), "--device", "cpu"])
     assert "up to date" in capsys.readouterr().out
     fig2 = json.loads((tmp_path / "fig2_lecture.json").read_text())
@@ -48,8 +48,8 @@ def test_several_figures_share_one_training(tmp_path, tiny_presets, monkeypatch)
     from softmax_as_linear.experiments import reproduce
 
     calls, threads = [], torch.get_num_threads()
-    real = figure_sweeps.train
-    monkeypatch.setattr(figure_sweeps, "train", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = sweep_stage.train
+    monkeypatch.setattr(sweep_stage, "train", lambda *a, **k: calls.append(1) or real(*a, **k))
     assert cli.main(["reproduce", "fig2", "fig3", "fig4", "--out", str(tmp_path), "--device", "cpu"]) == 0
     assert len(calls) == 1
     assert torch.get_num_threads() == threads  # the command's --threads does not outlive it
@@ -121,8 +121,8 @@ def test_help_shows_defaults_examples_and_exit_codes():
 @pytest.mark.slow
 def test_interrupt_exits_130_and_leaves_a_checkpoint(tmp_path):
     # A real process, stopped by Ctrl-C (SIGINT) while it trains.
-    runner = ("import sys\nfrom softmax_as_linear.experiments import figure_sweeps\nreal = figure_sweeps.sweep_config\n"
-              "figure_sweeps.sweep_config = lambda p, c='isotropic', **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
+    runner = ("import sys\nfrom softmax_as_linear.experiments import presets\nreal = presets.sweep_config\n"
+              "presets.sweep_config = lambda p, c='isotropic', **kw: real(p, c, **{**dict(lengths=(5, 20), steps=10**5, "
               "record_every=10, eval_prompts=32, batch_size=16), **kw})\n"
               "from softmax_as_linear.experiments import pipeline\npipeline.CHECKPOINT_EVERY, pipeline.CHECKPOINT_SECONDS = 20, 0.0\n"
               "from softmax_as_linear import cli\nsys.exit(cli.main(sys.argv[1:]))")

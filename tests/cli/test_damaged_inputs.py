@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 import softmax_as_linear.cli as cli
-from softmax_as_linear.experiments import figure_sweeps
+from softmax_as_linear.experiments import sweep_stage
 
 
 @pytest.mark.parametrize("figure", ["fig1", "fig5"])
@@ -75,8 +75,8 @@ def test_deleting_a_damaged_sweep_file_rebuilds_it_from_the_checkpoint(tmp_path,
     _truncate(files["sweep"])
     files["sweep"].unlink()
     steps = []
-    real = figure_sweeps.train
-    monkeypatch.setattr(figure_sweeps, "train", lambda *a, **k: steps.append(1) or real(*a, **k))
+    real = sweep_stage.train
+    monkeypatch.setattr(sweep_stage, "train", lambda *a, **k: steps.append(1) or real(*a, **k))
     code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     rebuilt = json.loads(files["figure"].read_text())
@@ -109,8 +109,8 @@ def test_restart_trains_afresh_and_keeps_other_sweeps(tmp_path, tiny_presets, ru
     assert code == 0, err
     kms = {path: path.read_bytes() for path in tmp_path.rglob("*kms*")}
     calls = []
-    real = figure_sweeps.train
-    monkeypatch.setattr(figure_sweeps, "train",
+    real = sweep_stage.train
+    monkeypatch.setattr(sweep_stage, "train",
                         lambda *a, **k: calls.append((k["checkpoint"].name, k["checkpoint"].exists())) or real(*a, **k))
     code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path), "--restart")
     assert code == 0, err
@@ -123,13 +123,13 @@ def test_a_figure_file_of_other_seeds_is_not_replaced(tmp_path, tiny_presets, ru
     and says how to keep both (--out) or replace it (--restart)."""
     _finished_run(tmp_path, run_cli)                                   # the lecture preset: seed 327
     files = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
-    real = figure_sweeps.train
-    monkeypatch.setattr(figure_sweeps, "train", lambda *a, **k: pytest.fail("trained before refusing"))
+    real = sweep_stage.train
+    monkeypatch.setattr(sweep_stage, "train", lambda *a, **k: pytest.fail("trained before refusing"))
     code, _, err = run_cli("reproduce", "fig2", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path))
     assert code == cli.EXIT_ERROR and "fig2_lecture.json" in err and "seeds 327," in err
     assert "--out" in err and "--restart" in err and "Traceback" not in err
     assert {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()} == files
-    monkeypatch.setattr(figure_sweeps, "train", real)
+    monkeypatch.setattr(sweep_stage, "train", real)
     code, _, err = run_cli("reproduce", "fig2", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path), "--restart")
     assert code == 0, err
     assert json.loads((tmp_path / "fig2_lecture.json").read_text())["seeds"] == [327, 0]

@@ -126,12 +126,9 @@ def test_the_merged_provenance_marks_every_key_on_which_shards_differ():
 
 
 @pytest.mark.parametrize("figure", [pytest.param("fig3", marks=pytest.mark.slow), "fig7"])
-def test_a_figure_merged_alone_says_where_its_shards_ran(figure, tiny_presets, tmp_path, run_cli, monkeypatch):
+def test_a_figure_merged_alone_says_where_its_shards_ran(figure, tiny_presets, tmp_path, run_cli):
     """A figure other than its sweep's first (Figure 3 of the isotropic sweep, Figure 7 of the KMS sweep), trained and
     merged alone: its provenance says where the shards ran (commit, device, torch), read from its own shard files."""
-    from softmax_as_linear.experiments import figure_sweeps
-
-    monkeypatch.setattr("softmax_as_linear.experiments.merging.sweep_config", figure_sweeps.sweep_config)
     run = ["reproduce", figure, "--preset", "smoke", "--seeds", "2", "--device", "cpu", "--out", str(tmp_path)]
     for k in (1, 2):
         assert run_cli(*run, "--shard", f"{k}/2")[0] == cli.EXIT_COMPLETE

@@ -90,7 +90,7 @@ def test_files_written_with_the_old_field_names_still_load(tmp_path, written):
     import json
 
     from softmax_as_linear.core.artifacts import load_npz, save_npz
-    from softmax_as_linear.experiments.figure_sweeps import final_key, same_final_key
+    from softmax_as_linear.experiments.sweep_stage import final_key, same_final_key
 
     config = TINY.replace(rng="torch", models=("linear", "softmax"),
                           covariates="gaussian" if written is _as_written_before else "uniform")

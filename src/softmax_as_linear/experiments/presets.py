@@ -234,3 +234,11 @@ def shard_seeds(seeds: tuple[int, ...], k: int, n: int) -> tuple[int, ...]:
     size, extra = divmod(len(seeds), n)
     start = (k - 1) * size + min(k - 1, extra)
     return tuple(seeds[start:start + size + (k <= extra)])
+
+
+def all_seeds(preset: str, seeds: int | None = None, beyond: bool = False) -> tuple[int, ...]:
+    """The seeds of a sweep's reproduction: the preset's (the paper's figures: 327; Chapter 6, ``beyond``: its
+    preset's), or the first ``seeds`` of :func:`sweep_seeds`."""
+    if seeds is not None:
+        return sweep_seeds(seeds)
+    return beyond_config(preset).seeds if beyond else sweep_config(preset).seeds

@@ -4,7 +4,7 @@ order of the registry :data:`~softmax_as_linear.experiments.reproductions.REPROD
 Each reproduction is declared in a module of its own (:mod:`~softmax_as_linear.experiments.reproductions`) and run
 by :mod:`~softmax_as_linear.experiments.pipeline` (its stages trained or resumed, the "up to date" short-cut,
 completeness, restart, the partial file; the paper's figures and Chapter 6, whose sweeps several files share, through
-:mod:`~softmax_as_linear.experiments.figure_sweeps`). With a deadline, training stops after about that long and the
+:mod:`~softmax_as_linear.experiments.sweep_stage`). With a deadline, training stops after about that long and the
 result files are written marked ``"complete": false``; the same call later resumes from the checkpoints (with
 ``restart``, the same call without it).
 
@@ -30,7 +30,7 @@ from ..core.artifacts import results_folder
 from ..core.devices import resolve_device
 from ..core.provenance import library_changes
 from ..registry import PRESETS, RNGS, SAMPLERS
-from .figure_sweeps import all_seeds
+from .presets import all_seeds
 from .reproductions import REPRODUCTIONS
 from .result_files import shard_folder
 
@@ -115,11 +115,10 @@ def reproduce(figure: str | list[str], preset: str = "lecture", device: str = "a
     ``"auto"`` (the counter-based stream on CUDA, torch's generators on a CPU), ``"torch"`` or ``"philox"``
     (Chapter 6's sweeps, which train infinite-prompt models, always use torch's generators). Chapter 8's
     reproductions (``"nonlinear"``, ``"nonlinear_depth"`` and ``"nonlinear_window"``, which shard, and
-    ``"nonlinear_optima"``, which does not) take their seeds and
-    stream from their preset. ``covariates`` (default
-    :data:`~softmax_as_linear.experiments.figure_sweeps.BEYOND_COVARIATES`) and ``lengths`` (default the preset's):
-    Chapter 6's covariate laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints are deleted,
-    their files rewritten). ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n``
+    ``"nonlinear_optima"``, which does not) take their seeds and stream from their preset. ``covariates`` (default
+    :data:`~softmax_as_linear.experiments.reproductions.beyond.BEYOND_COVARIATES`) and ``lengths`` (default the
+    preset's): Chapter 6's covariate laws and prompt lengths. ``restart``: train the sweeps afresh (their checkpoints
+    are deleted, their files rewritten). ``shard=(k, n)``: train only the seeds of shard ``k`` of ``n``
     (:func:`~softmax_as_linear.experiments.presets.shard_seeds`), writing into
     :func:`~softmax_as_linear.experiments.file_names.shard_folder`; Figures 1 and 5 (no seeds) are left to the merge
     (:func:`~softmax_as_linear.experiments.shards.merge`). ``allow_dirty``: write results although the library has

@@ -1,6 +1,6 @@
 """A shard's result file read, and the one provenance rule of every merge: what
 :func:`~softmax_as_linear.experiments.pipeline.merge_shards` and the sweeps' join of
-:mod:`~softmax_as_linear.experiments.merging` share.
+:mod:`~softmax_as_linear.experiments.sweep_stage` share.
 
 A missing, unfinished or damaged shard is a :class:`ShardError` that names it and the command that completes it; the
 provenance of a joined file is :func:`common_origin`'s: every key the same on every shard, or marked as differing.

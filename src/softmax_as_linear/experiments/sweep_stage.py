@@ -1,14 +1,21 @@
-"""Joining the shards of the sweeps that the paper's figures and Chapter 6 share, along the seed axis
-(:func:`join_sweep`), a missing, unfinished or foreign shard named with the command that completes it
-(:class:`~softmax_as_linear.experiments.shard_files.ShardError`).
+"""The engine's shared sweep (the paper's figures' and Chapter 6's, which several result files read): read when its
+file is up to date, else trained or resumed by :func:`~softmax_as_linear.experiments.pipeline.train_stage`, its final
+risks measured once, and its shards joined.
 
-The files of a staged reproduction are joined by
-:func:`~softmax_as_linear.experiments.pipeline.merge_shards`; the provenance of every joined file is
-:func:`~softmax_as_linear.experiments.shard_files.common_origin`'s;
-:func:`~softmax_as_linear.experiments.shards.merge` writes them.
+A sweep is saved as ``<stem>.npz`` (its :class:`~softmax_as_linear.engine.sweep.TrainConfig` inside: it is up to date
+when complete and of the call's configuration) and its final evaluation on fresh prompts as ``<stem>_final.npz`` (with
+the key it was computed for, :func:`final_key`). A damaged sweep or final evaluation stops the call with a
+:class:`~softmax_as_linear.core.artifacts.DamagedFileError` that says what to do (they are training's output, not a
+result file: :func:`~softmax_as_linear.experiments.pipeline.read_result`). The shards' sweeps are joined along the seed
+axis (:func:`join_sweep`), a missing, unfinished or foreign shard named with the command that completes it
+(:class:`~softmax_as_linear.experiments.shard_files.ShardError`), and the merged provenance is
+:func:`~softmax_as_linear.experiments.shard_files.common_origin`'s. The reproductions that read a sweep
+(:mod:`~softmax_as_linear.experiments.reproductions.figures`,
+:mod:`~softmax_as_linear.experiments.reproductions.beyond`) say which sweep, and what each file reads from it.
 """
 from __future__ import annotations
 
+import json
 import pathlib
 import time
 from typing import NamedTuple
@@ -16,18 +23,77 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.artifacts import DamagedFileError, load_json, load_npz, save_npz
-from ..core.devices import resolve_device
 from ..core.provenance import provenance, utc_now
-from ..engine.sweep import TrainConfig, TrainResult, load_sweep, save_sweep
-from ..registry import CONCENTRATION_FIGURES, TRAINING_FIGURES
-from .concentration_figures import concentration_figure
-from .figure_sweeps import BEYOND_COVARIATES, all_seeds, beyond_overrides, beyond_run, final_key, sweep_of
-from .file_names import beyond_stem, figure_file, overrides_of, shard_folder, sweep_stem
-from .paper_figures import figure_data
-from .presets import BEYOND_FINAL_PROMPTS, CHANGE_PROMPTS, FINAL_PROMPTS, beyond_config, shard_seeds, sweep_config
+from ..engine.evaluation import final_evaluation
+from ..engine.sweep import TrainConfig, TrainResult, config_fields, load_sweep, save_sweep
+from ..engine.train import train
+from .file_names import shard_folder
+from .pipeline import damaged, train_stage
+from .presets import shard_seeds
 from .shard_files import MERGE_OWN, ShardError, common_origin
 
-# The paper's figures and Chapter 6: their shared sweeps joined ----------------------------------------
+
+def trained_sweep(config: TrainConfig, stem: str, preset: str, device, out: pathlib.Path, deadline: float | None = None,
+           restart: bool = False) -> TrainResult:
+    """A figure's (or Chapter 6's) sweep: read from ``<stem>.npz`` when it is there, complete, of ``config``
+    ("up to date"); else trained or resumed (:func:`~softmax_as_linear.experiments.pipeline.train_stage`) and saved."""
+    path = out / f"{stem}.npz"
+    if not restart and path.exists():
+        try:
+            result = load_sweep(path)
+        except DamagedFileError as error:
+            raise damaged(error, "delete it (the same command then rebuilds it from its checkpoint, or trains "
+                                 "the sweep again if there is none)") from None
+        if result.config == config and result.complete:
+            print(f"{path}: up to date")
+            return result
+    kind = f"Chapter 6 {config.covariates}" if config.covariates != "gaussian" else config.covariance
+    what = f"the {kind} sweep ({preset} preset, seeds {', '.join(map(str, config.seeds))})"
+    result = train_stage(what, out / "checkpoints" / f"{stem}.pt", config, config.steps,
+                         lambda **kw: train(config, device=device, progress=True, **kw), device, deadline, restart)
+    save_sweep(path, result)
+    status = "complete" if result.complete else f"stopped at step {int(result.steps[-1])} of {config.steps} (partial)"
+    print(f"{path}: {status}, {result.seconds:.0f} s of training, {int(result.diverged.sum())} diverged runs")
+    return result
+
+
+def final_key(result: TrainResult, n_prompts: int) -> str:
+    """What a cached final evaluation was computed for: the sweep's settings, its last step and the prompt count."""
+    return json.dumps({"config": result.config.as_dict(), "steps": int(result.steps[-1]), "n_prompts": int(n_prompts)})
+
+
+def same_final_key(stored: str, key: str) -> bool:
+    """Whether a cached evaluation's ``stored`` key is :func:`final_key` ``key``, written by any version (a
+    configuration's renamed and added fields read as today's, :func:`~softmax_as_linear.engine.sweep.config_fields`)."""
+    def read(text: str):
+        try:
+            value = json.loads(text)
+            return {**value, "config": config_fields(value["config"])}
+        except (ValueError, TypeError, KeyError):
+            return None
+    stored_value = read(stored)
+    return stored_value is not None and stored_value == read(key)
+
+
+def final_risks(result, path: pathlib.Path, n_prompts: int, device, restart: bool = False) -> dict:
+    """The final evaluation of a sweep on ``n_prompts`` fresh prompts (cached next to it as ``<sweep>_final.npz``)."""
+    final = path.with_name(path.stem + "_final.npz")
+    key = final_key(result, n_prompts)
+    if final.exists() and not restart:
+        try:
+            cached = load_npz(final)
+        except DamagedFileError as error:
+            raise damaged(error, "delete it (the same command then measures the final risks again, "
+                                 "without training)") from None
+        if same_final_key(str(cached.pop("key", "")), key):
+            return cached
+    start = time.monotonic()
+    evaluation = final_evaluation(result, n_prompts, device=device)
+    save_npz(final, key=np.array(key), **evaluation)
+    print(f"{final}: final risks on {n_prompts:,} fresh prompts per seed and L, "
+          f"{time.monotonic() - start:.0f} s", flush=True)
+    return evaluation
+
 
 #: The arrays of a final evaluation that have a seed axis (the others, ``n_prompts``, are shared).
 EVALUATION_PER_SEED = ("risk", "risk_se", "paired_difference", "paired_difference_se", "linear_exact")
@@ -132,52 +198,6 @@ def joined(sweeps: dict, stem: str, config: TrainConfig, final_prompts: int, out
         provenance = _merged_provenance(merged, preset, origins, time.monotonic() - start, overrides, dirty)
         sweeps[stem] = JoinedSweep(stem, merged, evaluation, provenance, final_prompts)
     return sweeps[stem]
-
-
-def merged_figure(name: str, preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool,
-                  start: float, sampler: str = "paper", rng: str = "auto", device="auto", sweeps: dict | None = None):
-    """What computes figure ``name``'s file from its joined sweep (Figures 1 and 5, which have no seeds: computed
-    here), the sweep being joined now, before anything is written."""
-    if name in CONCENTRATION_FIGURES:
-        def concentration() -> dict:
-            data = concentration_figure(name, preset, device=resolve_device(device), progress=True)
-            if dirty:
-                data["provenance"] = {**data.get("provenance", {}), "allow_dirty": True}
-            return data
-        return concentration
-    covariance, used = sweep_of(name, sampler)
-    sweep = joined({} if sweeps is None else sweeps, sweep_stem(covariance, preset, used),
-                   sweep_config(preset, covariance, sampler=used, seeds=all_seeds(preset, seeds), rng=rng),
-                   FINAL_PROMPTS[preset], out, n, command, lambda folder: _figure_of_sweep(folder, covariance, preset,
-                                                                                            used),
-                   preset, overrides_of(seeds, sampler if covariance == "kms" else "paper", rng), dirty, start)
-    return lambda: {**figure_data(name, sweep.result, evaluation=sweep.evaluation,
-                                  change_prompts=CHANGE_PROMPTS[preset], device=resolve_device(device)),
-                    "provenance": sweep.provenance}
-
-
-def merged_beyond(preset: str, seeds: int | None, n: int, out: pathlib.Path, command, dirty: bool, start: float,
-                  rng: str = "auto", covariates=None, lengths=None, sweeps: dict | None = None) -> list:
-    """Chapter 6's files (one per law) and what computes each from its joined sweep, joined now."""
-    from .beyond_gaussian import beyond_readings
-
-    run, files = beyond_run(preset, seeds, lengths), []
-    for covariate in covariates or BEYOND_COVARIATES:
-        stem = beyond_stem(covariate, run)
-        config = beyond_config(preset, covariate, rng=rng, **beyond_overrides(preset, seeds, lengths))
-        sweep = joined({} if sweeps is None else sweeps, f"sweep_{stem}", config, BEYOND_FINAL_PROMPTS[preset], out,
-                       n, command, lambda folder, stem=stem: folder / f"{stem}.json", preset,
-                       overrides_of(seeds, "paper", rng, lengths), dirty, start)
-        files.append((f"{stem}.json", lambda sweep=sweep: {**beyond_readings(sweep.result, sweep.evaluation, preset),
-                                                           "run": run, "provenance": {**sweep.provenance, "run": run}}))
-    return files
-
-
-def _figure_of_sweep(folder: pathlib.Path, covariance: str, preset: str, sampler: str) -> pathlib.Path:
-    """The file, in a shard's ``folder``, of the first figure of the sweep ``covariance`` that the shard wrote (it
-    holds the shard's provenance: where and how it ran), whichever of the sweep's figures the shard was run for."""
-    files = [folder / figure_file(f, preset, sampler) for f, (c, _) in TRAINING_FIGURES.items() if c == covariance]
-    return next((path for path in files if path.exists()), files[0])
 
 
 def _shown(value):
