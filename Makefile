@@ -3,6 +3,10 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
+# Python may cache compiled modules, and pytest its assertion-rewritten tests, in __pycache__ (ignored by git): an
+# environment that forbids it (PYTHONDONTWRITEBYTECODE) makes every run compile the library and rewrite every test
+# module again, seconds in every worker.
+unexport PYTHONDONTWRITEBYTECODE
 # What each command needs, installed once by the first command that needs it, each part with a stamp in .venv: the
 # environment with pip and torch ($(READY)); then, on top, the library with one extra of pyproject.toml: `lab` (what
 # running the chapters needs: `make lab`), `book` (`make book`), or all of them with the tests' tools (`make test`,

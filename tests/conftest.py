@@ -1,5 +1,11 @@
 """Every test starts from the same seed; under pytest-xdist each worker computes on one thread."""
 import os
+import sys
+
+# jsonschema's optional IRI format checker (rfc3987_syntax, installed with JupyterLab's dependencies) builds its
+# parser when it is imported: seconds in every worker that imports nbformat. No test validates an IRI, so jsonschema
+# is left without that one checker, as on a machine where the package is not installed.
+sys.modules.setdefault("rfc3987_syntax", None)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # `-n N` runs N workers, one per core: a worker with many threads would compete with the others.
