@@ -34,7 +34,8 @@ def limit_figure(t, target, softmax_limit, linear_limit, finite: dict) -> go.Fig
 
 def gap_figure(lengths, gaps: dict, gap_se: dict) -> go.Figure:
     """The mean squared gap :math:`\\mathbb{E}(\\hat y_L - \\hat y_\\infty)^2` against :math:`L` for each activation
-    (``gaps`` and ``gap_se``: ``{activation: (nL,)}``), with a line of slope -1 through the first point."""
+    (``gaps`` and ``gap_se``: ``{activation: (nL,)}``; bars: :math:`\\pm 2` standard errors), with a line of slope -1
+    through the first point."""
     lengths = np.asarray(lengths, dtype=float)
     fig = style.new_figure("Finite prompts approach the closed-form limit", "prompt length L",
                            "mean squared gap to the L = ∞ prediction", logx=True, logy=True)
@@ -42,7 +43,7 @@ def gap_figure(lengths, gaps: dict, gap_se: dict) -> go.Figure:
         if name not in gaps:
             continue
         y = np.asarray(gaps[name], dtype=float)
-        fig.add_trace(go.Scatter(x=lengths, y=y, mode="lines+markers", name=f"{name} attention",
+        fig.add_trace(go.Scatter(x=lengths, y=y, mode="lines+markers", name=f"{name} attention (±2 s.e.)",
                                  error_y=dict(type="data", array=2 * np.asarray(gap_se[name], dtype=float)),
                                  line=dict(color=style.COLORS[name]), marker=dict(symbol=symbol, size=9)))
         fig.add_trace(go.Scatter(x=lengths, y=y[0] * lengths[0] / lengths, mode="lines",
@@ -62,7 +63,7 @@ def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
     ref, final = data["references"], data["final"]
     lengths = np.asarray(ref["lengths"], dtype=float)
     risk = np.asarray(final["risk"], dtype=float)
-    fig = style.new_figure(f"A nonlinear task: trained attention against the references ({risk.shape[0]} seeds)",
+    fig = style.new_figure("A nonlinear task: trained attention against the references",
                            "prompt length L", "risk R = MSE/2 on fresh prompts", logx=True, logy=True)
     flat = np.ones_like(lengths)
     if linear_bound is not None:
@@ -87,8 +88,11 @@ def risk_figure(data: dict, linear_bound: float | None = None) -> go.Figure:
                                          name="softmax attention, trained: a seed not a kernel smoother at every L",
                                          marker=dict(color=style.COLORS[model], symbol="x", size=9)))
             values = values[kept]
+        which = " kernel-like" if model == "softmax" and kept.any() and not kept.all() else ""
         mean, low, high = (f(values, axis=0) for f in (np.nanmean, np.nanmin, np.nanmax))  # a range: > 0 on a log axis
-        fig.add_trace(go.Scatter(x=lengths, y=mean, mode="lines+markers", name=f"{model} attention, trained",
+        seeds = f"{len(values)}{which} seed" + ("s" if len(values) > 1 else "")
+        fig.add_trace(go.Scatter(x=lengths, y=mean, mode="lines+markers",
+                                 name=f"{model} attention, trained: mean of {seeds} (bars: range)",
                                  error_y=dict(type="data", symmetric=False, array=high - mean, arrayminus=mean - low),
                                  line=dict(color=style.COLORS[model]),
                                  marker=dict(symbol="circle" if model == "softmax" else "square", size=9)))
@@ -178,6 +182,10 @@ def kernel_figure(angles, labels, weights: dict, query_angle: float, truth=None)
     return style.fit_phone(fig)
 
 
+#: The widest band, high / low at ±2 standard errors of log w, of a best window the figures draw as determined.
+UNDETERMINED = 4.0
+
+
 def _log_band(summary: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Geometric-mean window over replicates and its ±2 standard-error band, from ``log_w`` and ``log_w_se``."""
     log_w = np.asarray(summary["log_w"], dtype=float)
@@ -191,7 +199,9 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
     :math:`\\log w` (``optima``: a ``nonlinear_optima_<preset>.json`` result); with ``data`` (a
     ``nonlinear_<preset>.json`` result), the trained softmax windows of every seed whose run reads as a kernel
     smoother; with ``settled`` (a ``nonlinear_window_<preset>.json`` result), each seed's window trained on the log
-    scale, its geometric mean over the last quarter of training."""
+    scale, its geometric mean over the last quarter of training. A best window whose band is wider than
+    :data:`UNDETERMINED` (a factor 2 either way) is drawn as an open marker, outside the line and the band: the
+    replicates do not determine it."""
     lengths = np.asarray(optima["lengths"], dtype=float)
     fig = style.new_figure("The best windows: the softmax layer's, Nadaraya-Watson's; the trained ones",
                            "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
@@ -200,11 +210,20 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
                                               ("nadaraya_watson", "best Nadaraya-Watson (v_y = 1)", "theory",
                                                "dashdot", "diamond")):
         w, low, high = _log_band(optima["summary"][model])
-        fig.add_trace(style.band(lengths, low, high, style.COLORS[color], name=f"{label}: ±2 s.e."))
-        fig.add_trace(go.Scatter(x=lengths, y=w, mode="lines+markers",
+        known = high / low <= UNDETERMINED
+        fig.add_trace(style.band(lengths[known], low[known], high[known], style.COLORS[color],
+                                 name=f"{label}: ±2 s.e."))
+        fig.add_trace(go.Scatter(x=lengths[known], y=w[known], mode="lines+markers",
                                  name=f"{label}, {optima['replicates']} replicates",
-                                 error_y=dict(type="data", symmetric=False, array=high - w, arrayminus=w - low),
+                                 error_y=dict(type="data", symmetric=False, array=(high - w)[known],
+                                              arrayminus=(w - low)[known]),
                                  line=dict(color=style.COLORS[color], dash=dash), marker=dict(symbol=symbol, size=8)))
+        if not known.all():
+            fig.add_trace(go.Scatter(x=lengths[~known], y=w[~known], mode="markers",
+                                     name=f"{label}: not determined (±2 s.e. beyond ×/÷ 2)",
+                                     error_y=dict(type="data", symmetric=False, array=(high - w)[~known],
+                                                  arrayminus=(w - low)[~known]),
+                                     marker=dict(symbol=f"{symbol}-open", size=9, color=style.COLORS[color])))
     if data is not None:
         soft = data["models"].index("softmax")
         trained = np.asarray(data["windows"]["w"], dtype=float)[:, :, soft]
