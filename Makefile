@@ -214,7 +214,7 @@ pip-path:
 # skip (benchmarks/gpu.sh runs them with the sweeps on a GPU machine). With the CPU build of torch nothing runs
 # on a GPU: `make clean && make gpu-tests TORCH_INDEX=` installs PyPI's CUDA build first.
 gpu-tests: $(READY_TEST)
-	$(PY) -m pytest tests -q -rfE -p no:cacheprovider -p no:xdist -p tools.gpu_tests \
+	$(PY) -m pytest tests -q -rfE -p no:cacheprovider -p no:xdist -p no:nbval -p tools.gpu_tests \
 		--ignore=tests/book/test_browser.py --ignore=tests/book/test_lab.py
 
 # Under a lock: when two makes ask at once (`make browser` and `make live` in two terminals), the second waits for

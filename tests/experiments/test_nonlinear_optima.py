@@ -258,3 +258,17 @@ def test_lecture_bias_checks_and_draws_are_consistent(lecture):
     gaps = draws["summary"]["gaps"]
     total = np.asarray(gaps["intercept"]["per_draw"]) + np.asarray(gaps["locality"]["per_draw"])
     assert total == pytest.approx(np.asarray(gaps["linear_minus_softmax"]["per_draw"]))
+
+
+def test_the_bias_bound_is_the_shift_scaled_over_its_interval():
+    """Sets four times larger shift an O(1/n) bias b by -3b/4: the bound is 4/3 of the shift's farther 95 % limit
+    (Student's t with one degree of freedom for two groups), and a length without a precision row has none."""
+    from scipy import stats as scipy_stats
+
+    from softmax_as_linear.experiments.optima_precision import bias_bounds
+
+    row = {"length": 1000, "pooled": {"members": [[0, 1, 2, 3], [4, 5, 6, 7]], "shifts": [0.01, 0.03],
+                                      "shift": 0.02, "shift_se": 0.01}}
+    t = scipy_stats.t.ppf(0.975, 1)
+    assert bias_bounds({"precision": {"table": [row]}}) == pytest.approx({1000: 4 / 3 * (0.02 + t * 0.01)})
+    assert bias_bounds({}) == {}

@@ -40,7 +40,7 @@ def test_every_skip_on_cudas_presence_says_it_needs_cuda():
 
 def _gpu_tests(*args, cwd=ROOT):
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           "-p", "tools.gpu_tests", "-rfE", *args], cwd=cwd, capture_output=True, text=True,
+                           "-p", "no:nbval", "-p", "tools.gpu_tests", "-rfE", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
 
 
@@ -89,4 +89,4 @@ def test_make_gpu_tests_runs_the_plugin_over_the_unit_tests():
     command = subprocess.run(["make", "-n", "gpu-tests", "VENV=/nonexistent"], cwd=ROOT, capture_output=True,
                              text=True, timeout=60).stdout.replace("\\\n", " ")
     line = next(line for line in command.splitlines() if "-p tools.gpu_tests" in line)
-    assert "pytest tests " in line and "-p no:xdist" in line
+    assert "pytest tests " in line and "-p no:xdist" in line and "-p no:nbval" in line

@@ -1,6 +1,7 @@
 """The package: its docstring lists every module, its folders are layers that import only downwards,
 public names load on first use, and importing it loads neither torch's users nor the plotting libraries."""
 import ast
+import functools
 import pathlib
 import re
 import subprocess
@@ -13,6 +14,7 @@ PACKAGE = pathlib.Path(sal.__file__).parent
 LAYERS = ("registry", "core", "theory", "engine", "experiments", "figures", "panels", "exercises", "cli")
 
 
+@functools.cache
 def _modules() -> dict[str, pathlib.Path]:
     return {".".join(p.relative_to(PACKAGE).with_suffix("").parts): p for p in PACKAGE.rglob("*.py")
             if p.stem not in ("__init__", "__main__")}

@@ -26,6 +26,25 @@ def replicate_mean_se(values) -> tuple[float, float]:
     return float(x.mean()), float(x.std(ddof=1) / math.sqrt(x.size)) if x.size > 1 else float("nan")
 
 
+def bias_bounds(optima: dict, level: float = 0.95) -> dict[int, float]:
+    r"""The largest small-set bias of the replicates' :math:`\log w^*` that the pooled refits allow, per length of the
+    precision table of ``optima`` (a ``nonlinear_optima_<preset>.json`` result): refits on sets :math:`g` times larger
+    shift :math:`\log w^*` by :math:`(1/g - 1)` times the bias (an :math:`O(1/n)` bias), so the bias is
+    :math:`g/(g-1)` times the shift, bounded over the shift's ``level`` interval (Student's :math:`t` with one degree
+    of freedom fewer than the groups). A length whose bound exceeds its replicates' standard error of
+    :math:`\log w^*` is one where the replicates' band does not contain what the check allows."""
+    from ..core.stats import scipy_stats
+
+    bounds = {}
+    for row in (optima.get("precision") or {}).get("table", []):
+        pooled = row["pooled"]
+        g, groups = len(pooled["members"][0]), len(pooled["shifts"])
+        t = float(scipy_stats().t.ppf(0.5 + level / 2, groups - 1))
+        widest = max(abs(pooled["shift"] + k * t * pooled["shift_se"]) for k in (-1, 1))
+        bounds[int(row["length"])] = g / (g - 1) * widest
+    return bounds
+
+
 def pooled_fits(records: list[dict], group: int) -> dict:
     r"""The small-set bias of :math:`\log w^*`, checked on sets ``group`` times larger: the softmax layer refitted on
     the union of the fitting prompts of each ``group`` consecutive replicates (the last incomplete group left out),
@@ -171,4 +190,4 @@ def precision(sweep: dict, summary: dict, lengths) -> dict | None:
     return {"lengths": [r["length"] for r in rows], "table": rows} if rows else None
 
 
-__all__ = ["held_out_profile", "pooled_fits", "precision", "replicate_mean_se", "scoring_set"]
+__all__ = ["bias_bounds", "held_out_profile", "pooled_fits", "precision", "replicate_mean_se", "scoring_set"]

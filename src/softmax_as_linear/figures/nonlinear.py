@@ -200,9 +200,13 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
     ``nonlinear_<preset>.json`` result), the trained softmax windows of every seed whose run reads as a kernel
     smoother; with ``settled`` (a ``nonlinear_window_<preset>.json`` result), each seed's window trained on the log
     scale, its geometric mean over the last quarter of training. A best window whose band is wider than
-    :data:`UNDETERMINED` (a factor 2 either way) is drawn as an open marker, outside the line and the band: the
-    replicates do not determine it."""
+    :data:`UNDETERMINED` (a factor 2 either way), or (the softmax layer's) whose small-set bias the pooled refits do not
+    bound within its standard error (:func:`~softmax_as_linear.experiments.optima_precision.bias_bounds`), is drawn as
+    an open marker, outside the line and the band: the replicates alone do not determine it."""
+    from ..experiments.optima_precision import bias_bounds
+
     lengths = np.asarray(optima["lengths"], dtype=float)
+    bias = bias_bounds(optima)
     fig = style.new_figure("The best windows: the softmax layer's, Nadaraya-Watson's; the trained ones",
                            "prompt length L", "window w (score w x_iᵀx_q; kernel width 1/√w)", logx=True, logy=True)
     for model, label, color, dash, symbol in (("softmax", "best softmax layer (all weights)", "softmax", "solid",
@@ -211,6 +215,9 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
                                                "dashdot", "diamond")):
         w, low, high = _log_band(optima["summary"][model])
         known = high / low <= UNDETERMINED
+        if model == "softmax":
+            se = np.asarray(optima["summary"][model]["log_w_se"], dtype=float)
+            known &= np.array([bias.get(int(L), 0.0) <= s for L, s in zip(lengths, se)])
         fig.add_trace(style.band(lengths[known], low[known], high[known], style.COLORS[color],
                                  name=f"{label}: ±2 s.e."))
         fig.add_trace(go.Scatter(x=lengths[known], y=w[known], mode="lines+markers",
@@ -220,7 +227,7 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
                                  line=dict(color=style.COLORS[color], dash=dash), marker=dict(symbol=symbol, size=8)))
         if not known.all():
             fig.add_trace(go.Scatter(x=lengths[~known], y=w[~known], mode="markers",
-                                     name=f"{label}: not determined (±2 s.e. beyond ×/÷ 2)",
+                                     name=f"{label}: not determined (±2 s.e. beyond ×/÷ 2, or its bias not bounded)",
                                      error_y=dict(type="data", symmetric=False, array=(high - w)[~known],
                                                   arrayminus=(w - low)[~known]),
                                      marker=dict(symbol=f"{symbol}-open", size=9, color=style.COLORS[color])))
