@@ -3,12 +3,12 @@ r"""Training Chapter 8's softmax layer with its window on a log scale: a stepper
 Each run is the one-layer softmax layer of :mod:`~softmax_as_linear.theory.attention_optimum` in the weights it
 optimises, :math:`\theta = (\log w, B, u_y, v)` with the score's input block :math:`U_{xx} = w(I + B)`,
 :math:`\operatorname{tr} B = 0` (every weight of the layer that reaches the prediction, the window
-:math:`w = \operatorname{tr}(U_{xx})/d` on a log scale). Why the log scale: Adam moves each parameter by about its
-learning rate per step, whatever the gradient's size, so a window that is a product of weights (the four-matrix
-layer of Chapter 8's sweep) grows by about a step's worth per step, and 1,500 steps leave it near 72 at every
-:math:`L \ge 100`, where the layer's own optimum is at 78 to 314. On :math:`\log w` the same step multiplies the window
-by about :math:`e^{\pm\,\mathrm{lr}}`, so the window reaches the scale the task asks for in a few hundred steps and
-then fluctuates around it; the learning rate is divided by ``decay_factor`` at ``decay_step`` so that it settles.
+:math:`w = \operatorname{tr}(U_{xx})/d` on a log scale). Why the log scale: a window that is a product of weights (the
+four-matrix layer of Chapter 8's sweep) grows by additive steps, which slow down, and 1,500 steps leave it near 72 at
+every :math:`L \ge 100`, where the layer's own optimum is at 78 to 314. On :math:`\log w` an Adam step of size about
+the learning rate multiplies the window by about :math:`e^{\pm\,\mathrm{lr}}`, so the window reaches the scale the
+task asks for in a few hundred steps and then fluctuates around it; the learning rate is divided by ``decay_factor``
+at ``decay_step`` so that it settles.
 
 Every run starts from :math:`w` = ``init_window``, :math:`B = 0`, :math:`u_y = 0`, :math:`v = 0` (the zero predictor,
 with a near-uniform window). A seed's batches come from its stream ``"train"``, prompts of the longest length of which

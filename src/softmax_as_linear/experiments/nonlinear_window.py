@@ -1,12 +1,13 @@
 r"""Chapter 8's softmax layer trained with its window on a log scale, against the layer's own
 optimal windows (what ``python -m softmax_as_linear reproduce nonlinear_window`` runs).
 
-Chapter 8's sweep (:mod:`~softmax_as_linear.experiments.nonlinear`) trains the four-matrix layer, whose window Adam
-grows by about a step's worth per step: its windows stop where the budget stops them. Here the same task is trained in
-the weights of :mod:`~softmax_as_linear.theory.attention_optimum` (:math:`\log w`, :math:`B`, :math:`u_y`, :math:`v`:
-every weight that reaches the prediction) by :class:`~softmax_as_linear.engine.window_step.WindowStepper`, Adam at
-``lr`` with a tenfold decay at three quarters of training, from :math:`w = 1` and the zero predictor. Two stages, each
-trained or resumed by :func:`~softmax_as_linear.experiments.pipeline.train_stage` with a checkpoint of its own:
+Chapter 8's sweep (:mod:`~softmax_as_linear.experiments.nonlinear`) trains the four-matrix layer, whose window, a
+product of weights, grows by additive steps that slow down: its windows stop where the budget stops them. Here the same
+task is trained in the weights of :mod:`~softmax_as_linear.theory.attention_optimum` (:math:`\log w`, :math:`B`,
+:math:`u_y`, :math:`v`: every weight that reaches the prediction) by
+:class:`~softmax_as_linear.engine.window_step.WindowStepper`, Adam at ``lr`` with a tenfold decay at three quarters of
+training, from :math:`w = 1` and the zero predictor. Two stages, each trained or resumed by
+:func:`~softmax_as_linear.experiments.pipeline.train_stage` with a checkpoint of its own:
 
 - the sweep over the preset's lengths (the runs of one seed read prefixes of the same prompts);
 - the window's dependence: one run per seed at
