@@ -39,6 +39,7 @@ import yaml
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SITE = pathlib.Path(os.environ.get("BOOK_HTML") or ROOT / "_build" / "html")  # a book built elsewhere
 SCREENSHOTS = SITE.parent / "screenshots"
+SCREENSHOT_TIMEOUT_MS = 120_000
 ACCESSIBILITY = SITE.parent / "accessibility"  # what axe-core reported, page by page
 AXE = ROOT / "tests" / "vendor" / "axe-core" / "axe.min.js"  # tests/vendor/README.md
 FAILING_IMPACTS = ("minor", "moderate", "serious", "critical")  # every impact axe-core gives
@@ -564,7 +565,9 @@ def _screenshot(visit: _Visit, page: str, suffix: str = "") -> list[str]:
     height = visit.tab.evaluate("async () => { await document.fonts.ready; return document.documentElement.scrollHeight; }")
     kind = "jpeg" if height <= JPEG_LIMIT else "png"
     path = SCREENSHOTS / (page.removesuffix(".html").replace("/", "__") + suffix + (".jpg" if kind == "jpeg" else ".png"))
-    visit.tab.screenshot(path=str(path), full_page=True, type=kind, **({"quality": 85} if kind == "jpeg" else {}))
+    # the longest API pages take more than Playwright's default 30 s to capture on a slow CPU shared with the other stages
+    visit.tab.screenshot(path=str(path), full_page=True, type=kind, timeout=SCREENSHOT_TIMEOUT_MS,
+                         **({"quality": 85} if kind == "jpeg" else {}))
     path.with_suffix(".png" if kind == "jpeg" else ".jpg").unlink(missing_ok=True)  # an earlier run's, of the other kind
     return [] if path.stat().st_size else [f"the screenshot {path.name} ({height} px tall) is empty"]
 
