@@ -227,7 +227,8 @@ def optimum_window_figure(optima: dict, data: dict | None = None, settled: dict 
                                  line=dict(color=style.COLORS[color], dash=dash), marker=dict(symbol=symbol, size=8)))
         if not known.all():
             fig.add_trace(go.Scatter(x=lengths[~known], y=w[~known], mode="markers",
-                                     name=f"{label}: not determined (±2 s.e. beyond ×/÷ 2, or its bias not bounded)",
+                                     name=f"{label}: not determined (±2 s.e. beyond ×/÷ 2"
+                                          + (", or its bias not bounded)" if model == "softmax" else ")"),
                                      error_y=dict(type="data", symmetric=False, array=(high - w)[~known],
                                                   arrayminus=(w - low)[~known]),
                                      marker=dict(symbol=f"{symbol}-open", size=9, color=style.COLORS[color])))
