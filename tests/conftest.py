@@ -14,15 +14,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("MKL_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
-import torch  # noqa: E402
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
+    import torch
+
     torch.set_num_threads(1)
 
 
 @pytest.fixture(autouse=True)
 def _deterministic():
-    torch.manual_seed(0)
+    import torch  # here rather than at the top: xdist's controller, which only hands out the tests, needs none
+
+    # torch.manual_seed also queues a seed call for every accelerator not yet started, with the call's stack formatted
+    # (milliseconds at pytest's depth, thousands of tests): where there is no CUDA, only the CPU's generator exists.
+    if torch.cuda.is_available():
+        torch.manual_seed(0)
+    else:
+        torch.default_generator.manual_seed(0)
     yield
 
 

@@ -46,11 +46,14 @@ PROOF_FENCE = re.compile(r"^(?P<fence>:{3,}|`{3,})\{prf:proof\}[^\n]*\n(?!:nonum
 def citation_names(bibfile: pathlib.Path) -> dict[str, tuple[str, str]]:
     """``key -> (authors, year)`` as the book cites them: ``Liu``, ``Boyer & Boursier``, ``Zhang et al.``"""
     from pybtex.database import parse_file
+    from pybtex.plugin import find_plugin
     from pybtex.richtext import Text
 
+    # what Text.render_as("text") renders with, looked up once: each lookup reads every installed package's entry points
+    plain_text = find_plugin("pybtex.backends", "text")
     names = {}
     for key, entry in parse_file(str(bibfile)).entries.items():
-        last = [Text.from_latex(" ".join(p.prelast_names + p.last_names)).render_as("text")
+        last = [Text.from_latex(" ".join(p.prelast_names + p.last_names)).render(plain_text())
                 for p in entry.persons["author"]]
         authors = last[0] if len(last) == 1 else " & ".join(last) if len(last) == 2 else f"{last[0]} et al."
         names[key] = (authors, entry.fields["year"])

@@ -32,6 +32,7 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 GRACE_S = 20.0  # after the signal is passed on, how long a stage has to end before it is killed
+POLL_S = 0.2  # how often the running stages are looked at (--poll)
 STARTED: list[subprocess.Popen] = []  # every stage started, to pass a signal on to
 RECEIVED: list[int] = []  # the signals received; the first one stops the runner
 SENT: set[tuple[int, int]] = set()  # (stage's process id, signal) already passed on
@@ -84,8 +85,8 @@ def _end(processes, deadline: float) -> None:
 
 
 def _note_ends() -> None:
-    """Record when each stage started has ended, as soon as it is seen (every 0.2 s while a group runs): a stage
-    running beside the others is timed to its own end, not to that of the group that collects it."""
+    """Record when each stage started has ended, as soon as it is seen (every POLL_S seconds while a group runs): a
+    stage running beside the others is timed to its own end, not to that of the group that collects it."""
     for process in STARTED:
         if process.pid not in ENDED and process.poll() is not None:
             ENDED[process.pid] = time.monotonic()
@@ -136,7 +137,7 @@ def _run_group(make, stages, results, logs) -> None:
                     sys.stdout.buffer.write(log.read())
                     sys.stdout.flush()
                     log.close()
-            time.sleep(0.2)
+            time.sleep(POLL_S)
     except Interrupted:
         _end([process for process, log in running.values()], time.monotonic() + GRACE_S)
         for stage in running:
@@ -154,7 +155,7 @@ def _collect(background: dict, results: dict, wait: bool = False) -> None:
         while wait and process.poll() is None:
             _check()
             _note_ends()
-            time.sleep(0.2)
+            time.sleep(POLL_S)
         if process.poll() is None:
             continue
         results[stage] = ("passed" if process.returncode == 0 else f"FAILED ({process.returncode})",
@@ -178,13 +179,17 @@ def table(results: dict[str, tuple[str, float]], stages: list[str], total: float
 
 
 def main(argv=None) -> int:
+    global POLL_S
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("stages", nargs="+", help="make targets; STAGE+STAGE runs both at the same time; "
                         "STAGE& runs beside the stages after it")
     parser.add_argument("--make", default=os.environ.get("MAKE", "make"), help="the make command (default: make)")
     parser.add_argument("--report", type=pathlib.Path, default=ROOT / "_build" / "stages.txt",
                         help="where the table is written (default: _build/stages.txt)")
+    parser.add_argument("--poll", type=float, default=POLL_S, metavar="SECONDS",
+                        help=f"how often the running stages are looked at (default: {POLL_S:g})")
     args = parser.parse_args(argv)
+    POLL_S = args.poll
     make = shlex.split(args.make)
     groups = [group.split("+") for group in args.stages]
     stages = [_name(stage) for group in groups for stage in group]

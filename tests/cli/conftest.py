@@ -1,8 +1,12 @@
 """What the command-line tests share: a results folder in tmp, tiny presets, a run of the command, and a run split
-into two shards and merged."""
+into two shards and merged; and a run shared by several tests, made once."""
+import contextlib
+import io
 import json
+import shutil
 
 import pytest
+import torch
 
 import softmax_as_linear.cli as cli
 from softmax_as_linear.experiments.presets import sweep_config
@@ -24,17 +28,51 @@ def tiny_presets(monkeypatch) -> dict:
     return TINY
 
 
+def _main(*argv) -> int:
+    try:
+        return cli.main(list(argv))
+    except SystemExit as stop:
+        return stop.code
+
+
 @pytest.fixture
 def run_cli(capsys):
     """``run_cli(*argv) -> (exit code, stdout, stderr)``: the command as a script sees it."""
     def run(*argv) -> tuple[int, str, str]:
-        try:
-            code = cli.main(list(argv))
-        except SystemExit as stop:
-            code = stop.code
+        code = _main(*argv)
         captured = capsys.readouterr()
         return code, captured.out, captured.err
     return run
+
+
+def run_outside_a_test(*argv) -> tuple[int, str, str]:
+    """``run_cli`` for a run shared by several tests (not captured by any one test's capsys)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = _main(*argv)
+    return code, out.getvalue(), err.getvalue()
+
+
+@pytest.fixture(scope="session")
+def shared_run(tmp_path_factory):
+    """``shared_run(key, make, into) -> what make returned``: ``make(out, run, patch)`` (``run`` as :func:`run_cli`,
+    ``patch`` a ``MonkeyPatch`` undone after it) runs its commands once in a session for ``key``, writing into a
+    folder ``out``, under the settings of the test that first asks for ``key`` (its fixtures' patches, which the key
+    names); the files it wrote are then copied into ``into`` (a test's own ``tmp_path``, which the test may damage) at
+    every call."""
+    done = {}
+
+    def get(key, make, into):
+        if key not in done:
+            base = tmp_path_factory.mktemp("shared")
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("SOFTMAX_AS_LINEAR_RESULTS", str(base / "results-folder"))
+                torch.manual_seed(0)
+                done[key] = base / "out", make(base / "out", run_outside_a_test, patch)
+        folder, made = done[key]
+        shutil.copytree(folder, into, dirs_exist_ok=True)
+        return made
+    return get
 
 
 @pytest.fixture

@@ -18,6 +18,16 @@ from softmax_as_linear.experiments.presets import sweep_config
 from softmax_as_linear.figures import paper
 
 
+@pytest.fixture
+def tiny_presets(tiny_presets, monkeypatch) -> dict:
+    """The tiny lecture sweeps of conftest.py, their final evaluation and changes of risk estimated on the smoke
+    preset's numbers of fresh prompts: these tests check the command, which does the same with 2,000 prompts as with
+    150,000 (most of a tiny run's time); the estimates themselves are tested in tests/engine."""
+    monkeypatch.setitem(presets.FINAL_PROMPTS, "lecture", presets.FINAL_PROMPTS["smoke"])
+    monkeypatch.setitem(presets.CHANGE_PROMPTS, "lecture", presets.CHANGE_PROMPTS["smoke"])
+    return tiny_presets
+
+
 def test_reproduce_writes_figure_and_sweep_artifacts(tmp_path, tiny_presets, capsys):
     assert cli.main(["reproduce", "fig3", "--preset", "lecture", "--device", "cpu", "--out", str(tmp_path)]) == 0
     figure = json.loads((tmp_path / "fig3_lecture.json").read_text())

@@ -34,8 +34,11 @@ def test_unwritable_out_exits_2_naming_the_option(out, tmp_path, run_cli, monkey
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # nothing computed, nothing written
 
 
-def _finished_run(tmp_path, run_cli) -> dict[str, pathlib.Path]:
-    code, _, err = run_cli("reproduce", "fig2", "fig3", "--device", "cpu", "--out", str(tmp_path))
+def _finished_run(tmp_path, shared_run) -> dict[str, pathlib.Path]:
+    """The files of ``reproduce fig2 fig3`` (the tiny presets), trained once in a session and copied into
+    ``tmp_path``."""
+    code, err = shared_run("fig2 fig3, tiny presets", lambda out, run, patch: run(
+        "reproduce", "fig2", "fig3", "--device", "cpu", "--out", str(out))[::2], tmp_path)
     assert code == 0, err
     files = {"sweep": tmp_path / "sweep_isotropic_lecture.npz",
              "final": tmp_path / "sweep_isotropic_lecture_final.npz",
@@ -51,8 +54,8 @@ def _truncate(path: pathlib.Path):
 
 
 @pytest.mark.parametrize("kind", ["sweep", "final", "checkpoint"])
-def test_a_truncated_file_is_named_with_what_to_do(kind, tmp_path, tiny_presets, run_cli):
-    files = _finished_run(tmp_path, run_cli)
+def test_a_truncated_file_is_named_with_what_to_do(kind, tmp_path, tiny_presets, run_cli, shared_run):
+    files = _finished_run(tmp_path, shared_run)
     if kind == "checkpoint":  # an interrupted run: a checkpoint and no sweep file yet
         files["sweep"].unlink()
         files["final"].unlink()
@@ -69,8 +72,9 @@ def test_a_truncated_file_is_named_with_what_to_do(kind, tmp_path, tiny_presets,
     assert json.loads(files["figure"].read_text())["complete"] is True
 
 
-def test_deleting_a_damaged_sweep_file_rebuilds_it_from_the_checkpoint(tmp_path, tiny_presets, run_cli, monkeypatch):
-    files = _finished_run(tmp_path, run_cli)
+def test_deleting_a_damaged_sweep_file_rebuilds_it_from_the_checkpoint(tmp_path, tiny_presets, run_cli, monkeypatch,
+                                                                      shared_run):
+    files = _finished_run(tmp_path, shared_run)
     expected = json.loads(files["figure"].read_text())
     _truncate(files["sweep"])
     files["sweep"].unlink()
@@ -83,8 +87,8 @@ def test_deleting_a_damaged_sweep_file_rebuilds_it_from_the_checkpoint(tmp_path,
     assert rebuilt["softmax"] == expected["softmax"]  # the finished state came from the checkpoint
 
 
-def test_a_truncated_result_file_is_rewritten(tmp_path, tiny_presets, run_cli):
-    files = _finished_run(tmp_path, run_cli)
+def test_a_truncated_result_file_is_rewritten(tmp_path, tiny_presets, run_cli, shared_run):
+    files = _finished_run(tmp_path, shared_run)
     expected = json.loads(files["figure"].read_text())
     _truncate(files["figure"])
     code, _, err = run_cli("reproduce", "fig2", "--device", "cpu", "--out", str(tmp_path))
@@ -92,19 +96,19 @@ def test_a_truncated_result_file_is_rewritten(tmp_path, tiny_presets, run_cli):
     assert json.loads(files["figure"].read_text())["softmax"] == expected["softmax"]
 
 
-def test_a_truncated_result_file_read_by_a_chapter_is_named(tmp_path, tiny_presets, run_cli):
+def test_a_truncated_result_file_read_by_a_chapter_is_named(tmp_path, tiny_presets, run_cli, shared_run):
     from softmax_as_linear.core.artifacts import DamagedFileError
     from softmax_as_linear.experiments import paper_figures
 
-    files = _finished_run(tmp_path, run_cli)
+    files = _finished_run(tmp_path, shared_run)
     _truncate(files["figure"])
     with pytest.raises(DamagedFileError, match="fig2_lecture.json") as caught:
         paper_figures.saved_figure("fig2", "lecture", tmp_path)
     assert "python -m softmax_as_linear reproduce" in str(caught.value)
 
 
-def test_restart_trains_afresh_and_keeps_other_sweeps(tmp_path, tiny_presets, run_cli, monkeypatch):
-    _finished_run(tmp_path, run_cli)
+def test_restart_trains_afresh_and_keeps_other_sweeps(tmp_path, tiny_presets, run_cli, monkeypatch, shared_run):
+    _finished_run(tmp_path, shared_run)
     code, _, err = run_cli("reproduce", "fig6", "--device", "cpu", "--out", str(tmp_path))
     assert code == 0, err
     kms = {path: path.read_bytes() for path in tmp_path.rglob("*kms*")}
@@ -118,10 +122,10 @@ def test_restart_trains_afresh_and_keeps_other_sweeps(tmp_path, tiny_presets, ru
     assert {path: path.read_bytes() for path in tmp_path.rglob("*kms*")} == kms
 
 
-def test_a_figure_file_of_other_seeds_is_not_replaced(tmp_path, tiny_presets, run_cli, monkeypatch):
+def test_a_figure_file_of_other_seeds_is_not_replaced(tmp_path, tiny_presets, run_cli, monkeypatch, shared_run):
     """A figure file is named by its preset alone: a run with other seeds refuses to overwrite it before training,
     and says how to keep both (--out) or replace it (--restart)."""
-    _finished_run(tmp_path, run_cli)                                   # the lecture preset: seed 327
+    _finished_run(tmp_path, shared_run)                                # the lecture preset: seed 327
     files = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
     real = sweep_stage.train
     monkeypatch.setattr(sweep_stage, "train", lambda *a, **k: pytest.fail("trained before refusing"))
@@ -136,7 +140,7 @@ def test_a_figure_file_of_other_seeds_is_not_replaced(tmp_path, tiny_presets, ru
 
 
 @pytest.mark.parametrize("name", ["nonlinear_window", pytest.param("depth", marks=pytest.mark.slow)])
-def test_one_rule_for_a_damaged_result_file(name, tmp_path, run_cli, monkeypatch):
+def test_one_rule_for_a_damaged_result_file(name, tmp_path, run_cli, monkeypatch, shared_run):
     """Every reproduction: a truncated result file is written again from its stages' finished checkpoints, which is
     said on stdout, each finished stage "reused", not "resumed from step 12 of 12"; the same numbers."""
     from softmax_as_linear.experiments import presets
@@ -146,7 +150,9 @@ def test_one_rule_for_a_damaged_result_file(name, tmp_path, run_cli, monkeypatch
         lengths=(4, 8), steps=12, record_every=4, batch_size=8, held_out_prompts=16, final_prompts=64,
         pgd_samples=200, bayes_samples=100)})
     run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
-    assert run_cli(*run)[0] == cli.EXIT_COMPLETE
+    key = f"reproduce {name} --preset smoke: two settings of the dependence" + (", shrunk" if name == "depth" else "")
+    assert shared_run(key, lambda out, run_command, patch: run_command(*run[:-1], str(out))[0],
+                      tmp_path) == cli.EXIT_COMPLETE
     path = tmp_path / f"{name}_smoke.json"
     expected = json.loads(path.read_text())
     _truncate(path)

@@ -106,11 +106,11 @@ def _stop_early(monkeypatch):
 
 @pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth", "nonlinear_window"])
 def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_nonlinear, tmp_path, run_cli,
-                                                                   monkeypatch):
+                                                                   monkeypatch, shared_run):
     """Chapter 8's sweeps map a checkpoint of other settings, and a damaged one, to the documented messages and exit
     code 1, as the other reproductions do: no traceback."""
     run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
-    code, out, err = run_cli(*run)
+    code, out, err = _stopped_and_resumed(name, shared_run, tmp_path)["resumed"]  # a finished run's files
     assert code == cli.EXIT_COMPLETE, err
     table = {"nonlinear": presets.NONLINEAR_SETTINGS, "nonlinear_depth": presets.NONLINEAR_DEPTH_SETTINGS,
              "nonlinear_window": presets.NONLINEAR_WINDOW_SETTINGS}[name]
@@ -126,22 +126,35 @@ def test_a_checkpoint_of_other_settings_or_a_damaged_one_is_named(name, tiny_non
     assert str(checkpoint) in err and "delete it to train" in err and "from step 0" in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth", "nonlinear_window"])
-def test_the_time_limit_stops_before_anything_is_measured_and_the_rerun_resumes(name, tiny_nonlinear, tmp_path,
-                                                                                run_cli, monkeypatch):
-    """``--max-minutes`` passed inside training: the file is partial, nothing is measured or printed as final (no
-    window, no final risk); the same command then says it resumes, and finishes."""
+def _stopped_and_resumed(name: str, shared_run, tmp_path) -> dict:
+    """``reproduce <name>`` (the tiny settings) stopped by ``--max-minutes`` inside training, then run again: what each
+    command returned and printed, and the file between the two; run once in a session, its files copied into
+    ``tmp_path``."""
     import time
 
-    run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
-    _stop_early(monkeypatch)
-    code, out, err = run_cli(*run, "--max-minutes", "1")
+    def make(folder, run_command, patch):
+        run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(folder)]
+        _stop_early(patch)
+        stopped = run_command(*run, "--max-minutes", "1")
+        partial = json.loads((folder / f"{name}_smoke.json").read_text()) if stopped[0] == cli.EXIT_PARTIAL else None
+        patch.setattr(time, "monotonic", lambda: 0.0)
+        return {"stopped": stopped, "partial": partial, "resumed": run_command(*run)}
+
+    return shared_run(f"{name}: tiny_nonlinear, stopped by the time limit and resumed", make, tmp_path)
+
+
+@pytest.mark.parametrize("name", ["nonlinear", "nonlinear_depth", "nonlinear_window"])
+def test_the_time_limit_stops_before_anything_is_measured_and_the_rerun_resumes(name, tiny_nonlinear, tmp_path,
+                                                                                shared_run):
+    """``--max-minutes`` passed inside training: the file is partial, nothing is measured or printed as final (no
+    window, no final risk); the same command then says it resumes, and finishes."""
+    runs = _stopped_and_resumed(name, shared_run, tmp_path)
+    code, out, err = runs["stopped"]
     assert code == cli.EXIT_PARTIAL, err
-    data = json.loads((tmp_path / f"{name}_smoke.json").read_text())
+    data = runs["partial"]
     assert data["complete"] is False and "final" not in data and "per_seed" not in data and "window at" not in out
     assert "provenance" in data
-    monkeypatch.setattr(time, "monotonic", lambda: 0.0)
-    code, out, err = run_cli(*run)
+    code, out, err = runs["resumed"]
     assert code == cli.EXIT_COMPLETE, err
     assert "resuming Chapter 8's" in out and "from step 4 of" in out
     assert json.loads((tmp_path / f"{name}_smoke.json").read_text())["complete"] is True

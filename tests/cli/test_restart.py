@@ -61,7 +61,7 @@ def test_the_plain_partial_message_keeps_the_same_command(tiny_window, tmp_path,
 
 @pytest.mark.parametrize("name", ["nonlinear_window", pytest.param("nonlinear", marks=pytest.mark.slow)])
 def test_a_restart_stopped_early_leaves_no_checkpoint_of_a_later_stage(name, tiny_window, tmp_path, run_cli,
-                                                                       monkeypatch):
+                                                                       monkeypatch, shared_run):
     """A finished run, then ``--restart`` stopped in its first stage: the later stages' old (finished) checkpoints
     are gone, so the next run trains them from step 0 instead of resuming them as finished."""
     if name == "nonlinear":
@@ -70,7 +70,10 @@ def test_a_restart_stopped_early_leaves_no_checkpoint_of_a_later_stage(name, tin
         monkeypatch.setitem(presets.NONLINEAR_FINAL_PROMPTS, "smoke", 64)
         monkeypatch.setitem(presets.NONLINEAR_REFERENCE_PROMPTS, "smoke", 32)
     run = ["reproduce", name, "--preset", "smoke", "--device", "cpu", "--out", str(tmp_path)]
-    assert run_cli(*run)[0] == cli.EXIT_COMPLETE
+    finished = shared_run(f"reproduce {name} --preset smoke: two settings of the dependence"
+                          + (", 8 steps" if name == "nonlinear" else ""),
+                          lambda out, run_command, patch: run_command(*run[:-1], str(out))[0], tmp_path)
+    assert finished == cli.EXIT_COMPLETE
     later = sorted((tmp_path / "checkpoints").glob(f"{name}_smoke_dependence*.pt"))
     assert len(later) == 2
     with monkeypatch.context() as patch:

@@ -91,6 +91,8 @@ def _deep_config(optimizer="adam"):
                       held_out_prompts=8)
 
 
+_DEEP_FULL = []  # the uninterrupted deep run, computed by the first case that needs it
+
 DEEP_PLACES = {
     "record at step 0": (DeepStepper, "held_out", 1, False, None),
     "record at step 4": (DeepStepper, "held_out", 3, False, None),
@@ -108,7 +110,9 @@ def test_an_interrupt_anywhere_resumes_the_deep_stepper_exactly(tmp_path, place)
         return DecayedDeepStepper(cfg, decay_step=4, decay_factor=0.1)
 
     records = [0, 2, 4, 6, 7]
-    full = run(stepper(), 7, records)
+    if not _DEEP_FULL:
+        _DEEP_FULL.append(run(stepper(), 7, records))
+    full = _DEEP_FULL[0]
     owner, name, call, after, when = DEEP_PLACES[place]
     checkpoint = tmp_path / "deep.pt"
     with interrupt_on_call(owner, name, call, after=after, when=when or (lambda *a, **k: True)):

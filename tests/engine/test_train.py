@@ -167,21 +167,34 @@ def _one_diverging_seed():
     return TrainConfig(**{**SMALL, "lengths": (10,)}, seeds=(1, 2), init="given", lr=0.05), init
 
 
+@pytest.fixture(scope="module")
+def diverging_run():
+    """``run(device)``: the training of :func:`_one_diverging_seed` on ``device``, trained once for the tests that
+    only read it."""
+    runs = {}
+
+    def run(device):
+        if device not in runs:
+            cfg, init = _one_diverging_seed()
+            runs[device] = train(cfg, init_weights=init, device=device)
+        return runs[device]
+    return run
+
+
 @pytest.mark.parametrize("device", DEVICES)
-def test_divergence_is_caught_per_run(device):
-    cfg, init = _one_diverging_seed()
-    result = train(cfg, init_weights=init, device=device)
+def test_divergence_is_caught_per_run(device, diverging_run):
+    result = diverging_run(device)
     assert result.diverged[0].all() and not result.diverged[1].any()
     assert np.isnan(result.eval_risk[0, ..., -1]).all()
     assert np.isfinite(result.eval_risk[1, ..., -1]).all()
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_a_diverged_run_reports_the_step_it_diverged_at(device):
+def test_a_diverged_run_reports_the_step_it_diverged_at(device, diverging_run):
     """A stopped run's risk stays bad at every later step; only the first bad step is its divergence step. Training
     longer must not move it, the records before it are finite and those from the next record on are NaN."""
     cfg, init = _one_diverging_seed()
-    short = train(cfg, init_weights=init, device=device)
+    short = diverging_run(device)
     longer = train(cfg.replace(steps=cfg.steps + 20), init_weights=init, device=device)
     np.testing.assert_array_equal(short.diverged_at, longer.diverged_at)
     k = short.diverged_at[0]

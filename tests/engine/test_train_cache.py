@@ -10,7 +10,7 @@ from softmax_as_linear.engine import train_cache
 from softmax_as_linear.engine.sweep import TrainConfig
 from softmax_as_linear.engine.train import train
 
-TINY = TrainConfig(lengths=(4, 9), seeds=(0, 1), steps=12, record_every=4, eval_prompts=16, batch_size=8)
+TINY = TrainConfig(lengths=(4, 9), seeds=(0, 1), steps=4, record_every=2, eval_prompts=16, batch_size=8)
 CPU = torch.device("cpu")
 
 
@@ -29,6 +29,26 @@ def _same(a, b, seconds=True):
 def cache(tmp_path, monkeypatch):
     monkeypatch.setenv(train_cache.ENV, str(tmp_path / "sweeps"))
     return tmp_path / "sweeps"
+
+
+@pytest.fixture(scope="module")
+def tiny_stored(tmp_path_factory):
+    """``(result, file)``: TINY trained once for the module with the cache in use, and the file it stored."""
+    folder = tmp_path_factory.mktemp("stored")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(train_cache.ENV, str(folder))
+        result = train(TINY, device="cpu")
+    (file,) = folder.glob("sweep_*.npz")
+    return result, file
+
+
+@pytest.fixture
+def cache_holding_tiny(cache, tiny_stored):
+    """The cache as a first ``train(TINY)`` leaves it (its file copied); returns the folder and what was trained."""
+    result, file = tiny_stored
+    cache.mkdir(parents=True)
+    shutil.copy(file, cache / file.name)
+    return cache, result
 
 
 def _trained_again(monkeypatch) -> list:
@@ -58,18 +78,18 @@ def test_a_hit_returns_exactly_what_training_returned(cache, monkeypatch):
     _same(train(TINY, device="cpu"), trained, seconds=False)  # what training again gives (seconds aside)
 
 
-@pytest.mark.parametrize("change", [dict(seeds=(0, 2)), dict(lr=0.011), dict(steps=16), dict(covariates="uniform"),
+@pytest.mark.parametrize("change", [dict(seeds=(0, 2)), dict(lr=0.011), dict(steps=6), dict(covariates="uniform"),
                                     dict(dtype="float64"), dict(models=("softmax",))])
-def test_another_configuration_trains_again(cache, monkeypatch, change):
-    train(TINY, device="cpu")
+def test_another_configuration_trains_again(cache_holding_tiny, monkeypatch, change):
+    cache, _ = cache_holding_tiny
     built = _trained_again(monkeypatch)
     other = train(TINY.replace(**change), device="cpu")
     assert built == [1] and other.config == TINY.replace(rng="torch", **change)
     assert len(list(cache.glob("sweep_*.npz"))) == 2
 
 
-def test_calls_that_are_not_plain_runs_never_use_it(cache, monkeypatch):
-    train(TINY, device="cpu")
+def test_calls_that_are_not_plain_runs_never_use_it(cache_holding_tiny, monkeypatch):
+    cache, _ = cache_holding_tiny
     built = _trained_again(monkeypatch)
     stopped = train(TINY, device="cpu", should_stop=lambda: True)
     assert not stopped.complete
@@ -128,15 +148,25 @@ def _copy(tmp_path):
     return copy
 
 
+@pytest.fixture(scope="module")
+def package_copy(tmp_path_factory):
+    """``(copy, key)``: one copy of the package for the module, and the key of training TINY with its source."""
+    copy = _copy(tmp_path_factory.mktemp("package"))
+    assert train_cache.source_digest(copy) == train_cache.source_digest()
+    return copy, train_cache.key(TINY.replace(rng="torch"), CPU, root=copy)
+
+
 @pytest.mark.parametrize("module", ["engine/tensor_step.py", "engine/gpu/prompt_kernel.py", "theory/regression.py",
                                     "core/seeding.py", "registry.py", "engine/__init__.py"])
-def test_editing_a_module_training_imports_changes_the_key(tmp_path, module):
-    copy = _copy(tmp_path)
-    assert train_cache.source_digest(copy) == train_cache.source_digest()
-    before = train_cache.key(TINY.replace(rng="torch"), CPU, root=copy)
-    with open(copy / module, "a") as file:
-        file.write("\n# one more line\n")
-    assert train_cache.key(TINY.replace(rng="torch"), CPU, root=copy) != before
+def test_editing_a_module_training_imports_changes_the_key(package_copy, module):
+    copy, before = package_copy
+    original = (copy / module).read_bytes()
+    try:
+        with open(copy / module, "a") as file:
+            file.write("\n# one more line\n")
+        assert train_cache.key(TINY.replace(rng="torch"), CPU, root=copy) != before
+    finally:
+        (copy / module).write_bytes(original)  # the next case edits the package as copied
 
 
 def test_a_module_imported_inside_a_function_is_followed(tmp_path):
@@ -156,8 +186,8 @@ def test_editing_a_module_training_does_not_import_keeps_the_key(tmp_path):
     assert train_cache.source_digest(copy) == before
 
 
-def test_a_damaged_or_foreign_file_is_trained_again(cache, monkeypatch):
-    trained = train(TINY, device="cpu")
+def test_a_damaged_or_foreign_file_is_trained_again(cache_holding_tiny, monkeypatch):
+    cache, trained = cache_holding_tiny
     (file,) = cache.glob("sweep_*.npz")
     file.write_bytes(b"not a sweep")
     built = _trained_again(monkeypatch)

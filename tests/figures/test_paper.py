@@ -127,15 +127,15 @@ def test_flow_figures_show_the_flow_and_its_limit():
     from softmax_as_linear.theory.flow import infinite_prompt_flow
 
     task = regression.RegressionTask.isotropic(3)
-    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.5), task, [0.0, 1.0, 40.0], max_dt=0.1)
+    flow = infinite_prompt_flow(*flow_limits.block_init(task, 0.5), task, [0.0, 1.0, 15.0], max_dt=0.1)
     limit = flow_limits.limit_parameters(task)
     fig = paper.flow_convergence_figure({"isotropic": (flow, limit, task.noise_floor())})
     excess, distance = fig.data
     assert excess.y[0] == pytest.approx(flow["risk"][0] - task.noise_var / 2)
-    assert distance.y[-1] is None or distance.y[-1] < 1e-10  # converged to (U*, V*)
+    assert distance.y[-1] is None or distance.y[-1] < 1e-10  # converged to (U*, V*): 3e-14 at t = 15
     heat = paper.flow_matrices_figure(flow, limit)
     labels = [s.label for s in heat.layout.sliders[0].steps]
-    assert labels == ["0", "1", "U*, V*"]  # at t = 40 the flow has reached the limit: no repeated picture
+    assert labels == ["0", "1", "U*, V*"]  # at t = 15 the flow has reached the limit: no repeated picture
     assert heat.data[-1].z[0][0] == pytest.approx(float(limit[0][0, 0]), abs=1e-4)
     assert heat.data[-1].z[0][task.D] is None  # the column between U and V
 

@@ -31,20 +31,20 @@ def test_the_panels_build():
 
 @pytest.fixture(scope="module")
 def one_click():
-    """What one click of the training panel trains (its configuration and result), trained once for the two tests
-    below: both draw the same result."""
+    """What one click of the training panel trains and draws (its configuration, result and figure), trained and
+    drawn once for the two tests below (the figure's reference risks take seconds)."""
     cfg = nonlinear.training_config(2.0, 0.05, 10, 4, 0)
-    return cfg, train(cfg, device="cpu")
+    result = train(cfg, device="cpu")
+    return cfg, result, nonlinear.training_figure(result)
 
 
 def test_one_click_trains_and_draws(one_click):
-    fig = nonlinear.training_figure(one_click[1])
+    fig = one_click[2]
     assert "window" in fig.layout.title.text
 
 
 def test_the_training_figure_draws_two_standard_errors_around_each_risk(one_click):
-    cfg, result = one_click
-    fig = nonlinear.training_figure(result)
+    cfg, result, fig = one_click
     bands = [t for t in fig.data if t.fill == "toself"]
     assert len(bands) == len(cfg.models) and "s.e." in fig.layout.yaxis.title.text
     for a, band in enumerate(bands):

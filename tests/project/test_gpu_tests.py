@@ -4,15 +4,18 @@ tools/gpu_tests.py finds them by the reason of their skip mark ("no CUDA ...", "
 skip mark on CUDA's presence in tests/ is worded so, and that the plugin keeps exactly those tests and lists them.
 """
 import ast
-import os
 import pathlib
 import re
 import subprocess
-import sys
 
 import pytest
 import torch
 
+# Imported here rather than first inside a session of _gpu_tests, which unloads at its end the modules it loaded:
+# Triton's compiled extension (which the engine's GPU modules import) would report leaks when Python exits.
+from softmax_as_linear.engine.gpu import fused_softmax  # noqa: F401
+
+pytest_plugins = ["pytester"]  # _gpu_tests runs pytest sessions of its own
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 NEEDS_CUDA = re.compile(r"\b(no|needs) CUDA\b")  # as tools/gpu_tests.py
 
@@ -38,10 +41,13 @@ def test_every_skip_on_cudas_presence_says_it_needs_cuda():
     assert found >= 5  # the engine's tests use several
 
 
-def _gpu_tests(*args, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                           "-p", "no:nbval", "-p", "tools.gpu_tests", "-rfE", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT)})
+def _gpu_tests(pytester, monkeypatch, *args):
+    """What `make gpu-tests` runs, on ``args``: a pytest session of its own with the plugin loaded by name, run in this
+    process (a new one would spend seconds importing torch, which the plugin's summary reads); its exit code is
+    ``.ret``."""
+    monkeypatch.syspath_prepend(str(ROOT))  # as PYTHONPATH=. for `-p tools.gpu_tests`
+    return pytester.runpytest_inprocess("-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:nbval",
+                                        "-p", "tools.gpu_tests", "-rfE", *args)
 
 
 TESTS = '''
@@ -64,25 +70,28 @@ def test_without_triton():
 '''
 
 
-def test_only_the_gpu_tests_run_and_those_that_did_not_are_listed(tmp_path):
-    (tmp_path / "test_devices.py").write_text(TESTS)
-    done = _gpu_tests(str(tmp_path))
-    assert done.returncode == 0, done.stdout + done.stderr  # not run here is not a failure
-    assert "2 skipped, 3 deselected" in done.stdout
-    listed = done.stdout[done.stdout.index("The GPU tests that did not run here:"):].splitlines()[1:3]
+def test_only_the_gpu_tests_run_and_those_that_did_not_are_listed(pytester, monkeypatch):
+    pytester.makepyfile(test_gpu_plugin_sample=TESTS)  # a name no module of tests/ has
+    done = _gpu_tests(pytester, monkeypatch, str(pytester.path))
+    out = done.stdout.str()
+    assert done.ret == 0, out + done.stderr.str()  # not run here is not a failure
+    assert "2 skipped, 3 deselected" in out
+    listed = out[out.index("The GPU tests that did not run here:"):].splitlines()[1:3]
     assert [line.split()[0].rsplit("::", 1)[1] for line in listed] == ["test_on_the_gpu", "test_on_each_device[cuda]"]
     assert "(needs CUDA and Triton)" in listed[1]
-    assert "0 GPU tests ran, 2 did not" in done.stdout
+    assert "0 GPU tests ran, 2 did not" in out
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="on a GPU machine the GPU tests run")
-def test_the_engines_gpu_tests_are_listed_on_a_machine_without_one():
+def test_the_engines_gpu_tests_are_listed_on_a_machine_without_one(pytester, monkeypatch):
     """The five interrupt cases and the six CUDA paths of the engine, among others."""
-    done = _gpu_tests("tests/engine/test_interrupts.py", "tests/engine/test_paths.py")
-    assert done.returncode == 0, done.stdout + done.stderr
-    listed = done.stdout[done.stdout.index("The GPU tests that did not run here:"):]
+    done = _gpu_tests(pytester, monkeypatch, str(ROOT / "tests" / "engine" / "test_interrupts.py"),
+                      str(ROOT / "tests" / "engine" / "test_paths.py"))
+    out = done.stdout.str()
+    assert done.ret == 0, out + done.stderr.str()
+    listed = out[out.index("The GPU tests that did not run here:"):]
     assert listed.count("test_interrupts.py::") == 5 and listed.count("test_paths.py::") == 6
-    assert "make clean && make gpu-tests TORCH_INDEX=" in done.stdout or torch.version.cuda
+    assert "make clean && make gpu-tests TORCH_INDEX=" in out or torch.version.cuda
 
 
 def test_make_gpu_tests_runs_the_plugin_over_the_unit_tests():

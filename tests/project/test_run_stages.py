@@ -20,9 +20,9 @@ bad:
 other:
 \t@echo other ran >> {log}
 slow:
-\t@sleep 0.5; echo slow ran >> {log}
+\t@sleep 0.2; echo slow ran >> {log}
 slowbad:
-\t@sleep 0.5; echo slowbad ran >> {log}; exit 4
+\t@sleep 0.2; echo slowbad ran >> {log}; exit 4
 late:
 \t@for i in $$(seq 600); do grep -q other {log} 2>/dev/null && break; sleep 0.05; done; echo late ran >> {log}
 latebad:
@@ -32,13 +32,19 @@ latebad:
 # a stage started with & that did wait for the next stages before they started would never see them.
 
 
+def _runner(tmp_path, *args) -> list:
+    """The runner's command line with the Makefile in ``tmp_path``. It looks at its stages every 0.02 s: the default,
+    0.2 s, would add up to that much to every group and every stage collected."""
+    return [sys.executable, ROOT / "tools" / "run_stages.py", "--poll", "0.02", "--make",
+            f"make -s -f {tmp_path}/Makefile", *args]
+
+
 def _run(tmp_path, *stages):
     log = tmp_path / "ran.txt"
     (tmp_path / "Makefile").write_text(MAKEFILE.format(log=log))
     report = tmp_path / "stages.txt"
-    done = subprocess.run([sys.executable, ROOT / "tools" / "run_stages.py", "--make", f"make -s -f {tmp_path}/Makefile",
-                           "--report", report, *stages], capture_output=True, text=True, stdin=subprocess.DEVNULL,
-                          timeout=60)
+    done = subprocess.run(_runner(tmp_path, "--report", report, *stages), capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, timeout=60)
     ran = log.read_text().split() if log.exists() else []
     return done, ran, report.read_text()
 
@@ -66,15 +72,13 @@ def test_a_failed_setup_leaves_the_other_stages_not_run(tmp_path):
     assert done.returncode == 1 and _row(table, "good")[0] == "passed"  # an ordinary failure: the next runs
     (tmp_path / "ran.txt").unlink()
     (tmp_path / "Makefile").write_text("setup:\n\texit 2\n")
-    done = subprocess.run([sys.executable, ROOT / "tools" / "run_stages.py", "--make",
-                           f"make -s -f {tmp_path}/Makefile", "--report", tmp_path / "t.txt", "setup", "good"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    done = subprocess.run(_runner(tmp_path, "--report", tmp_path / "t.txt", "setup", "good"), capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=60)
     table = (tmp_path / "t.txt").read_text()
     assert done.returncode == 1 and _row(table, "good")[:2] == ["not", "run"]
     # a stage started beside the set-up (as `make test` starts pip-path, which needs only the system's Python) ends
-    (tmp_path / "Makefile").write_text("setup:\n\texit 2\nbeside:\n\tsleep 0.5\ngood:\n")
-    done = subprocess.run([sys.executable, ROOT / "tools" / "run_stages.py", "--make",
-                           f"make -s -f {tmp_path}/Makefile", "--report", tmp_path / "t.txt", "beside&", "setup", "good"],
+    (tmp_path / "Makefile").write_text("setup:\n\texit 2\nbeside:\n\tsleep 0.2\ngood:\n")
+    done = subprocess.run(_runner(tmp_path, "--report", tmp_path / "t.txt", "beside&", "setup", "good"),
                           capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
     table = (tmp_path / "t.txt").read_text()
     assert done.returncode == 1 and _row(table, "beside")[0] == "passed" and _row(table, "good")[:2] == ["not", "run"]
@@ -91,14 +95,13 @@ def test_a_stage_started_with_ampersand_runs_beside_the_next_stages(tmp_path):
 
 def test_a_stage_beside_the_others_is_timed_to_its_own_end(tmp_path):
     """A stage started with & that ends long before the group that collects it is timed to its own end, not to the
-    end of that group (quick& takes no time; long, beside it, 3 s)."""
-    (tmp_path / "Makefile").write_text("quick:\n\t@true\nlong:\n\t@sleep 3\n")
-    done = subprocess.run([sys.executable, ROOT / "tools" / "run_stages.py", "--make",
-                           f"make -s -f {tmp_path}/Makefile", "--report", tmp_path / "t.txt", "quick&", "long"],
-                          capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=60)
+    end of that group (quick& takes no time; long, beside it, 2 s: quick timed to the group's end would read 0:02)."""
+    (tmp_path / "Makefile").write_text("quick:\n\t@true\nlong:\n\t@sleep 2\n")
+    done = subprocess.run(_runner(tmp_path, "--report", tmp_path / "t.txt", "quick&", "long"), capture_output=True,
+                          text=True, stdin=subprocess.DEVNULL, timeout=60)
     table = (tmp_path / "t.txt").read_text()
     assert done.returncode == 0, done.stdout + done.stderr
-    assert _row(table, "long")[1] in ("0:03", "0:04") and _row(table, "quick")[1] in ("0:00", "0:01"), table
+    assert _row(table, "long")[1] in ("0:02", "0:03") and _row(table, "quick")[1] in ("0:00", "0:01"), table
 
 
 def test_a_failed_stage_beside_the_others_fails_the_run(tmp_path):
@@ -129,11 +132,9 @@ def test_a_signal_to_the_runner_ends_the_running_stages_and_the_table_says_so(tm
     (tmp_path / "Makefile").write_text("".join(
         f"{stage}:\n\t@echo $$$$ > {tmp_path}/{stage}.pid.tmp; mv {tmp_path}/{stage}.pid.tmp {tmp_path}/{stage}.pid; "
         "exec sleep 60\n"
-        for stage in ("beside", "sleepy")) + "after:\n\t@echo after ran > {tmp_path}/after.txt\n")
-    runner = subprocess.Popen([sys.executable, ROOT / "tools" / "run_stages.py", "--make",
-                               f"make -s -f {tmp_path}/Makefile", "--report", tmp_path / "t.txt",
-                               "beside&", "sleepy", "after"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
+        for stage in ("beside", "sleepy")) + f"after:\n\t@echo after ran > {tmp_path}/after.txt\n")
+    runner = subprocess.Popen(_runner(tmp_path, "--report", tmp_path / "t.txt", "beside&", "sleepy", "after"),
+                              stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     pid_files = [tmp_path / "beside.pid", tmp_path / "sleepy.pid"]
     deadline = time.monotonic() + 30
     while not all(f.exists() for f in pid_files):

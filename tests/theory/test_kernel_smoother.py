@@ -35,11 +35,13 @@ def test_the_infinite_prompt_smoother_is_the_long_prompt_one():
     task = CosineTask(d=2, features=16, frequency=2.0, noise_var=0.0)
     losses = ks.circle_limit_losses(task, [5.0, 50.0], n_samples=64, seed=3)
     assert losses.shape == (2, 64) and bool((losses[1].mean() < losses[0].mean()))
-    # against a prompt of 40,000 tokens, same tasks and queries
+    # against a prompt of 10,000 tokens, same tasks and queries: over prompt seeds its mean loss strays from the
+    # limit by at most 1.3% (40,000 tokens: 0.5%), well inside the 5% allowed; the limit moves by 11% to 13% when w
+    # is off by 10%
     g = torch.Generator().manual_seed(3)
     a = torch.randn(64, 16, generator=g, dtype=torch.float64)
     x_q = task.draw_inputs((64,), g)
-    x = task.draw_inputs((64, 40_000), torch.Generator().manual_seed(9))
+    x = task.draw_inputs((64, 10_000), torch.Generator().manual_seed(9))
     tokens = torch.cat([x, task.function(a, x).unsqueeze(-1)], -1)
     query = torch.cat([x_q, torch.zeros(64, 1, dtype=torch.float64)], -1)
     finite = 0.5 * (ks.nadaraya_watson(tokens, query, 5.0) - task.function(a, x_q.unsqueeze(1))[:, 0]) ** 2

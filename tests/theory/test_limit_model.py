@@ -57,10 +57,12 @@ def test_tilted_moments_are_the_gradient_and_hessian_of_the_cgf(name, covariance
 @pytest.mark.parametrize("name", NON_GAUSSIAN)
 @pytest.mark.parametrize("covariance", ["isotropic", "kms"])
 def test_long_prompts_converge_at_the_delta_method_rate(name, covariance):
-    # L E[(yhat_L - yhat_inf)^2 / C] -> 1 for each (w, x_q): the mean over prompts, with its standard error
+    # L E[(yhat_L - yhat_inf)^2 / C] -> 1 for each (w, x_q): the mean over prompts, with its standard error.
+    # At L = 5,000 the four means (0.92 to 1.13) show no bias beyond their spread, as at 20,000, and a constant C
+    # off by a factor 2 is rejected as surely (its deviation is 1.9 to 2.7 times the allowed one, 1.9 to 2.9 at 20,000)
     task = _task(name, covariance)
     U, V = _uv(5)
-    P, L = 300, 20_000
+    P, L = 300, 5_000
     stream = task.stream(P, torch.Generator().manual_seed(6))
     limit = limit_model.infinite_prompt_prediction(U, V, task, stream.w, stream.query)
     moments = stream_moments(stream.tokens, L, stream.query.unsqueeze(1), U)

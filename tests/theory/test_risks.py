@@ -173,18 +173,19 @@ def test_linear_attention_risk_minimum_is_the_optimal_linear_risk(key, L):
     starts = [random_uv(seed, scale=0.1) for seed in (1, 2, 3)]
     noise = random_uv(4, scale=0.05)
     starts.append((U_star + noise[0], V_star + noise[1]))
+    # One L-BFGS run per start stops at a stationary point to about 1e-11 of the risk (between 25 and 110
+    # evaluations, none near max_iter), far inside both assertions; polishing to the last bit took ~60% more.
     for start in starts:
         U, V = (t.clone().requires_grad_(True) for t in start)
-        opt = torch.optim.LBFGS([U, V], max_iter=500, tolerance_grad=1e-12, tolerance_change=1e-16,
+        opt = torch.optim.LBFGS([U, V], max_iter=500, tolerance_grad=1e-9, tolerance_change=1e-12,
                                 line_search_fn="strong_wolfe")
 
         def closure():
             opt.zero_grad()
-            risk = risks.linear_attention_risk(U, V, L, task)
+            risk = risks.linear_attention_risk_unchecked(U, V, L, task)
             risk.backward()
             return risk
-        for _ in range(6):
-            opt.step(closure)
+        opt.step(closure)
         reached = float(risks.linear_attention_risk(U, V, L, task).detach())
         assert reached >= optimum * (1 - 1e-9)
         best = min(best, reached)

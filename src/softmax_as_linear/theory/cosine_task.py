@@ -40,6 +40,10 @@ INPUTS = ("sphere", "gaussian")
 #: Monte Carlo inputs behind the task's moments (zero risk, best affine predictor): fixed, so they are numbers.
 MOMENT_SAMPLES = 1 << 17
 
+#: The moments of every task met in this process (:meth:`CosineTask.zero_risk`, :meth:`CosineTask.best_affine_risk`),
+#: keyed on what they are functions of (:meth:`CosineTask._moment_key`): each computed once, the same floats.
+_MOMENTS: dict[tuple, object] = {}
+
 
 class CosineTask:
     r"""The random-cosine-feature task :math:`(d, m, \gamma, \tau^2, s^2)` with inputs on the sphere or Gaussian.
@@ -154,15 +158,22 @@ class CosineTask:
         r"""Risk of the predictor that knows :math:`f`, :math:`\tfrac{s^2}{2}`."""
         return 0.5 * self.noise_var
 
+    def _moment_key(self, *what) -> tuple:
+        """The key of ``what`` in :data:`_MOMENTS`: with what the features and the moment inputs are functions of,
+        and torch's number of threads (the last digit of a threaded sum may follow it)."""
+        return (*what, self.d, self.features, self.frequency, self.inputs, self.feature_seed, MOMENT_SAMPLES,
+                torch.get_num_threads())
+
     def _moment_inputs(self) -> Tensor:
         return self.draw_inputs((MOMENT_SAMPLES,), torch.Generator().manual_seed(self.feature_seed + 1))
 
     def zero_risk(self) -> float:
         r"""Risk of :math:`\hat y = 0`, :math:`\tfrac{\tau^2}{2} \mathbb{E}_x \|\varphi(x)\|^2 + \tfrac{s^2}{2}`, the
         expectation a mean over :data:`MOMENT_SAMPLES` fixed inputs (the scale of the divergence threshold)."""
-        if "zero" not in self._on:
-            self._on["zero"] = float((self.feature_map(self._moment_inputs()) ** 2).sum(-1).mean())
-        return 0.5 * self.task_var * self._on["zero"] + 0.5 * self.noise_var
+        key = self._moment_key("zero")
+        if key not in _MOMENTS:
+            _MOMENTS[key] = float((self.feature_map(self._moment_inputs()) ** 2).sum(-1).mean())
+        return 0.5 * self.task_var * _MOMENTS[key] + 0.5 * self.noise_var
 
     def best_affine_risk(self) -> tuple[float, float]:
         r""":math:`R^*_{\mathrm{aff}}`: the risk of the best predictor affine in :math:`x_q` *that knows* :math:`f`,
@@ -175,6 +186,12 @@ class CosineTask:
         equations :math:`(X^\top X) c = X^\top \Phi` in float64 (a well-conditioned :math:`(d+1) \times (d+1)`
         system: the inputs' moments), with every sum over samples taken by NumPy's pairwise summation, whose order is
         fixed, rather than by a threaded BLAS or LAPACK call, whose order (and last digit) follows the threads."""
+        key = self._moment_key("affine", self.task_var, self.noise_var)
+        if key not in _MOMENTS:
+            _MOMENTS[key] = self._best_affine_risk()
+        return _MOMENTS[key]
+
+    def _best_affine_risk(self) -> tuple[float, float]:
         x = self._moment_inputs().numpy()
         x2 = self.draw_inputs((MOMENT_SAMPLES,), torch.Generator().manual_seed(self.feature_seed + 2)).numpy()
         design = lambda t: np.concatenate([np.ones_like(t[:, :1]), t], -1)  # noqa: E731
