@@ -9,6 +9,7 @@ and magics instead of running them.
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import pathlib
 import re
@@ -24,8 +25,9 @@ CONFIG = yaml.safe_load((ROOT / "_config.yml").read_text())
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 
 
+@functools.cache  # the notebooks are only read: each is parsed and validated once
 def _code_cells(path: pathlib.Path):
-    return [cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code"]
+    return tuple(cell for cell in nbformat.read(path, as_version=4).cells if cell.cell_type == "code")
 
 
 class _Shell:
@@ -124,7 +126,8 @@ def _distribution(name: str) -> str:
     return re.split(r"[<>=!~\[ ;@]", name.strip(), maxsplit=1)[0].lower().replace("_", "-")
 
 
-def _binder_distributions() -> set[str]:
+@functools.cache
+def _binder_distributions() -> frozenset[str]:
     """What environment.yml installs, with the direct dependencies of each of those packages."""
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     listed = {_distribution(d) for d in env["dependencies"] if isinstance(d, str)}
@@ -137,12 +140,17 @@ def _binder_distributions() -> set[str]:
             closure |= {_distribution(r) for r in importlib.metadata.requires(name) or [] if "extra ==" not in r}
         except importlib.metadata.PackageNotFoundError:
             pass
-    return closure
+    return frozenset(closure)
+
+
+@functools.cache  # a scan of every installed distribution's files: the same for every chapter
+def _packages_distributions() -> dict[str, list[str]]:
+    return importlib.metadata.packages_distributions()
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name)
 def test_binder_environment_provides_every_import_of_the_chapter(notebook):
-    providers = importlib.metadata.packages_distributions()
+    providers = _packages_distributions()
     available = _binder_distributions()
     missing = []
     for module in sorted(_top_level_imports(notebook)):

@@ -52,10 +52,21 @@ def test_other_seeds_or_lengths_never_take_the_presets_name(tmp_path, tiny_beyon
     assert data["provenance"]["settings"]["lengths"] == [5, 10] and data["final"]["seeds"] == [327]
 
 
-def test_beyond_stops_at_its_time_limit_and_resumes(tmp_path, tiny_beyond, run_cli, monkeypatch):
+def _stopped_by_the_time_limit(out, run, patch):
     clock = iter([0.0] + [1e9] * 10_000)  # the deadline passes right after the start
-    monkeypatch.setattr(reproduce.time, "monotonic", lambda: next(clock))
-    code, out, err = run_cli(*RUN, "--out", str(tmp_path), "--max-minutes", "1")
+    patch.setattr(reproduce.time, "monotonic", lambda: next(clock))
+    return run(*RUN, "--out", str(out), "--max-minutes", "1")
+
+
+@pytest.fixture
+def stopped_by_the_time_limit(tmp_path, tiny_beyond, shared_run):
+    """The tiny run stopped by its time limit right after its start (run once), copied into ``tmp_path``; returns
+    what the command returned."""
+    return shared_run("beyond stopped by its time limit", _stopped_by_the_time_limit, tmp_path)
+
+
+def test_beyond_stops_at_its_time_limit_and_resumes(tmp_path, stopped_by_the_time_limit, run_cli, monkeypatch):
+    code, out, err = stopped_by_the_time_limit
     assert code == cli.EXIT_PARTIAL == 3
     assert _load(tmp_path / "beyond_uniform_smoke.json")["complete"] is False
     monkeypatch.setattr(reproduce.time, "monotonic", lambda: 0.0)
@@ -65,10 +76,9 @@ def test_beyond_stops_at_its_time_limit_and_resumes(tmp_path, tiny_beyond, run_c
     assert _load(tmp_path / "beyond_uniform_smoke.json")["complete"] is True
 
 
-def test_a_checkpoint_of_other_settings_is_named_not_called_damaged(tmp_path, tiny_beyond, run_cli, monkeypatch):
-    clock = iter([0.0] + [1e9] * 10_000)
-    monkeypatch.setattr(reproduce.time, "monotonic", lambda: next(clock))
-    assert run_cli(*RUN, "--out", str(tmp_path), "--max-minutes", "1")[0] == cli.EXIT_PARTIAL
+def test_a_checkpoint_of_other_settings_is_named_not_called_damaged(tmp_path, stopped_by_the_time_limit, run_cli,
+                                                                   monkeypatch):
+    assert stopped_by_the_time_limit[0] == cli.EXIT_PARTIAL
     monkeypatch.setattr(reproduce.time, "monotonic", lambda: 0.0)
     checkpoint = tmp_path / "checkpoints" / "sweep_beyond_uniform_smoke.pt"
     # the same file name, other settings: the sweep was started with other seeds (as by an older version)

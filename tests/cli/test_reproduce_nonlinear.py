@@ -154,6 +154,9 @@ def test_the_time_limit_stops_before_anything_is_measured_and_the_rerun_resumes(
     data = runs["partial"]
     assert data["complete"] is False and "final" not in data and "per_seed" not in data and "window at" not in out
     assert "provenance" in data
+    reached, steps = data["stopped_at"]
+    assert 0 < reached < steps and f"stopped at the time limit in {data['stopped_in']} at step {reached:,} of " \
+        f"{steps:,} (partial)" in out  # the step the stage stopped at, not its last
     code, out, err = runs["resumed"]
     assert code == cli.EXIT_COMPLETE, err
     assert "resuming Chapter 8's" in out and "from step 4 of" in out

@@ -1,4 +1,6 @@
 """Trained runs read against the theory: the distance to the infinite-prompt flow, and per-seed outcomes."""
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -12,9 +14,26 @@ from softmax_as_linear.theory.flow import infinite_prompt_flow
 BLOCK = dict(parametrisation="uv", init="block", alpha=0.3, lr=1e-2, record_every=20, eval_prompts=32)
 
 
-def test_flow_gap_is_zero_for_the_flow_itself():
+@pytest.fixture(scope="module")
+def _block_run():
+    return train(TrainConfig(lengths=(10,), models=("linear",), steps=40, batch_size=8, **BLOCK))
+
+
+@pytest.fixture
+def block_run(_block_run):
+    """A short run of the block start (40 steps, records at 0, 20, 40), trained once: each test gets its own copy."""
+    return copy.deepcopy(_block_run)
+
+
+@pytest.fixture(scope="module")
+def four_matrix_run():
+    """A short run of the four-matrix parametrisation (the default), trained once and only read."""
+    return train(TrainConfig(lengths=(5,), steps=10, record_every=10, eval_prompts=8, batch_size=8))
+
+
+def test_flow_gap_is_zero_for_the_flow_itself(block_run):
     # A "run" whose recorded parameters are the flow has distance 0 and the flow's risk.
-    result = train(TrainConfig(lengths=(10,), models=("linear",), steps=40, batch_size=8, **BLOCK))
+    result = block_run
     task = result.config.task()
     U0, V0 = flow_limits.block_init(task, 0.3)
     path = infinite_prompt_flow(U0, V0, task, result.times, max_dt=0.1)
@@ -25,10 +44,10 @@ def test_flow_gap_is_zero_for_the_flow_itself():
     np.testing.assert_allclose(gap["risk"]["linear"][0], gap["flow_risk"], rtol=1e-12)
 
 
-def test_flow_gap_measures_offsets_planted_on_the_flow_up_to_the_horizon():
+def test_flow_gap_measures_offsets_planted_on_the_flow_up_to_the_horizon(block_run):
     # Records of the flow moved by known amounts: delta_L(t) is the planted squared distance, its sup counts the
     # records up to the horizon only, the balance is ||U||^2 - ||v||^2 of the records, and the times are 2 lr k.
-    result = train(TrainConfig(lengths=(10,), models=("linear",), steps=40, batch_size=8, **BLOCK))
+    result = block_run
     task = result.config.task()
     path = infinite_prompt_flow(*flow_limits.block_init(task, 0.3), task, result.times, max_dt=0.1)
     U, V = path["U"].copy(), path["V"].copy()                      # records at steps 0, 20, 40
@@ -44,8 +63,8 @@ def test_flow_gap_measures_offsets_planted_on_the_flow_up_to_the_horizon():
     np.testing.assert_allclose(gap["times"], 2 * 1e-2 * np.asarray(result.steps), rtol=1e-12)
 
 
-def test_flow_gap_needs_the_uv_parametrisation_and_a_known_seed():
-    four = train(TrainConfig(lengths=(5,), steps=10, record_every=10, eval_prompts=8, batch_size=8))
+def test_flow_gap_needs_the_uv_parametrisation_and_a_known_seed(four_matrix_run):
+    four = four_matrix_run
     with pytest.raises(ValueError, match="parametrisation"):
         analysis.flow_gap(four)
     uv = train(TrainConfig(lengths=(5,), steps=10, batch_size=8, **{**BLOCK, "record_every": 10}))
@@ -68,8 +87,8 @@ def test_seed_outcomes_counts_diverged_stalled_and_trained():
     assert out["optimal_linear"] == [pytest.approx(risks.optimal_linear_risk(10, cfg.task()))]
 
 
-def test_seed_outcomes_rejects_bad_arguments():
-    result = train(TrainConfig(lengths=(5,), steps=10, record_every=10, eval_prompts=8, batch_size=8))
+def test_seed_outcomes_rejects_bad_arguments(four_matrix_run):
+    result = four_matrix_run
     with pytest.raises(ValueError, match="tolerance"):
         analysis.seed_outcomes(result, tolerance=-1)
     with pytest.raises(ValueError, match="tail"):

@@ -82,10 +82,11 @@ def test_log_density_matches_torch_distributions(kind):
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("kind, D", LAWS_1D_2D)
 def test_log_mgf_against_monte_carlo(kind, D, seed):
-    # E exp(u^T z) over 20 independent chunks of 50,000 samples vs exp K(u), within 5 standard errors.
+    # E exp(u^T z) over 20 independent chunks of 12,500 samples vs exp K(u), within 5 standard errors: every case
+    # still rejects a wrong sign of m^T u or a factor 2 or 1/2 on the rest of K by more than twice the tolerance.
     law, g = _law(kind, D, seed)
     u = 0.3 * torch.randn(D, generator=g, dtype=torch.float64)
-    x = law.sample((20, 50_000), torch.Generator().manual_seed(100 + seed))
+    x = law.sample((20, 12_500), torch.Generator().manual_seed(100 + seed))
     chunks = torch.exp(x @ u).mean(-1, keepdim=True)
     chunk_mean_check(chunks, torch.exp(law.log_mgf(u)).reshape(1))
 

@@ -64,6 +64,6 @@ def test_the_references_draw_streams_of_their_own(monkeypatch):
     drawn, real = [], seeding.generator
     monkeypatch.setattr(seeding, "generator", lambda seed, stream, L=None, device="cpu":
                         drawn.append((seed, stream, L)) or real(seed, stream, L, device))
-    pgd.best_preconditioners(5, TASK, steps=2, n_samples=200, full=False)
+    pgd.best_preconditioners(5, TASK, steps=2, n_samples=200, full=False, iterations=2)
     streams = {stream for _, stream, _ in drawn}
     assert streams == {"pgd_fit", "pgd_score"}, drawn

@@ -1,5 +1,6 @@
 """Risks of in-context regression: closed forms against Monte Carlo and against each other, for both samplers,
 covariate laws and bad input."""
+import functools
 import math
 
 import pytest
@@ -17,26 +18,30 @@ from helpers import REGRESSION_TASKS, SAMPLER_TASKS, mc_mean, random_uv
 SLOW = pytest.mark.slow
 
 
+@functools.cache
+def _standard_draws(seed: int, n: int = 400_000):
+    """The standard normal draws of w, x_q and eps_q from ``seed``, shared by the tasks (each scales its own)."""
+    g = torch.Generator().manual_seed(1000 + seed)
+    return tuple(torch.randn(*shape, generator=g, dtype=torch.float64) for shape in ((n, 3), (n, 3), (n,)))
+
+
 @pytest.mark.parametrize("name", REGRESSION_TASKS)
 @pytest.mark.parametrize("seed", [21, 22])
 def test_infinite_prompt_risk_monte_carlo(name, seed):
     # Independent estimate: draw w, x_q, eps_q; the infinite-prompt prediction is v^T Gamma_w U z_q.
     task = REGRESSION_TASKS[name]()
     U, V = random_uv(seed)
-    g = torch.Generator().manual_seed(1000 + seed)
-    n = 400_000
-    w = torch.randn(n, 3, generator=g, dtype=torch.float64) * math.sqrt(task.task_var)
-    x = torch.randn(n, 3, generator=g, dtype=torch.float64) @ torch.linalg.cholesky(task.covariance).T
-    y = (x * w).sum(-1) + math.sqrt(task.noise_var) * torch.randn(n, generator=g, dtype=torch.float64)
-    z = torch.cat([x, torch.zeros(n, 1, dtype=torch.float64)], -1)
+    xi_w, xi_x, xi_eps = _standard_draws(seed)
+    w = xi_w * math.sqrt(task.task_var)
+    x = xi_x @ torch.linalg.cholesky(task.covariance).T
+    y = (x * w).sum(-1) + math.sqrt(task.noise_var) * xi_eps
     sigma = task.covariance
     sw = w @ sigma
-    gamma = torch.zeros(n, 4, 4, dtype=torch.float64)
-    gamma[:, :3, :3] = sigma
-    gamma[:, :3, 3] = sw
-    gamma[:, 3, :3] = sw
-    gamma[:, 3, 3] = (sw * w).sum(-1) + task.noise_var
-    pred = torch.einsum("j,njk,kl,nl->n", V[3], gamma, U, z)
+    # Gamma_w = [[Sigma, Sigma w], [w^T Sigma, w^T Sigma w + s^2]] applied to u = U z_q, z_q = (x_q, 0)
+    u = x @ U[:, :3].T
+    gamma_u = torch.cat([u[:, :3] @ sigma + sw * u[:, 3:],
+                         (sw * u[:, :3]).sum(-1, keepdim=True) + ((sw * w).sum(-1, keepdim=True) + task.noise_var) * u[:, 3:]], -1)
+    pred = gamma_u @ V[3]
     estimate, se = mc_mean(0.5 * (pred - y) ** 2)
     closed = float(risks.infinite_prompt_risk(U, V, task))
     assert abs(closed - estimate) < 5 * se, (closed, estimate, se)
@@ -91,11 +96,15 @@ def test_optimal_linear_risk_is_optimal():
     L = 10
     U, V = flow_limits.limit_parameters(task, L)
     batch = task.sample(100_000, L, torch.Generator().manual_seed(4), dtype=torch.float64)
-    best = (0.5 * (linear_attention(batch.tokens, batch.query, U, V)[:, -1] - batch.target) ** 2).mean()
+    pred = linear_attention(batch.tokens, batch.query, U, V)[:, -1]
+    best = (0.5 * (pred - batch.target) ** 2).mean()
+    # the prediction is a^T U z_q with a = (1/L) sum_l (v . t_l) t_l, v = V[-1]: linear in U, a drawn once
+    a = (batch.tokens * (batch.tokens @ V[-1]).unsqueeze(-1)).mean(1)
+    assert torch.allclose((a @ U * batch.query).sum(-1), pred, rtol=0, atol=1e-12)
     g = torch.Generator().manual_seed(5)
     for _ in range(5):
         dU = 0.05 * torch.randn(4, 4, generator=g, dtype=torch.float64)
-        pred = linear_attention(batch.tokens, batch.query, U + dU, V)[:, -1]
+        pred = (a @ (U + dU) * batch.query).sum(-1)
         assert (0.5 * (pred - batch.target) ** 2).mean() > best
 
 
@@ -132,8 +141,9 @@ def _linear_attention_mc(U, V, L, task, seed, n=400_000, chunk=100_000):
     values = []
     for _ in range(n // chunk):
         b = task.sample(chunk, L, g, dtype=torch.float64)
-        moments = torch.einsum("nli,nlj->nij", b.tokens, b.tokens) / L
-        pred = torch.einsum("i,nij,jk,nk->n", V[-1], moments, U, b.query)
+        # v^T (T^T T / L) U z_q = (1/L) sum_l (v . t_l)(t_l . U z_q): no (n, D, D) moments formed
+        scores = (b.tokens @ (b.query @ U.T).unsqueeze(-1)).squeeze(-1)
+        pred = ((b.tokens @ V[-1]) * scores).sum(-1) / L
         values.append(0.5 * (pred - b.target) ** 2)
     return mc_mean(torch.cat(values))
 
@@ -198,13 +208,14 @@ def test_references_of_the_published_sampler_monte_carlo(L):
     task = SAMPLER_TASKS[("kms", "published")]()
     batch = task.sample(300_000, L, torch.Generator().manual_seed(40 + L), dtype=torch.float64)
     X, y = batch.tokens[..., :3], batch.tokens[..., 3]
+    xty = X.transpose(1, 2) @ y.unsqueeze(-1)
     ridge = torch.linalg.solve(X.transpose(1, 2) @ X + task.noise_var / task.task_var * torch.eye(3, dtype=torch.float64),
-                               (X.transpose(1, 2) @ y.unsqueeze(-1))).squeeze(-1)
+                               xty).squeeze(-1)
     estimate, se = mc_mean(0.5 * ((ridge * batch.query[:, :3]).sum(-1) - batch.target) ** 2)
     bayes, bayes_se = risks.bayes_risk(L, task, n_samples=40_000, seed=L)
     assert abs(bayes - estimate) < 5 * math.hypot(se, bayes_se), (bayes, estimate)
     gamma_inv = torch.linalg.inv(risks.finite_prompt_covariance(L, task))
-    h = (X * y.unsqueeze(-1)).mean(1)
+    h = xty.squeeze(-1) / L  # (1/L) sum_l y_l x_l
     pred = ((h @ gamma_inv) * batch.query[:, :3]).sum(-1)  # Gamma_L symmetric
     estimate, se = mc_mean(0.5 * (pred - batch.target) ** 2)
     assert abs(risks.optimal_linear_risk(L, task) - estimate) < 5 * se
